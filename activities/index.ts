@@ -1,0 +1,73 @@
+// Activities: everything that touches Redis, the blob store or an upstream. Built by a factory so
+// the worker (and tests) hand in their dependencies.
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { ImageModel } from '../src/config.js';
+import type { TaskStore } from '../src/services/store.js';
+import { UNCERTAIN_FAILURE_TYPE } from '../src/shared/errors.js';
+import type { GenerationResult, ImageTaskInput, TaskRecord } from '../src/shared/task.js';
+import { TransportFailure, UpstreamFailure, type ImageProvider } from './providers/types.js';
+
+export interface ActivityDeps {
+  store: TaskStore;
+  models: ImageModel[];
+  providers: Record<ImageModel['provider'], ImageProvider>;
+}
+
+interface DispatchMark { dispatched: true }
+
+export function createActivities({ store, models, providers }: ActivityDeps) {
+  const byId = new Map(models.map((m) => [m.id, m]));
+
+  return {
+    /** Writes one transition to the read model (run as a local activity). */
+    async recordTransition(record: TaskRecord): Promise<void> {
+      await store.transition(record);
+    },
+
+    /** One upstream generation. Marks the task running, then calls the model's provider. */
+    async generateImage(input: ImageTaskInput): Promise<GenerationResult> {
+      const ctx = Context.current();
+      const model = byId.get(input.model);
+      if (!model) throw ApplicationFailure.nonRetryable(`model ${input.model} is not configured on this worker`, 'invalid_request');
+      const attempt = ctx.info.attempt;
+      if (attempt > 1 && !model.idempotent) {
+        // The Redis mark is awaited before sending, unlike heartbeats, which are throttled and may be lost with the worker.
+        if (await store.wasDispatched(input.id)) {
+          throw ApplicationFailure.nonRetryable(
+            'The request may have reached the upstream generator, but the attempt ended before its answer arrived; it is not resent because the upstream is not idempotent.',
+            UNCERTAIN_FAILURE_TYPE,
+          );
+        }
+      }
+      await store.transition({ id: input.id, kind: 'image', owner: input.owner, model: input.model, status: 'running', created_at: input.created_at, finished_at: null, candidates: null, error: null });
+
+      const timeout = AbortSignal.timeout(model.timeoutMs);
+      const signal = AbortSignal.any([timeout, ctx.cancellationSignal]);
+      // Heartbeats carry cancellation to the attempt and let Temporal notice a dead worker quickly.
+      const beat = setInterval(() => ctx.heartbeat(), Math.max(200, Math.floor(model.heartbeatTimeoutMs / 3)));
+      try {
+        return await providers[model.provider].generate({
+          input, model, signal,
+          dispatching: async () => {
+            ctx.heartbeat({ dispatched: true } satisfies DispatchMark);
+            await store.markDispatched(input.id, attempt);
+          },
+        });
+      } catch (err) {
+        if (timeout.aborted) {
+          throw ApplicationFailure.nonRetryable(`The upstream generator gave no final answer within ${model.timeoutMs} ms.`, 'upstream_timeout');
+        }
+        if (err instanceof TransportFailure && !err.dispatched) await store.clearDispatched(input.id);
+        if (err instanceof UpstreamFailure) throw ApplicationFailure.nonRetryable(err.message, err.code);
+        if (err instanceof TransportFailure && err.dispatched && !model.idempotent) {
+          throw ApplicationFailure.nonRetryable(`${err.message} after the request was sent; the outcome cannot be confirmed.`, UNCERTAIN_FAILURE_TYPE);
+        }
+        throw err; // retryable: transport failure before dispatch, or an idempotent upstream
+      } finally {
+        clearInterval(beat);
+      }
+    },
+  };
+}
+
+export type Activities = ReturnType<typeof createActivities>;

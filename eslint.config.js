@@ -1,0 +1,34 @@
+// Lint: TypeScript rules everywhere, plus the determinism boundary for workflow code.
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', '.tools/**', '.data/**', 'dist/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    rules: {
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+    },
+  },
+  {
+    // Workflow code is replayed deterministically in a sandbox: no I/O, no environment, no wall clock
+    // from Node. It may value-import only @temporalio/workflow and pure shared modules; activities
+    // are imported as types.
+    files: ['workflows/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        patterns: [
+          { group: ['ioredis', 'ioredis/*', 'koa', 'koa-*', '@koa/*', 'undici', 'node-fetch', 'axios', 'node:*', 'http', 'https', 'net', 'fs', 'child_process', '@temporalio/client', '@temporalio/worker', '@temporalio/activity', 'pino'],
+            message: 'Workflow code must stay deterministic: no Redis, HTTP, Koa, Node built-ins or non-workflow Temporal packages.' },
+          { group: ['../activities/*', '../activities/**', '../src/*', '!../src/shared', '!../src/shared/*'], allowTypeImports: true,
+            message: 'Import activities (and other runtime modules) as types only; value-import only src/shared.' },
+        ],
+      }],
+      'no-restricted-globals': ['error',
+        { name: 'process', message: 'process.env does not belong in workflow code; pass configuration as workflow input.' },
+        { name: 'fetch', message: 'HTTP belongs in activities.' },
+        { name: 'setInterval', message: 'Use workflow timers (sleep).' }],
+    },
+  },
+);

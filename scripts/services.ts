@@ -1,0 +1,98 @@
+// Starts the real backing services (redis-server, the Temporal dev server) on free ports.
+// Used by `npm run dev` and by the test setup; binaries come from .tools/bin (scripts/bootstrap.sh).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { Connection } from '@temporalio/client';
+import { SEARCH_ATTRIBUTES } from '../src/shared/task.js';
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+export function binary(name: 'temporal' | 'redis-server', envVar: string): string {
+  const fromEnv = process.env[envVar];
+  if (fromEnv) return fromEnv;
+  const local = join(ROOT, '.tools', 'bin', name);
+  if (existsSync(local)) return local;
+  return name; // on PATH, or spawn fails with a message naming it
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once('error', rej);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => res(port));
+    });
+  });
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, child: ChildProcess, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`${what} exited with code ${child.exitCode} during start-up`);
+    if (await check().catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 150));
+  }
+  throw new Error(`${what} did not become ready within ${timeoutMs} ms`);
+}
+
+function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM', graceMs = 5000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((res) => {
+    const t = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    child.once('exit', () => { clearTimeout(t); res(); });
+    child.kill(signal);
+  });
+}
+
+export interface Service { url: string; port: number; stop(signal?: NodeJS.Signals): Promise<void>; start(): Promise<void> }
+
+/** redis-server with an append-only file in `dir`, so a restart keeps its data. */
+export async function startRedis(opts: { dir: string; port?: number; persist?: boolean; quiet?: boolean }): Promise<Service> {
+  mkdirSync(opts.dir, { recursive: true });
+  const port = opts.port ?? (await freePort());
+  const url = `redis://127.0.0.1:${port}`;
+  let child: ChildProcess;
+  const start = async () => {
+    const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', opts.dir, '--save', '', '--appendonly', opts.persist === false ? 'no' : 'yes'];
+    child = spawn(binary('redis-server', 'REDIS_SERVER_BIN'), args, { stdio: opts.quiet === false ? 'inherit' : 'ignore' });
+    child.on('error', (err) => { throw new Error(`cannot start redis-server (${err.message}); run npm run bootstrap`); });
+    await waitFor('redis-server', async () => {
+      const r = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      try { await r.connect(); return (await r.ping()) === 'PONG'; } finally { r.disconnect(); }
+    }, child, 15_000);
+  };
+  await start();
+  return { url, port, start, stop: (signal) => stopChild(child, signal) };
+}
+
+/** The Temporal dev server with a SQLite file, Kiln's search attributes registered, UI optional. */
+export async function startTemporal(opts: { dbFile: string; port?: number; uiPort?: number; ui?: boolean; quiet?: boolean }): Promise<Service & { uiUrl?: string }> {
+  mkdirSync(dirname(opts.dbFile), { recursive: true });
+  const port = opts.port ?? (await freePort());
+  const uiPort = opts.ui ? (opts.uiPort ?? (await freePort())) : undefined;
+  const address = `127.0.0.1:${port}`;
+  let child: ChildProcess;
+  const start = async () => {
+    const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--db-filename', opts.dbFile, '--log-level', 'error',
+      ...Object.values(SEARCH_ATTRIBUTES).flatMap((n) => ['--search-attribute', `${n}=Keyword`]),
+      ...(uiPort ? ['--ui-port', String(uiPort)] : ['--headless'])];
+    child = spawn(binary('temporal', 'TEMPORAL_BIN'), args, { stdio: opts.quiet === false ? 'inherit' : ['ignore', 'ignore', 'inherit'] });
+    child.on('error', (err) => { throw new Error(`cannot start the Temporal CLI (${err.message}); run npm run bootstrap`); });
+    await waitFor('temporal dev server', async () => {
+      const c = await Connection.connect({ address, connectTimeout: 1000 });
+      try {
+        await c.workflowService.getSystemInfo({});
+        // The namespace is usable only once its search attributes are listed.
+        const sa = await c.operatorService.listSearchAttributes({ namespace: 'default' });
+        return Object.values(SEARCH_ATTRIBUTES).every((n) => n in (sa.customAttributes ?? {}));
+      } finally { await c.close(); }
+    }, child, 60_000);
+  };
+  await start();
+  return { url: address, port, start, stop: (signal) => stopChild(child, signal), ...(uiPort ? { uiUrl: `http://127.0.0.1:${uiPort}` } : {}) };
+}

@@ -1,0 +1,23 @@
+// JSON body parsing with the contract's limits: gzip or br only, 2 MB counted after decompression.
+// raw-body stops reading (and so stops the inflater) as soon as the limit is passed, so a
+// decompression bomb costs at most the limit in memory.
+import type { Middleware } from 'koa';
+import { koaBody } from 'koa-body';
+import { KilnError } from '../shared/errors.js';
+import { LIMITS } from '../services/validate.js';
+
+const ALLOWED_ENCODINGS = new Set(['identity', 'gzip', 'br']);
+
+export function jsonBody(): Middleware {
+  const parse = koaBody({ json: true, jsonStrict: true, jsonLimit: LIMITS.bodyBytes, multipart: false, urlencoded: false, text: false });
+  return async (ctx, next) => {
+    const encoding = (ctx.get('content-encoding') || 'identity').trim().toLowerCase();
+    if (!ALLOWED_ENCODINGS.has(encoding)) {
+      throw new KilnError('unsupported_content_encoding', `Content-Encoding "${encoding}" is not accepted; use gzip, br or none.`);
+    }
+    if (!ctx.is('application/json')) {
+      throw new KilnError('unsupported_media_type', 'Send the body as Content-Type: application/json.');
+    }
+    await parse(ctx, next);
+  };
+}

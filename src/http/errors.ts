@@ -1,0 +1,42 @@
+// The one error middleware: every failure becomes {error: {code, message}} with the right status.
+// 5xx bodies never carry internal details.
+import type { Middleware } from 'koa';
+import type { Logger } from 'pino';
+import { KilnError } from '../shared/errors.js';
+
+interface HttpishError { status?: number; statusCode?: number; type?: string; expose?: boolean; message?: string }
+
+export function toKilnError(err: unknown): KilnError | null {
+  if (err instanceof KilnError) return err;
+  const e = err as HttpishError;
+  const status = e?.status ?? e?.statusCode;
+  if (typeof status !== 'number' || status >= 500) return null;
+  // Errors raised by the body parser (raw-body, inflation, co-body) and the router.
+  if (status === 413 || e.type === 'entity.too.large') {
+    return new KilnError('request_too_large', 'The request body is larger than 2 MB after decompression.');
+  }
+  if (status === 415) return new KilnError('unsupported_content_encoding', 'Content-Encoding must be gzip, br or absent.');
+  if (status === 404) return new KilnError('not_found', 'No such endpoint.');
+  if (status === 405) return new KilnError('method_not_allowed', 'Method not allowed on this endpoint.');
+  if (e.type === 'request.aborted') return new KilnError('invalid_request', 'The request body was not received completely.');
+  if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported') {
+    return new KilnError('unsupported_media_type', 'The request body must be UTF-8 JSON.');
+  }
+  return new KilnError('invalid_request', 'The request body is not valid JSON.');
+}
+
+export function errorMiddleware(log: Logger): Middleware {
+  return async (ctx, next) => {
+    try {
+      await next();
+      if (ctx.status === 404 && ctx.body === undefined) throw new KilnError('not_found', 'No such endpoint.');
+    } catch (err) {
+      const known = toKilnError(err);
+      if (!known) log.error({ err, method: ctx.method, path: ctx.path }, 'unhandled error');
+      const e = known ?? new KilnError('internal_error', 'Internal error; it has been logged.');
+      ctx.status = e.status;
+      ctx.body = e.toBody();
+      if (e.retryAfterSeconds !== undefined) ctx.set('Retry-After', String(Math.max(1, Math.ceil(e.retryAfterSeconds))));
+    }
+  };
+}

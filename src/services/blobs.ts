@@ -1,0 +1,50 @@
+// Generated files are stored under unguessable names and served by the API at /v1/files/{name}.
+import { randomBytes } from 'node:crypto';
+import { mkdir, writeFile, rename, stat } from 'node:fs/promises';
+import { createReadStream, type ReadStream } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+export interface BlobStore {
+  /** Stores bytes and returns their absolute public URL. */
+  put(data: Buffer, mimeType: string): Promise<string>;
+}
+
+const EXT_BY_TYPE: Record<string, string> = {
+  'image/png': 'png',
+  'image/jpeg': 'jpg',
+  'image/webp': 'webp',
+  'image/gif': 'gif',
+  'video/mp4': 'mp4',
+};
+const TYPE_BY_EXT = Object.fromEntries(Object.entries(EXT_BY_TYPE).map(([t, e]) => [e, t]));
+export const BLOB_NAME = /^[a-f0-9]{32}\.(png|jpg|webp|gif|mp4|bin)$/;
+
+export class FsBlobStore implements BlobStore {
+  readonly dir: string;
+  constructor(dir: string, private readonly publicBaseUrl: string) {
+    this.dir = resolve(dir);
+  }
+
+  async put(data: Buffer, mimeType: string): Promise<string> {
+    await mkdir(this.dir, { recursive: true });
+    const name = `${randomBytes(16).toString('hex')}.${EXT_BY_TYPE[mimeType] ?? 'bin'}`;
+    // Write then rename, so a reader never sees a half-written file.
+    const tmp = join(this.dir, `.${name}.tmp`);
+    await writeFile(tmp, data);
+    await rename(tmp, join(this.dir, name));
+    return `${this.publicBaseUrl}/v1/files/${name}`;
+  }
+
+  /** Opens a stored file for serving; null for a name that is malformed or absent. */
+  async open(name: string): Promise<{ stream: ReadStream; size: number; type: string } | null> {
+    if (!BLOB_NAME.test(name)) return null;
+    const path = join(this.dir, name);
+    try {
+      const s = await stat(path);
+      const ext = name.slice(name.lastIndexOf('.') + 1);
+      return { stream: createReadStream(path), size: s.size, type: TYPE_BY_EXT[ext] ?? 'application/octet-stream' };
+    } catch {
+      return null;
+    }
+  }
+}

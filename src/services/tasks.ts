@@ -1,0 +1,189 @@
+// Image task service: submit starts a workflow; reads come from the Redis read model and reach
+// Temporal only for ids Redis does not know (then the record is repaired).
+import { createHash, randomBytes } from 'node:crypto';
+import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { modelTaskQueue, type Config, type ImageModel } from '../config.js';
+import { KilnError } from '../shared/errors.js';
+import { SEARCH_ATTRIBUTES, UNFINISHED_STATUSES, type ImageRequest, type TaskRecord } from '../shared/task.js';
+import type { ImageTaskWorkflowInput } from '../../workflows/image-task.js';
+import { indexMember, type TaskStore } from './store.js';
+import type { Caller } from './auth.js';
+import { taskView, notFoundItem, type TaskView } from './views.js';
+
+export const TASK_ID = /^task_[a-f0-9]{32}$/;
+const LIST_MAX_DAYS = 3;
+const FALLBACK_LOOKUPS = 100;
+
+export const SA = {
+  owner: defineSearchAttributeKey(SEARCH_ATTRIBUTES.owner, SearchAttributeType.KEYWORD),
+  model: defineSearchAttributeKey(SEARCH_ATTRIBUTES.model, SearchAttributeType.KEYWORD),
+  status: defineSearchAttributeKey(SEARCH_ATTRIBUTES.status, SearchAttributeType.KEYWORD),
+};
+
+export interface ListQuery { days: number; limit: number; before_created_at?: number; before_id?: string }
+
+export class TaskService {
+  private readonly models: Map<string, ImageModel>;
+
+  constructor(
+    private readonly config: Config,
+    private readonly store: TaskStore,
+    private readonly temporal: Client,
+  ) {
+    this.models = new Map(config.models.map((m) => [m.id, m]));
+  }
+
+  listModels(): ImageModel[] {
+    return [...this.models.values()];
+  }
+
+  model(id: string): ImageModel {
+    const m = this.models.get(id);
+    if (!m) throw new KilnError('model_not_found', `Model "${id}" does not exist; GET /v1/models lists the models.`);
+    return m;
+  }
+
+  async submit(caller: Caller, model: ImageModel, request: ImageRequest) {
+    const id = `task_${randomBytes(16).toString('hex')}`;
+    const created_at = Math.floor(Date.now() / 1000);
+    if (!(await this.store.reserve(id, this.config.maxUnfinishedTasks))) {
+      throw new KilnError('queue_full', 'The task queue is full; retry the submission later.', this.config.pollAfterSeconds);
+    }
+    const input: ImageTaskWorkflowInput = {
+      task: { id, owner: caller.owner, model: model.id, created_at, request, ...(caller.credential ? { credential: caller.credential } : {}) },
+      policy: { timeoutMs: model.timeoutMs, heartbeatTimeoutMs: model.heartbeatTimeoutMs, maxAttempts: model.maxAttempts },
+      activityQueue: modelTaskQueue(this.config.temporal.taskQueue, model.id),
+    };
+    try {
+      await this.temporal.workflow.start('imageTaskWorkflow', {
+        workflowId: id,
+        taskQueue: this.config.temporal.taskQueue,
+        args: [input],
+        typedSearchAttributes: [
+          { key: SA.owner, value: caller.owner },
+          { key: SA.model, value: model.id },
+          { key: SA.status, value: 'accepted' },
+        ],
+        staticSummary: `image task · ${model.id} · owner ${caller.owner.slice(0, 12)}`,
+      });
+    } catch (err) {
+      await this.store.release(id).catch(() => undefined);
+      if (err instanceof WorkflowExecutionAlreadyStartedError) throw err;
+      throw new KilnError('service_unavailable', 'The task could not be queued right now; retry the submission.', this.config.pollAfterSeconds);
+    }
+    const record: TaskRecord = { id, kind: 'image', owner: caller.owner, model: model.id, status: 'accepted', created_at, finished_at: null, candidates: null, error: null };
+    // The workflow records its own transitions; this write makes an immediate poll cheap, and a
+    // failure here only means that poll takes the Temporal path.
+    await this.store.transition(record).catch(() => undefined);
+    return {
+      id, object: 'image.task' as const, model: model.id, status: 'accepted' as const, created_at,
+      polling_url: `/v1/tasks/${id}`, content_url: `/v1/tasks/${id}/content`,
+    };
+  }
+
+  /** One task, behind the per-task poll limiter. */
+  async get(caller: Caller, id: string): Promise<TaskView> {
+    const [record] = await this.read(caller, [id], `task:{${id}}:${caller.owner}`, this.config.rateLimitTaskMs);
+    if (!record) throw new KilnError('not_found', `Task ${id} was not found.`);
+    return taskView(record);
+  }
+
+  async batchGet(caller: Caller, ids: string[]) {
+    const unique = [...new Set(ids)];
+    const setHash = createHash('sha256').update([...unique].sort().join('\n')).digest('hex').slice(0, 32);
+    const records = await this.read(caller, unique, `batch:{${caller.owner}}:${setHash}`, this.config.rateLimitBatchMs);
+    return {
+      object: 'batch.task.list' as const,
+      items: unique.map((id, i) => (records[i] ? taskView(records[i]!) : notFoundItem(id))),
+      next_poll_after_ms: this.config.pollAfterSeconds * 1000,
+    };
+  }
+
+  async list(caller: Caller, q: ListQuery) {
+    const now = Math.floor(Date.now() / 1000);
+    const days = Math.min(q.days, LIST_MAX_DAYS);
+    const min = `[${indexMember(now - days * 86400, '')}`;
+    const max = q.before_created_at === undefined ? '+' : `(${indexMember(q.before_created_at, q.before_id ?? '')}`;
+    const records = await this.store.list(caller.owner, max, min, q.limit);
+    return {
+      object: 'list' as const,
+      days,
+      items: records.map((r) => ({
+        id: r.id, model: r.model, status: r.status, created_at: r.created_at, finished_at: r.finished_at,
+        content_url: `/v1/tasks/${r.id}/content`,
+      })),
+    };
+  }
+
+  /** The first image's URL of a finished task. */
+  async contentUrl(caller: Caller, id: string): Promise<string> {
+    const [record] = await this.read(caller, [id], null, 0);
+    if (!record) throw new KilnError('not_found', `Task ${id} was not found.`);
+    if (UNFINISHED_STATUSES.includes(record.status)) {
+      throw new KilnError('task_not_ready', `Task ${id} is ${record.status}; its content is not ready yet.`, this.config.pollAfterSeconds);
+    }
+    const url = record.candidates?.flatMap((c) => c.content.parts).find((p) => p.inlineData)?.inlineData?.data;
+    if (record.status !== 'succeeded' || !url) {
+      throw new KilnError('task_failed', `Task ${id} ended ${record.status} and has no image${record.error ? `: ${record.error.message}` : '.'}`);
+    }
+    return url;
+  }
+
+  /** Owner-scoped records for ids, in order; null where absent or another owner's. */
+  private async read(caller: Caller, ids: string[], limiterKey: string | null, intervalMs: number): Promise<(TaskRecord | null)[]> {
+    // Ids that Kiln cannot have issued are not_found without a lookup.
+    const valid = ids.filter((id) => TASK_ID.test(id));
+    const polled = await this.store.poll(valid, limiterKey, intervalMs);
+    if (polled.limited) {
+      throw new KilnError('rate_limited', 'Polling too fast: wait for Retry-After before asking again.', Math.ceil(polled.retryAfterMs / 1000));
+    }
+    const byId = new Map(valid.map((id, i) => [id, polled.json[i]]));
+    const records = ids.map((id) => { const j = byId.get(id); return j ? (JSON.parse(j) as TaskRecord) : null; });
+    const missing = ids.filter((id, i) => !records[i] && TASK_ID.test(id)).slice(0, FALLBACK_LOOKUPS);
+    if (missing.length > 0) {
+      const found = await this.fromTemporal(caller.owner, missing);
+      ids.forEach((id, i) => { if (!records[i] && found.has(id)) records[i] = found.get(id)!; });
+    }
+    return records.map((r) => (r && r.owner === caller.owner ? r : null));
+  }
+
+  /**
+   * Redis has no record for these ids (lost, or not yet written): one visibility query finds the
+   * caller's workflows among them, and each found task is written back to Redis.
+   */
+  private async fromTemporal(owner: string, ids: string[]): Promise<Map<string, TaskRecord>> {
+    const out = new Map<string, TaskRecord>();
+    const quoted = ids.map((id) => `'${id}'`).join(', ');
+    try {
+      for await (const wf of this.temporal.workflow.list({ query: `WorkflowId IN (${quoted}) AND ${SEARCH_ATTRIBUTES.owner} = '${owner.replace(/'/g, '')}'` })) {
+        const record = await this.recordOf(wf, owner);
+        if (!record) continue;
+        out.set(record.id, record);
+        await this.store.transition(record).catch(() => undefined);
+      }
+    } catch {
+      // Temporal unreachable too: the ids stay not_found rather than failing the whole read.
+    }
+    return out;
+  }
+
+  private async recordOf(wf: WorkflowExecutionInfo, owner: string): Promise<TaskRecord | null> {
+    const model = wf.typedSearchAttributes.get(SA.model) ?? 'unknown';
+    const base: TaskRecord = {
+      id: wf.workflowId, kind: 'image', owner, model, status: 'accepted',
+      created_at: Math.floor(wf.startTime.getTime() / 1000), finished_at: null, candidates: null, error: null,
+    };
+    if (wf.status.name === 'COMPLETED') return (await this.temporal.workflow.getHandle(wf.workflowId).result()) as TaskRecord;
+    if (wf.status.name === 'RUNNING') {
+      const status = wf.typedSearchAttributes.get(SA.status);
+      return { ...base, status: status === 'queued' || status === 'running' ? status : 'accepted' };
+    }
+    // Terminated, cancelled or timed out by an operator: the task did not complete.
+    return {
+      ...base, status: 'failed', finished_at: Math.floor((wf.closeTime ?? new Date()).getTime() / 1000),
+      error: { code: 'upstream_error', message: `The task's workflow ended ${wf.status.name.toLowerCase()} before a result.` },
+    };
+  }
+}

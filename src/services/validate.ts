@@ -1,0 +1,102 @@
+// Submit checks, in the contract's terms. Each failure is a KilnError with the contract's code.
+import { z } from 'zod';
+import type { ImageModel } from '../config.js';
+import { KilnError } from '../shared/errors.js';
+import { referenceImages } from '../shared/prompt.js';
+import type { ImageRequest, Part } from '../shared/task.js';
+
+export const LIMITS = {
+  promptChars: 4000,
+  referenceImages: 8,
+  contents: 64,
+  partsPerContent: 64,
+  bodyBytes: 2 * 1024 * 1024,
+} as const;
+
+const Part = z.object({
+  text: z.string().optional(),
+  inlineData: z.object({ mimeType: z.string().max(100).optional(), data: z.string().optional() }).optional(),
+});
+
+export const SubmitBody = z.object({
+  contents: z.array(z.object({ role: z.string().max(32).optional(), parts: z.array(Part).max(LIMITS.partsPerContent) }))
+    .min(1).max(LIMITS.contents),
+  generationConfig: z.object({
+    responseModalities: z.array(z.string().max(32)).max(8).optional(),
+    topP: z.number().min(0).max(1).optional(),
+    imageConfig: z.object({
+      aspectRatio: z.string().max(16).optional(),
+      imageSize: z.string().max(16).optional(),
+      output: z.string().max(32).optional(),
+    }).passthrough().optional(),
+  }).passthrough().optional(),
+  tools: z.array(z.record(z.string(), z.unknown())).max(16).optional(),
+  systemInstruction: z.object({ parts: z.array(z.object({ text: z.string().max(LIMITS.promptChars * 4) })).max(16) }).optional(),
+  output: z.string().max(32).optional(),
+});
+export type SubmitBody = z.infer<typeof SubmitBody>;
+
+const ASPECT = /^([1-9]\d?):([1-9]\d?)$/;
+
+/** Counts characters as a person does (code points), not UTF-16 units. */
+const chars = (s: string) => [...s].length;
+
+export function validateSubmit(raw: unknown, queryOutput: string | undefined, model: ImageModel): ImageRequest {
+  const parsed = SubmitBody.safeParse(raw);
+  if (!parsed.success) {
+    const i = parsed.error.issues[0];
+    throw new KilnError('invalid_request', `Invalid request body at ${i.path.join('.') || '(root)'}: ${i.message}`);
+  }
+  const body = parsed.data;
+  const bodyOutput = body.generationConfig?.imageConfig?.output ?? body.output;
+  const outputs = [queryOutput, bodyOutput].filter((o): o is string => o !== undefined);
+  if (outputs.length === 0 || outputs.some((o) => o !== 'url')) {
+    throw new KilnError('output_must_be_url', 'Task submissions must resolve to output=url (query ?output=url or generationConfig.imageConfig.output).');
+  }
+  const texts = body.contents.flatMap((c) => c.parts.map((p) => p.text ?? ''));
+  const total = texts.reduce((n, t) => n + chars(t), 0);
+  if (total === 0 || texts.every((t) => t.trim() === '')) {
+    throw new KilnError('invalid_request', 'A prompt is required: add a text part to contents[].parts.');
+  }
+  if (total > LIMITS.promptChars) {
+    throw new KilnError('prompt_too_long', `The prompt has ${total} characters; at most ${LIMITS.promptChars} are allowed.`);
+  }
+  const refs = referenceImages(body as ImageRequest);
+  if (refs.length > LIMITS.referenceImages) {
+    throw new KilnError('too_many_reference_images', `${refs.length} reference images were sent; at most ${LIMITS.referenceImages} are allowed.`);
+  }
+  refs.forEach((r, i) => checkReferenceUrl(r.data, i));
+  const ic = body.generationConfig?.imageConfig;
+  if (ic?.aspectRatio !== undefined && !ASPECT.test(ic.aspectRatio)) {
+    throw new KilnError('invalid_request', `aspectRatio must look like "16:9" (two whole numbers from 1 to 99); got "${ic.aspectRatio}".`);
+  }
+  if (ic?.imageSize !== undefined && !model.imageSizes.includes(ic.imageSize)) {
+    throw new KilnError('invalid_request', `imageSize must be one of ${model.imageSizes.join(', ')} for model ${model.id}.`);
+  }
+  // Kiln's own output switch is not part of the upstream request.
+  const { output: _o, ...imageConfig } = ic ?? {};
+  const generationConfig = body.generationConfig ? { ...body.generationConfig, ...(ic ? { imageConfig } : {}) } : undefined;
+  return {
+    contents: body.contents.map((c) => ({
+      role: c.role ?? 'user',
+      parts: c.parts.map((p): Part => (p.inlineData ? { ...p, inlineData: { ...p.inlineData, data: p.inlineData.data ?? '' } } : { text: p.text })),
+    })),
+    ...(generationConfig ? { generationConfig } : {}),
+    ...(body.tools ? { tools: body.tools } : {}),
+    ...(body.systemInstruction ? { systemInstruction: body.systemInstruction } : {}),
+  };
+}
+
+function checkReferenceUrl(data: string | undefined, index: number): void {
+  const where = `reference image ${index + 1}`;
+  if (!data || data.trim() === '') throw new KilnError('invalid_reference_image_url', `${where}: inlineData.data must be an absolute http(s) URL; it is empty.`);
+  let url: URL;
+  try {
+    url = new URL(data);
+  } catch {
+    throw new KilnError('invalid_reference_image_url', `${where}: inlineData.data must be an absolute http(s) URL.`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new KilnError('invalid_reference_image_scheme', `${where}: the URL scheme must be http or https, not ${url.protocol.replace(/:$/, '')}.`);
+  }
+}

@@ -1,0 +1,68 @@
+// The one catalogue of error codes, shared by the API, the workflows and (later) the client.
+// Pure module: safe to value-import from workflow code.
+
+export const ERROR_STATUS = {
+  missing_api_key: 401,
+  invalid_api_key: 401,
+  output_must_be_url: 400,
+  invalid_reference_image_url: 400,
+  invalid_reference_image_scheme: 400,
+  too_many_reference_images: 400,
+  prompt_too_long: 400,
+  invalid_request: 400,
+  request_too_large: 413,
+  unsupported_content_encoding: 415,
+  unsupported_media_type: 415,
+  queue_full: 503,
+  rate_limited: 429,
+  task_not_ready: 409,
+  task_failed: 409,
+  not_found: 404,
+  model_not_found: 404,
+  method_not_allowed: 405,
+  service_unavailable: 503,
+  internal_error: 500,
+  // Task-only codes: they end a task (error.code of a failed task) and have no HTTP status of their own.
+  upstream_timeout: 504,
+  auth_failed: 502,
+  insufficient_balance: 502,
+  upstream_rate_limited: 502,
+  upstream_error: 502,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+/** Codes a task can end with (`error.code` of a failed task). */
+export const TASK_FAILURE_CODES = [
+  'invalid_request',
+  'upstream_timeout',
+  'auth_failed',
+  'insufficient_balance',
+  'upstream_rate_limited',
+  'upstream_error',
+] as const satisfies readonly ErrorCode[];
+export type TaskFailureCode = (typeof TASK_FAILURE_CODES)[number];
+
+/** ApplicationFailure type used when an attempt may have reached a non-idempotent upstream. */
+export const UNCERTAIN_FAILURE_TYPE = 'uncertain';
+
+export interface ErrorBody {
+  code: string;
+  message: string;
+}
+
+export class KilnError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly retryAfterSeconds?: number,
+  ) {
+    super(message);
+    this.name = 'KilnError';
+    this.status = ERROR_STATUS[code];
+  }
+  toBody(): { error: ErrorBody } {
+    return { error: { code: this.code, message: this.message } };
+  }
+}

@@ -1,0 +1,84 @@
+// Task shapes shared by API, activities and workflows. Pure types and constants only.
+import type { ErrorBody } from './errors.js';
+
+export const TASK_STATUSES = ['accepted', 'queued', 'running', 'succeeded', 'failed', 'uncertain'] as const;
+export type TaskStatus = (typeof TASK_STATUSES)[number];
+export const TERMINAL_STATUSES: readonly TaskStatus[] = ['succeeded', 'failed', 'uncertain'];
+export const UNFINISHED_STATUSES: readonly TaskStatus[] = ['accepted', 'queued', 'running'];
+
+/** Transitions only move forward: a late or repeated write of an earlier state is ignored. */
+export const STATUS_RANK: Record<TaskStatus, number> = {
+  accepted: 0,
+  queued: 1,
+  running: 2,
+  succeeded: 3,
+  failed: 3,
+  uncertain: 3,
+};
+
+export interface Part {
+  text?: string;
+  inlineData?: { mimeType?: string; data: string };
+}
+
+export interface Candidate {
+  content: { role?: string; parts: Part[] };
+  finishReason?: string;
+  index?: number;
+}
+
+/** The task as stored in Redis (the read model) and returned by the workflow. */
+export interface TaskRecord {
+  id: string;
+  kind: 'image';
+  owner: string;
+  model: string;
+  status: TaskStatus;
+  created_at: number;
+  finished_at: number | null;
+  response_id?: string;
+  model_version?: string;
+  candidates: Candidate[] | null;
+  error: ErrorBody | null;
+  /** Why the outcome cannot be confirmed (status uncertain only; `error` stays null as the contract says). */
+  uncertain_reason?: string;
+}
+
+/** What the image generation request carries into the workflow (Kiln's own `output` field removed). */
+export interface ImageRequest {
+  contents: { role?: string; parts: Part[] }[];
+  generationConfig?: Record<string, unknown> & {
+    imageConfig?: { aspectRatio?: string; imageSize?: string; [k: string]: unknown };
+  };
+  tools?: unknown[];
+  systemInstruction?: { parts: { text: string }[] };
+}
+
+export interface ImageTaskInput {
+  id: string;
+  owner: string;
+  model: string;
+  created_at: number;
+  request: ImageRequest;
+  /** The caller's upstream key in passthrough mode; travels only inside encrypted payloads. */
+  credential?: string;
+}
+
+/** The result of one upstream generation, before it is turned into a task record. */
+export interface GenerationResult {
+  response_id: string;
+  model_version: string;
+  candidates: Candidate[];
+}
+
+export interface ActivityPolicy {
+  timeoutMs: number;
+  heartbeatTimeoutMs: number;
+  maxAttempts: number;
+}
+
+export const SEARCH_ATTRIBUTES = {
+  owner: 'KilnOwner',
+  model: 'KilnModel',
+  status: 'KilnStatus',
+} as const;

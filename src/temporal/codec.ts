@@ -1,0 +1,48 @@
+// AES-256-GCM payload codec: workflow inputs (which may carry a caller's upstream key in passthrough
+// mode), results and activity arguments are encrypted before they reach Temporal's history.
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import type { Payload, PayloadCodec } from '@temporalio/common';
+import { METADATA_ENCODING_KEY } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
+
+const ENCODING = 'binary/encrypted';
+const KEY_ID = 'encryption-key-id';
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+export class AesGcmCodec implements PayloadCodec {
+  private readonly keyId: string;
+
+  constructor(private readonly key: Buffer) {
+    if (key.length !== 32) throw new Error('payload key must be 32 bytes');
+    // A fingerprint, not the key: lets a reader tell which key a payload needs.
+    this.keyId = createHash('sha256').update(key).digest('hex').slice(0, 16);
+  }
+
+  async encode(payloads: Payload[]): Promise<Payload[]> {
+    return payloads.map((p) => {
+      const iv = randomBytes(12);
+      const cipher = createCipheriv('aes-256-gcm', this.key, iv);
+      const plain = temporal.api.common.v1.Payload.encode(p).finish();
+      const body = Buffer.concat([cipher.update(plain), cipher.final()]);
+      return {
+        metadata: { [METADATA_ENCODING_KEY]: enc.encode(ENCODING), [KEY_ID]: enc.encode(this.keyId) },
+        data: Buffer.concat([iv, cipher.getAuthTag(), body]),
+      };
+    });
+  }
+
+  async decode(payloads: Payload[]): Promise<Payload[]> {
+    return payloads.map((p) => {
+      const encoding = p.metadata?.[METADATA_ENCODING_KEY];
+      if (!encoding || dec.decode(encoding) !== ENCODING) return p;
+      const keyId = p.metadata?.[KEY_ID] ? dec.decode(p.metadata[KEY_ID]) : '';
+      if (keyId !== this.keyId) throw new Error(`payload was encrypted with another key (${keyId}); check KILN_SECRET`);
+      const data = Buffer.from(p.data ?? new Uint8Array());
+      const decipher = createDecipheriv('aes-256-gcm', this.key, data.subarray(0, 12));
+      decipher.setAuthTag(data.subarray(12, 28));
+      const plain = Buffer.concat([decipher.update(data.subarray(28)), decipher.final()]);
+      return temporal.api.common.v1.Payload.decode(plain);
+    });
+  }
+}

@@ -1,0 +1,24 @@
+// Worker process: the workflow worker plus one activity worker per model (its own task queue, so
+// upstream concurrency and rate are per model). Shuts down gracefully on SIGTERM/SIGINT.
+import { ConfigError, loadConfig } from './config.js';
+import { createLogger } from './log.js';
+import { startWorkers } from './workers.js';
+
+async function main() {
+  const config = loadConfig();
+  const log = createLogger(config.logLevel, 'kiln-worker');
+  const workers = await startWorkers(config, log);
+  log.info({ taskQueue: config.temporal.taskQueue, models: config.models.map((m) => m.id) }, 'kiln worker running');
+  const stop = (signal: string) => {
+    log.info({ signal }, 'shutting down: letting running activities finish');
+    void workers.shutdown().then(() => process.exit(0));
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+  await workers.done;
+}
+
+main().catch((err) => {
+  console.error(err instanceof ConfigError ? err.message : err);
+  process.exit(1);
+});

@@ -1,0 +1,108 @@
+// Test harness: a real Kiln (API on a free port + workers) on the shared Redis and Temporal,
+// isolated per test file by its own Redis prefix and task queue.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { join } from 'node:path';
+import { inject } from 'vitest';
+import { pino } from 'pino';
+import { loadConfig, type Config } from '../../src/config.js';
+import { createApi } from '../../src/runtime.js';
+import { startWorkers } from '../../src/workers.js';
+
+export interface KilnOptions {
+  env?: Record<string, string>;
+  models?: unknown[];
+  workers?: boolean;
+  redisUrl?: string;
+  temporalAddress?: string;
+}
+
+export type Kiln = Awaited<ReturnType<typeof startKiln>>;
+
+export const silent = pino({ level: 'silent' });
+
+export async function startKiln(opts: KilnOptions = {}) {
+  const dir = mkdtempSync(join(inject('tmpRoot'), 'kiln-'));
+  const env: Record<string, string> = {
+    KILN_SECRET: randomBytes(32).toString('hex'),
+    REDIS_URL: opts.redisUrl ?? inject('redisUrl'),
+    REDIS_PREFIX: `t${randomBytes(4).toString('hex')}:`,
+    TEMPORAL_ADDRESS: opts.temporalAddress ?? inject('temporalAddress'),
+    TEMPORAL_TASK_QUEUE: `q-${randomBytes(4).toString('hex')}`,
+    BLOB_DIR: join(dir, 'blobs'),
+    RATE_LIMIT_TASK_MS: '0',
+    RATE_LIMIT_BATCH_MS: '0',
+    LOG_LEVEL: 'silent',
+    ...opts.env,
+  };
+  if (opts.models) {
+    const file = join(dir, 'models.json');
+    (await import('node:fs')).writeFileSync(file, JSON.stringify({ models: opts.models }));
+    env.MODELS_FILE = file;
+  }
+  // PUBLIC_BASE_URL needs the port: listen first, then build config with it.
+  const server: Server = (await import('node:http')).createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  const baseUrl = `http://127.0.0.1:${port}`;
+  env.PUBLIC_BASE_URL = baseUrl;
+  const config: Config = loadConfig(env);
+  const api = await createApi(config, silent);
+  server.on('request', api.app.callback());
+
+  let workers: Awaited<ReturnType<typeof startWorkers>> | null = null;
+  const startWorker = async () => {
+    workers = await startWorkers(config, silent, { workflowBundle: { code: inject('workflowBundle') }, env });
+  };
+  const stopWorker = async () => { await workers?.shutdown(); workers = null; };
+  if (opts.workers !== false) await startWorker();
+
+  return {
+    baseUrl, config, env, api, startWorker, stopWorker,
+    async stop() {
+      await stopWorker();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+      await api.close();
+    },
+  };
+}
+
+export const KEY_A = 'test-key-owner-a-0123456789';
+export const KEY_B = 'test-key-owner-b-9876543210';
+
+export function http(baseUrl: string, key: string | null = KEY_A) {
+  return async (path: string, init: RequestInit & { json?: unknown } = {}) => {
+    const headers = new Headers(init.headers);
+    if (key !== null && !headers.has('authorization')) headers.set('authorization', `Bearer ${key}`);
+    let body = init.body;
+    if (init.json !== undefined) {
+      body = JSON.stringify(init.json);
+      if (!headers.has('content-type')) headers.set('content-type', 'application/json');
+    }
+    const res = await fetch(`${baseUrl}${path}`, { ...init, headers, body, redirect: 'manual' });
+    const text = await res.text();
+    let json: any = null;
+    try { json = JSON.parse(text); } catch { /* not JSON */ }
+    return { status: res.status, headers: res.headers, json, text };
+  };
+}
+
+export const submitBody = (prompt = 'a red fox in the snow', extra: Record<string, unknown> = {}) => ({
+  contents: [{ role: 'user', parts: [{ text: prompt }] }],
+  generationConfig: { responseModalities: ['IMAGE'], imageConfig: { aspectRatio: '1:1', output: 'url' } },
+  ...extra,
+});
+
+export async function waitForStatus(get: () => Promise<{ json: any }>, done: (s: string) => boolean, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  let last: any;
+  while (Date.now() < deadline) {
+    last = (await get()).json;
+    if (last && done(last.status)) return last;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting; last: ${JSON.stringify(last)}`);
+}

@@ -1,0 +1,82 @@
+// One workflow per image task; workflow id = task id. It owns the state machine
+// accepted → queued → running → succeeded | failed | uncertain and records every transition
+// through activities (never Redis from here).
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  TimeoutFailure,
+  defineQuery,
+  proxyActivities,
+  proxyLocalActivities,
+  setHandler,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities/index.js';
+import { TASK_FAILURE_CODES, UNCERTAIN_FAILURE_TYPE, type ErrorBody } from '../src/shared/errors.js';
+import { SEARCH_ATTRIBUTES, type ActivityPolicy, type ImageTaskInput, type TaskRecord } from '../src/shared/task.js';
+
+export const getTaskQuery = defineQuery<TaskRecord>('getTask');
+
+export interface ImageTaskWorkflowInput {
+  task: ImageTaskInput;
+  policy: ActivityPolicy;
+  /** The model's activity task queue: upstream concurrency and rate are set per queue. */
+  activityQueue: string;
+}
+
+const { recordTransition } = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '10s',
+  // The read model must catch up even through a long Redis outage: retry without a limit.
+  retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '30s' },
+});
+
+export async function imageTaskWorkflow({ task, policy, activityQueue }: ImageTaskWorkflowInput): Promise<TaskRecord> {
+  let record: TaskRecord = {
+    id: task.id, kind: 'image', owner: task.owner, model: task.model, status: 'queued',
+    created_at: task.created_at, finished_at: null, candidates: null, error: null,
+  };
+  setHandler(getTaskQuery, () => record);
+  await recordTransition(record);
+
+  const { generateImage } = proxyActivities<Activities>({
+    taskQueue: activityQueue,
+    // The provider aborts at timeoutMs itself; this bound only catches a worker that vanished.
+    startToCloseTimeout: policy.timeoutMs + 15_000,
+    heartbeatTimeout: policy.heartbeatTimeoutMs,
+    retry: {
+      initialInterval: '1s',
+      backoffCoefficient: 2,
+      maximumAttempts: policy.maxAttempts,
+      nonRetryableErrorTypes: [...TASK_FAILURE_CODES, UNCERTAIN_FAILURE_TYPE],
+    },
+  });
+
+  const finished = (): Pick<TaskRecord, 'finished_at'> => ({ finished_at: Math.floor(Date.now() / 1000) });
+  try {
+    const result = await generateImage(task);
+    record = { ...record, ...finished(), status: 'succeeded', ...result, error: null };
+  } catch (err) {
+    const outcome = classify(err);
+    record = outcome.status === 'uncertain'
+      ? { ...record, ...finished(), status: 'uncertain', candidates: null, error: null, uncertain_reason: outcome.error.message }
+      : { ...record, ...finished(), status: 'failed', candidates: null, error: outcome.error };
+  }
+  upsertSearchAttributes({ [SEARCH_ATTRIBUTES.status]: [record.status] });
+  await recordTransition(record);
+  return record;
+}
+
+function classify(err: unknown): { status: 'failed' | 'uncertain'; error: ErrorBody } {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  if (cause instanceof ApplicationFailure) {
+    if (cause.type === UNCERTAIN_FAILURE_TYPE) return { status: 'uncertain', error: { code: 'uncertain', message: cause.message } };
+    if ((TASK_FAILURE_CODES as readonly string[]).includes(cause.type ?? '')) {
+      return { status: 'failed', error: { code: cause.type!, message: cause.message } };
+    }
+    return { status: 'failed', error: { code: 'upstream_error', message: `The upstream call failed after retries: ${cause.message}` } };
+  }
+  if (cause instanceof TimeoutFailure) {
+    return { status: 'failed', error: { code: 'upstream_timeout', message: 'The upstream call did not finish in time.' } };
+  }
+  return { status: 'failed', error: { code: 'upstream_error', message: 'The upstream call failed.' } };
+}

@@ -1,0 +1,2 @@
+// Bundle entry for the worker: every workflow Kiln runs.
+export { imageTaskWorkflow, getTaskQuery } from './image-task.js';
