@@ -63,6 +63,7 @@ export async function startRedis(opts: { dir: string; port?: number; persist?: b
     child.on('error', (err) => { throw new Error(`cannot start redis-server (${err.message}); run npm run bootstrap`); });
     await waitFor('redis-server', async () => {
       const r = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+      r.on('error', () => undefined); // not up yet: the next check tries again
       try { await r.connect(); return (await r.ping()) === 'PONG'; } finally { r.disconnect(); }
     }, child, 15_000);
   };

@@ -1,5 +1,6 @@
 // Worker process: the workflow worker plus one activity worker per model (its own task queue, so
 // upstream concurrency and rate are per model). Shuts down gracefully on SIGTERM/SIGINT.
+import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 import { ConfigError, loadConfig } from './config.js';
 import { createLogger } from './log.js';
 import { startWorkers } from './workers.js';
@@ -7,6 +8,14 @@ import { startWorkers } from './workers.js';
 async function main() {
   const config = loadConfig();
   const log = createLogger(config.logLevel, 'kiln-worker');
+  // The SDK's own messages go through pino too; its per-state chatter only at debug.
+  const sdkLevel: LogLevel = config.logLevel === 'debug' || config.logLevel === 'trace' ? 'DEBUG' : 'WARN';
+  Runtime.install({
+    logger: new DefaultLogger(sdkLevel, ({ level, message, meta }) => {
+      const fn = level === 'ERROR' ? log.error : level === 'WARN' ? log.warn : log.debug;
+      fn.call(log, meta ?? {}, message);
+    }),
+  });
   const workers = await startWorkers(config, log);
   log.info({ taskQueue: config.temporal.taskQueue, models: config.models.map((m) => m.id) }, 'kiln worker running');
   const stop = (signal: string) => {

@@ -1,6 +1,6 @@
 // Starts the Temporal workers of one process. Used by src/worker.ts and by the tests.
 import { fileURLToPath } from 'node:url';
-import { NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { NativeConnection, Worker, type WorkflowBundleOption } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities } from '../activities/index.js';
 import { GeminiImageProvider } from '../activities/providers/gemini.js';
@@ -14,7 +14,7 @@ export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', imp
 
 export interface WorkerOptions {
   /** A prebuilt bundle (tests build it once); by default the workflows are bundled at start. */
-  workflowBundle?: WorkflowBundleWithSourceMap;
+  workflowBundle?: WorkflowBundleOption;
   env?: NodeJS.ProcessEnv;
 }
 

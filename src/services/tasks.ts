@@ -48,7 +48,8 @@ export class TaskService {
   async submit(caller: Caller, model: ImageModel, request: ImageRequest) {
     const id = `task_${randomBytes(16).toString('hex')}`;
     const created_at = Math.floor(Date.now() / 1000);
-    if (!(await this.store.reserve(id, this.config.maxUnfinishedTasks))) {
+    const reserved = await this.store.reserve(id, this.config.maxUnfinishedTasks).catch((err) => { throw this.storeDown(err); });
+    if (!reserved) {
       throw new KilnError('queue_full', 'The task queue is full; retry the submission later.', this.config.pollAfterSeconds);
     }
     const input: ImageTaskWorkflowInput = {
@@ -106,7 +107,7 @@ export class TaskService {
     const days = Math.min(q.days, LIST_MAX_DAYS);
     const min = `[${indexMember(now - days * 86400, '')}`;
     const max = q.before_created_at === undefined ? '+' : `(${indexMember(q.before_created_at, q.before_id ?? '')}`;
-    const records = await this.store.list(caller.owner, max, min, q.limit);
+    const records = await this.store.list(caller.owner, max, min, q.limit).catch((err) => { throw this.storeDown(err); });
     return {
       object: 'list' as const,
       days,
@@ -131,11 +132,18 @@ export class TaskService {
     return url;
   }
 
+  private storeDown(err: unknown): KilnError {
+    if (err instanceof KilnError) return err;
+    return new KilnError('service_unavailable', 'Task storage is unavailable for a moment; retry shortly.', 1);
+  }
+
   /** Owner-scoped records for ids, in order; null where absent or another owner's. */
   private async read(caller: Caller, ids: string[], limiterKey: string | null, intervalMs: number): Promise<(TaskRecord | null)[]> {
     // Ids that Kiln cannot have issued are not_found without a lookup.
     const valid = ids.filter((id) => TASK_ID.test(id));
-    const polled = await this.store.poll(valid, limiterKey, intervalMs);
+    // With Redis unreachable every id takes the Temporal path: polls keep answering, unthrottled.
+    const polled = await this.store.poll(valid, limiterKey, intervalMs)
+      .catch(() => ({ limited: false as const, json: valid.map(() => null) }));
     if (polled.limited) {
       throw new KilnError('rate_limited', 'Polling too fast: wait for Retry-After before asking again.', Math.ceil(polled.retryAfterMs / 1000));
     }

@@ -3,7 +3,10 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import { METADATA_ENCODING_KEY } from '@temporalio/common';
-import { temporal } from '@temporalio/proto';
+import proto from '@temporalio/proto';
+
+// CommonJS package: Node's ESM loader cannot see its named exports.
+const { temporal } = proto;
 
 const ENCODING = 'binary/encrypted';
 const KEY_ID = 'encryption-key-id';

@@ -1,5 +1,5 @@
 // Starts one real redis-server and one real Temporal dev server for the whole run.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
@@ -25,7 +25,10 @@ export default async function setup(project: TestProject) {
   ]);
   project.provide('redisUrl', redis.url);
   project.provide('temporalAddress', temporal.url);
-  project.provide('workflowBundle', bundle.code);
+  // Built once for the run; workers in this process and in child processes load it from a file.
+  const bundlePath = join(tmpRoot, 'workflow-bundle.js');
+  writeFileSync(bundlePath, bundle.code);
+  project.provide('workflowBundle', bundlePath);
   project.provide('tmpRoot', tmpRoot);
   return async () => {
     await Promise.all([redis.stop(), temporal.stop()]);

@@ -10,6 +10,10 @@ import { pino } from 'pino';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createApi } from '../../src/runtime.js';
 import { startWorkers } from '../../src/workers.js';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+
+// Worker state changes are noise in test output; warnings and errors still show.
+try { Runtime.install({ logger: new DefaultLogger('WARN') }); } catch { /* already installed in this process */ }
 
 export interface KilnOptions {
   env?: Record<string, string>;
@@ -54,7 +58,7 @@ export async function startKiln(opts: KilnOptions = {}) {
 
   let workers: Awaited<ReturnType<typeof startWorkers>> | null = null;
   const startWorker = async () => {
-    workers = await startWorkers(config, silent, { workflowBundle: { code: inject('workflowBundle') }, env });
+    workers = await startWorkers(config, silent, { workflowBundle: { codePath: inject('workflowBundle') }, env });
   };
   const stopWorker = async () => { await workers?.shutdown(); workers = null; };
   if (opts.workers !== false) await startWorker();

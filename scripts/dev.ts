@@ -1,0 +1,89 @@
+// `npm run dev`: Redis, the Temporal dev server (SQLite under .data/, Web UI on), the worker and the
+// API with the local provider; prints where everything is. Ctrl-C stops it all.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { freePort, ROOT, startRedis, startTemporal } from './services.js';
+
+const DATA = join(ROOT, '.data');
+mkdirSync(DATA, { recursive: true });
+
+function secret(): string {
+  if (process.env.KILN_SECRET) return process.env.KILN_SECRET;
+  const file = join(DATA, 'secret');
+  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('hex'), { mode: 0o600 });
+  return readFileSync(file, 'utf8').trim();
+}
+
+async function portOr(preferred: number): Promise<number> {
+  const { createServer } = await import('node:net');
+  return new Promise((res) => {
+    const s = createServer();
+    s.once('error', () => void freePort().then(res));
+    s.listen(preferred, '127.0.0.1', () => s.close(() => res(preferred)));
+  });
+}
+
+async function main() {
+  const apiPort = Number(process.env.PORT ?? (await portOr(8787)));
+  const [redis, temporal] = await Promise.all([
+    startRedis({ dir: join(DATA, 'redis'), port: await portOr(6379) }),
+    startTemporal({ dbFile: join(DATA, 'temporal.sqlite'), port: await portOr(7233), uiPort: await portOr(8233), ui: true }),
+  ]);
+  const baseUrl = process.env.PUBLIC_BASE_URL ?? `http://localhost:${apiPort}`;
+  const env = {
+    ...process.env,
+    KILN_SECRET: secret(),
+    REDIS_URL: redis.url,
+    TEMPORAL_ADDRESS: temporal.url,
+    PORT: String(apiPort),
+    PUBLIC_BASE_URL: baseUrl,
+    BLOB_DIR: process.env.BLOB_DIR ?? join(DATA, 'blobs'),
+  };
+  const children: ChildProcess[] = [];
+  const run = (file: string) => {
+    const c = spawn(process.execPath, ['--import', 'tsx', join(ROOT, file)], { env, stdio: 'inherit' });
+    children.push(c);
+    c.once('exit', (code, signal) => { if (!stopping) { console.error(`${file} exited (${code ?? signal}); stopping.`); void stop(1); } });
+    return c;
+  };
+  let stopping = false;
+  const stop = async (code = 0) => {
+    if (stopping) return;
+    stopping = true;
+    for (const c of children) c.kill('SIGTERM');
+    await Promise.all(children.map((c) => (c.exitCode === null ? new Promise((r) => c.once('exit', r)) : null)));
+    await Promise.all([temporal.stop(), redis.stop()]);
+    process.exit(code);
+  };
+  process.once('SIGINT', () => void stop());
+  process.once('SIGTERM', () => void stop());
+
+  run('src/worker.ts');
+  run('src/server.ts');
+  for (let i = 0; i < 200; i++) {
+    if (await fetch(`http://127.0.0.1:${apiPort}/healthz`).then((r) => r.ok, () => false)) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const curl = `curl -s -X POST '${baseUrl}/v1beta/models/kiln-image-1:generateContent?output=url' \\
+  -H 'Authorization: Bearer my-dev-key' -H 'Content-Type: application/json' \\
+  -d '{"contents":[{"role":"user","parts":[{"text":"a lighthouse at dusk"}]}],"generationConfig":{"imageConfig":{"aspectRatio":"16:9"}}}'`;
+  console.log(`
+  Kiln is running.
+    API            ${baseUrl}
+    Temporal UI    ${temporal.uiUrl}
+    Temporal gRPC  ${temporal.url}    Redis ${redis.url}
+
+  Submit a task:
+  ${curl}
+
+  Then poll it:   curl -s ${baseUrl}/v1/tasks/<id> -H 'Authorization: Bearer my-dev-key'
+  Ctrl-C stops everything (data stays in .data/).
+`);
+}
+
+main().catch((err) => {
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+});

@@ -1,0 +1,183 @@
+// A fake Gemini upstream for tests: a real HTTP server on 127.0.0.1 that speaks
+// `POST /v1beta/models/{model}:generateContent`, records every request it receives and answers
+// each call as programmed (queue of behaviours, a function of the call, or a default).
+import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface RecordedRequest {
+  /** 1-based call number, in order of arrival. */
+  n: number;
+  method: string;
+  path: string;
+  /** `{model}` of the path, or null when the path is not a generateContent call. */
+  model: string | null;
+  headers: IncomingHttpHeaders;
+  raw: string;
+  /** The parsed JSON body (null if the body is not JSON). */
+  body: unknown;
+  /** Date.now() when the whole request body had arrived. */
+  at: number;
+}
+
+export type FakePart =
+  | { text: string }
+  | { inlineData: { mimeType?: string; data: string } };
+
+export type Behaviour =
+  | { kind: 'ok'; parts: FakePart[]; responseId?: string; modelVersion?: string; finishReason?: string; delayMs?: number }
+  | { kind: 'error'; status: number; message: string; googleStatus?: string; retryAfter?: string; delayMs?: number }
+  /** Destroys the socket once the whole request has arrived, without answering (after `delayMs`). */
+  | { kind: 'drop'; delayMs?: number };
+
+export type Program = Behaviour | ((call: RecordedRequest) => Behaviour);
+
+/** A 1×1 red PNG. */
+export const TINY_PNG = Buffer.from(
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC',
+  'base64',
+);
+
+const GOOGLE_STATUS: Record<number, string> = {
+  400: 'INVALID_ARGUMENT', 401: 'UNAUTHENTICATED', 402: 'FAILED_PRECONDITION', 403: 'PERMISSION_DENIED',
+  404: 'NOT_FOUND', 408: 'DEADLINE_EXCEEDED', 429: 'RESOURCE_EXHAUSTED', 500: 'INTERNAL', 503: 'UNAVAILABLE', 504: 'DEADLINE_EXCEEDED',
+};
+
+// Behaviour builders.
+export const ok = (parts: FakePart[] = [{ inlineData: { mimeType: 'image/png', data: TINY_PNG.toString('base64') } }], extra: Partial<Extract<Behaviour, { kind: 'ok' }>> = {}): Behaviour =>
+  ({ kind: 'ok', parts, ...extra });
+export const fail = (status: number, message: string, extra: Partial<Extract<Behaviour, { kind: 'error' }>> = {}): Behaviour =>
+  ({ kind: 'error', status, message, ...extra });
+export const drop = (delayMs = 0): Behaviour => ({ kind: 'drop', delayMs });
+export const delayed = (delayMs: number, b: Behaviour): Behaviour => ({ ...b, delayMs });
+
+const PATH = /^\/v1beta\/models\/([^/:]+):generateContent$/;
+
+export class FakeGemini {
+  readonly requests: RecordedRequest[] = [];
+  private readonly queue: Program[] = [];
+  private fallback: Program = ok();
+  private waiters: { count: number; resolve: (r: RecordedRequest[]) => void }[] = [];
+  private server: Server | null = null;
+  baseUrl = '';
+
+  /** Starts listening on a free port of 127.0.0.1. */
+  async start(): Promise<this> {
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const raw = Buffer.concat(chunks).toString('utf8');
+        let body: unknown = null;
+        try { body = JSON.parse(raw); } catch { /* not JSON */ }
+        const url = new URL(req.url ?? '/', 'http://fake');
+        const m = PATH.exec(url.pathname);
+        const call: RecordedRequest = {
+          n: this.requests.length + 1, method: req.method ?? '', path: url.pathname,
+          model: m ? decodeURIComponent(m[1]) : null, headers: req.headers, raw, body, at: Date.now(),
+        };
+        this.requests.push(call);
+        this.notify();
+        if (req.method !== 'POST' || !m) {
+          return send(res, 404, { error: { code: 404, message: `no route ${req.method} ${url.pathname}`, status: 'NOT_FOUND' } });
+        }
+        const program = this.queue.shift() ?? this.fallback;
+        const b = typeof program === 'function' ? program(call) : program;
+        const act = () => this.answer(call, b, res);
+        if (b.delayMs) setTimeout(act, b.delayMs); else act();
+      });
+    });
+    // Keep-alive sockets must not keep close() waiting.
+    server.keepAliveTimeout = 1000;
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    this.server = server;
+    this.baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    return this;
+  }
+
+  /** Behaviours for the next calls, in order; once used up, the default answers. */
+  enqueue(...programs: Program[]): this {
+    this.queue.push(...programs);
+    return this;
+  }
+
+  /** The behaviour (or function of the call) used when the queue is empty. */
+  setDefault(program: Program): this {
+    this.fallback = program;
+    return this;
+  }
+
+  /** Forgets recorded requests and queued behaviours; the default goes back to `ok()`. */
+  reset(): void {
+    this.requests.length = 0;
+    this.queue.length = 0;
+    this.fallback = ok();
+    this.waiters = [];
+  }
+
+  /** Resolves once `count` requests in total have arrived (since the last reset). */
+  waitForRequests(count: number, timeoutMs = 20_000): Promise<RecordedRequest[]> {
+    if (this.requests.length >= count) return Promise.resolve([...this.requests]);
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`fake gemini: ${this.requests.length} of ${count} requests after ${timeoutMs} ms`)), timeoutMs);
+      this.waiters.push({ count, resolve: (r) => { clearTimeout(t); resolve(r); } });
+    });
+  }
+
+  /** Resolves with the next request to arrive. */
+  async nextRequest(timeoutMs?: number): Promise<RecordedRequest> {
+    const all = await this.waitForRequests(this.requests.length + 1, timeoutMs);
+    return all[all.length - 1];
+  }
+
+  async close(): Promise<void> {
+    const s = this.server;
+    if (!s) return;
+    this.server = null;
+    s.closeAllConnections();
+    await new Promise<void>((r) => s.close(() => r()));
+  }
+
+  private notify(): void {
+    const ready = this.waiters.filter((w) => this.requests.length >= w.count);
+    this.waiters = this.waiters.filter((w) => this.requests.length < w.count);
+    for (const w of ready) w.resolve([...this.requests]);
+  }
+
+  private answer(call: RecordedRequest, b: Behaviour, res: ServerResponse): void {
+    if (res.destroyed || res.socket?.destroyed) return; // the client gave up (e.g. its timeout)
+    if (b.kind === 'drop') {
+      res.socket?.destroy();
+      return;
+    }
+    if (b.kind === 'error') {
+      const headers: Record<string, string> = b.retryAfter !== undefined ? { 'retry-after': b.retryAfter } : {};
+      send(res, b.status, { error: { code: b.status, message: b.message, status: b.googleStatus ?? GOOGLE_STATUS[b.status] ?? 'UNKNOWN' } }, headers);
+      return;
+    }
+    send(res, 200, {
+      candidates: [{ content: { role: 'model', parts: b.parts }, finishReason: b.finishReason ?? 'STOP', index: 0 }],
+      usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 1290, totalTokenCount: 1300 },
+      modelVersion: b.modelVersion ?? call.model ?? 'fake-model',
+      responseId: b.responseId ?? `fake-response-${call.n}`,
+    });
+  }
+}
+
+function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json; charset=UTF-8', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+export async function startFakeGemini(): Promise<FakeGemini> {
+  return new FakeGemini().start();
+}
+
+/** A URL on 127.0.0.1 where nothing listens (a port that was free a moment ago). */
+export async function closedPortUrl(): Promise<string> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return `http://127.0.0.1:${port}`;
+}
