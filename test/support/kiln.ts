@@ -21,6 +21,7 @@ export interface KilnOptions {
   workers?: boolean;
   redisUrl?: string;
   temporalAddress?: string;
+  log?: import('pino').Logger;
 }
 
 export type Kiln = Awaited<ReturnType<typeof startKiln>>;
@@ -53,12 +54,12 @@ export async function startKiln(opts: KilnOptions = {}) {
   const baseUrl = `http://127.0.0.1:${port}`;
   env.PUBLIC_BASE_URL = baseUrl;
   const config: Config = loadConfig(env);
-  const api = await createApi(config, silent);
+  const api = await createApi(config, opts.log ?? silent);
   server.on('request', api.app.callback());
 
   let workers: Awaited<ReturnType<typeof startWorkers>> | null = null;
   const startWorker = async () => {
-    workers = await startWorkers(config, silent, { workflowBundle: { codePath: inject('workflowBundle') }, env });
+    workers = await startWorkers(config, opts.log ?? silent, { workflowBundle: { codePath: inject('workflowBundle') }, env });
   };
   const stopWorker = async () => { await workers?.shutdown(); workers = null; };
   if (opts.workers !== false) await startWorker();
