@@ -13,7 +13,7 @@ export interface ActivityDeps {
   providers: Record<ImageModel['provider'], ImageProvider>;
 }
 
-interface DispatchMark { dispatched: true }
+interface DispatchMark { dispatched: boolean }
 
 export function createActivities({ store, models, providers }: ActivityDeps) {
   const byId = new Map(models.map((m) => [m.id, m]));
@@ -22,6 +22,16 @@ export function createActivities({ store, models, providers }: ActivityDeps) {
     /** Writes one transition to the read model (run as a local activity). */
     async recordTransition(record: TaskRecord): Promise<void> {
       await store.transition(record);
+    },
+
+    /**
+     * Asked (as a local activity) when the last attempt ended without an answer of its own — the
+     * worker shut down or died mid-call, or retries ran out: whether a non-idempotent upstream may
+     * have received the request, which makes the task uncertain rather than failed.
+     */
+    async mayHaveReachedUpstream(input: ImageTaskInput): Promise<boolean> {
+      if (byId.get(input.model)?.idempotent) return false;
+      return store.wasDispatched(input.id);
     },
 
     /** One upstream generation. Marks the task running, then calls the model's provider. */
@@ -44,12 +54,15 @@ export function createActivities({ store, models, providers }: ActivityDeps) {
       const timeout = AbortSignal.timeout(model.timeoutMs);
       const signal = AbortSignal.any([timeout, ctx.cancellationSignal]);
       // Heartbeats carry cancellation to the attempt and let Temporal notice a dead worker quickly.
-      const beat = setInterval(() => ctx.heartbeat(), Math.max(200, Math.floor(model.heartbeatTimeoutMs / 3)));
+      // Details are for operators (the Web UI shows them); the Redis mark is what decides uncertain.
+      let details: DispatchMark = { dispatched: false };
+      const beat = setInterval(() => ctx.heartbeat(details), Math.max(200, Math.floor(model.heartbeatTimeoutMs / 3)));
       try {
         return await providers[model.provider].generate({
           input, model, signal,
           dispatching: async () => {
-            ctx.heartbeat({ dispatched: true } satisfies DispatchMark);
+            details = { dispatched: true };
+            ctx.heartbeat(details);
             await store.markDispatched(input.id, attempt);
           },
         });

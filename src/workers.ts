@@ -16,6 +16,8 @@ export interface WorkerOptions {
   /** A prebuilt bundle (tests build it once); by default the workflows are bundled at start. */
   workflowBundle?: WorkflowBundleOption;
   env?: NodeJS.ProcessEnv;
+  /** How long a stopping worker lets in-flight upstream calls finish; default: the longest model timeout. */
+  shutdownGraceMs?: number;
 }
 
 export async function startWorkers(config: Config, log: Logger, opts: WorkerOptions = {}) {
@@ -40,13 +42,15 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
       ...common,
       taskQueue: config.temporal.taskQueue,
       ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
-      activities: { recordTransition: activities.recordTransition },
+      activities: { recordTransition: activities.recordTransition, mayHaveReachedUpstream: activities.mayHaveReachedUpstream },
     }),
     ...(await Promise.all(config.models.map((m) => Worker.create({
       ...common,
       taskQueue: modelTaskQueue(config.temporal.taskQueue, m.id),
       activities: { generateImage: activities.generateImage },
       maxConcurrentActivityTaskExecutions: m.concurrency,
+      // A deploy should not cut off upstream calls (for a non-idempotent model that means uncertain).
+      shutdownGraceTime: opts.shutdownGraceMs ?? m.timeoutMs + 5000,
       ...(m.ratePerSecond ? { maxTaskQueueActivitiesPerSecond: m.ratePerSecond } : {}),
     })))),
   ];

@@ -24,7 +24,7 @@ export interface ImageTaskWorkflowInput {
   activityQueue: string;
 }
 
-const { recordTransition } = proxyLocalActivities<Activities>({
+const { recordTransition, mayHaveReachedUpstream } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '10s',
   // The read model must catch up even through a long Redis outage: retry without a limit.
   retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '30s' },
@@ -56,7 +56,12 @@ export async function imageTaskWorkflow({ task, policy, activityQueue }: ImageTa
     const result = await generateImage(task);
     record = { ...record, ...finished(), status: 'succeeded', ...result, error: null };
   } catch (err) {
-    const outcome = classify(err);
+    let outcome = classify(err);
+    // No attempt gave an answer of its own (the last one died with its worker, or retries ran out):
+    // if the request may have reached a non-idempotent upstream, the result cannot be confirmed.
+    if (!endedByActivity(err) && await mayHaveReachedUpstream(task)) {
+      outcome = { status: 'uncertain', error: { code: 'uncertain', message: `The request may have reached the upstream generator, but its last attempt ended without an answer (${lastAttemptReason(err)}); it is not resent because the upstream is not idempotent.` } };
+    }
     record = outcome.status === 'uncertain'
       ? { ...record, ...finished(), status: 'uncertain', candidates: null, error: null, uncertain_reason: outcome.error.message }
       : { ...record, ...finished(), status: 'failed', candidates: null, error: outcome.error };
@@ -64,6 +69,18 @@ export async function imageTaskWorkflow({ task, policy, activityQueue }: ImageTa
   upsertSearchAttributes({ [SEARCH_ATTRIBUTES.status]: [record.status] });
   await recordTransition(record);
   return record;
+}
+
+/** Whether the activity itself ended the task with a known outcome (a task failure code or uncertain). */
+function endedByActivity(err: unknown): boolean {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  return cause instanceof ApplicationFailure
+    && (cause.type === UNCERTAIN_FAILURE_TYPE || (TASK_FAILURE_CODES as readonly string[]).includes(cause.type ?? ''));
+}
+
+function lastAttemptReason(err: unknown): string {
+  const cause = err instanceof ActivityFailure ? err.cause ?? err : err;
+  return cause instanceof Error && cause.message ? cause.message : 'no details';
 }
 
 function classify(err: unknown): { status: 'failed' | 'uncertain'; error: ErrorBody } {

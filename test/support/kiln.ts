@@ -59,7 +59,7 @@ export async function startKiln(opts: KilnOptions = {}) {
 
   let workers: Awaited<ReturnType<typeof startWorkers>> | null = null;
   const startWorker = async () => {
-    workers = await startWorkers(config, opts.log ?? silent, { workflowBundle: { codePath: inject('workflowBundle') }, env });
+    workers = await startWorkers(config, opts.log ?? silent, { workflowBundle: { codePath: inject('workflowBundle') }, env, shutdownGraceMs: 0 });
   };
   const stopWorker = async () => { await workers?.shutdown(); workers = null; };
   if (opts.workers !== false) await startWorker();
