@@ -23,6 +23,7 @@ export function buildApp(deps: AppDeps): Koa {
   app.use(errorMiddleware(deps.log));
   const router = buildRoutes(deps);
   app.use(router.routes());
-  app.use(router.allowedMethods({ throw: true }));
+  // Not thrown: the router then sets the Allow header, and the error middleware writes the JSON body.
+  app.use(router.allowedMethods());
   return app;
 }

@@ -52,7 +52,10 @@ describe('durability', () => {
     const batch = await api('/v1/tasks/batch-get', { method: 'POST', json: { ids: [done, pending] } });
     expect(batch.json.items.map((i: { status: string }) => i.status)).toEqual(['succeeded', 'accepted']);
     const list = await api('/v1/tasks');
-    expect(list.json.items.map((i: { id: string }) => i.id)).toEqual([pending, done].filter((x, i, a) => a.indexOf(x) === i).sort((a, b) => (a === pending ? -1 : b === pending ? 1 : 0)));
+    // Newest first; two tasks of the same second are ordered by id, descending.
+    const expected = [{ id: done, t: batch.json.items[0].created_at }, { id: pending, t: batch.json.items[1].created_at }]
+      .sort((x, y) => y.t - x.t || (y.id > x.id ? 1 : -1)).map((x) => x.id);
+    expect(list.json.items.map((i: { id: string }) => i.id)).toEqual(expected);
 
     await k.startWorker();
     await waitForStatus(() => api(`/v1/tasks/${pending}`), (s) => s === 'succeeded');

@@ -30,6 +30,12 @@ export function errorMiddleware(log: Logger): Middleware {
     try {
       await next();
       if (ctx.status === 404 && ctx.body === undefined) throw new KilnError('not_found', 'No such endpoint.');
+      // 405 from the router, and 501 for a method it does not implement at all: a client error either way.
+      if ((ctx.status === 405 || ctx.status === 501) && ctx.body === undefined) {
+        const allow = ctx.response.get('Allow');
+        if (!allow) throw new KilnError('not_found', 'No such endpoint.');
+        throw new KilnError('method_not_allowed', `${ctx.method} is not allowed here; allowed: ${allow}.`);
+      }
     } catch (err) {
       const known = toKilnError(err);
       if (!known) log.error({ err, method: ctx.method, path: ctx.path }, 'unhandled error');

@@ -5,8 +5,9 @@ import type { Redis } from 'ioredis';
 import { KilnError } from '../shared/errors.js';
 import { ownerOfKey } from '../config.js';
 
-// RFC 6750 b64token, bounded so a hostile header cannot become a huge HMAC input or Redis key.
-const BEARER = /^Bearer ([A-Za-z0-9\-._~+/]{1,1024}=*)$/;
+// RFC 6750 b64token, bounded (padding included) so a hostile header cannot become a huge HMAC
+// input, Redis key or upstream header.
+const BEARER = /^Bearer (?=[^ ]{1,1024}$)([A-Za-z0-9\-._~+/]+=*)$/;
 const OWNER_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 const CACHE_MS = 5000;
 

@@ -11,7 +11,21 @@ export const LIMITS = {
   contents: 64,
   partsPerContent: 64,
   bodyBytes: 2 * 1024 * 1024,
+  /** Nesting depth of the passed-through JSON (tools, generationConfig): deeper overflows serializers. */
+  jsonDepth: 64,
+  /**
+   * The request travels as one Temporal payload, whose hard limit is 2 MiB with the task envelope
+   * around it: the serialized request must leave room for that envelope.
+   */
+  requestBytes: 2 * 1024 * 1024 - 8 * 1024,
 } as const;
+
+/** True when a JSON value nests deeper than `max`; stops descending at that depth. */
+function deeperThan(v: unknown, max: number): boolean {
+  if (v === null || typeof v !== 'object') return false;
+  if (max === 0) return true;
+  return Object.values(v).some((x) => deeperThan(x, max - 1));
+}
 
 const Part = z.object({
   text: z.string().optional(),
@@ -48,6 +62,9 @@ export function validateSubmit(raw: unknown, queryOutput: string | undefined, mo
     throw new KilnError('invalid_request', `Invalid request body at ${i.path.join('.') || '(root)'}: ${i.message}`);
   }
   const body = parsed.data;
+  if (deeperThan(body, LIMITS.jsonDepth)) {
+    throw new KilnError('invalid_request', `The request body nests more than ${LIMITS.jsonDepth} levels deep.`);
+  }
   const bodyOutput = body.generationConfig?.imageConfig?.output ?? body.output;
   const outputs = [queryOutput, bodyOutput].filter((o): o is string => o !== undefined);
   if (outputs.length === 0 || outputs.some((o) => o !== 'url')) {
@@ -76,7 +93,7 @@ export function validateSubmit(raw: unknown, queryOutput: string | undefined, mo
   // Kiln's own output switch is not part of the upstream request.
   const { output: _o, ...imageConfig } = ic ?? {};
   const generationConfig = body.generationConfig ? { ...body.generationConfig, ...(ic ? { imageConfig } : {}) } : undefined;
-  return {
+  const request: ImageRequest = {
     contents: body.contents.map((c) => ({
       role: c.role ?? 'user',
       parts: c.parts.map((p): Part => (p.inlineData ? { ...p, inlineData: { ...p.inlineData, data: p.inlineData.data ?? '' } } : { text: p.text })),
@@ -85,6 +102,11 @@ export function validateSubmit(raw: unknown, queryOutput: string | undefined, mo
     ...(body.tools ? { tools: body.tools } : {}),
     ...(body.systemInstruction ? { systemInstruction: body.systemInstruction } : {}),
   };
+  const bytes = Buffer.byteLength(JSON.stringify(request));
+  if (bytes > LIMITS.requestBytes) {
+    throw new KilnError('request_too_large', `The request's fields take ${bytes} bytes once parsed; at most ${LIMITS.requestBytes} can be queued.`);
+  }
+  return request;
 }
 
 function checkReferenceUrl(data: string | undefined, index: number): void {
