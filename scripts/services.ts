@@ -1,7 +1,7 @@
 // Starts the real backing services (redis-server, the Temporal dev server) on free ports.
 // Used by `npm run dev` and by the test setup; binaries come from .tools/bin (scripts/bootstrap.sh).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -82,7 +82,9 @@ export async function startTemporal(opts: { dbFile: string; port?: number; uiPor
     const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--db-filename', opts.dbFile, '--log-level', 'error',
       ...Object.values(SEARCH_ATTRIBUTES).flatMap((n) => ['--search-attribute', `${n}=Keyword`]),
       ...(uiPort ? ['--ui-port', String(uiPort)] : ['--headless'])];
-    child = spawn(binary('temporal', 'TEMPORAL_BIN'), args, { stdio: opts.quiet === false ? 'inherit' : ['ignore', 'ignore', 'inherit'] });
+    // The server logs errors while it (or a test) shuts things down; keep them in a file beside the database.
+    const logFd = opts.quiet === false ? 'inherit' : openSync(`${opts.dbFile}.log`, 'a');
+    child = spawn(binary('temporal', 'TEMPORAL_BIN'), args, { stdio: ['ignore', logFd, logFd] });
     child.on('error', (err) => { throw new Error(`cannot start the Temporal CLI (${err.message}); run npm run bootstrap`); });
     await waitFor('temporal dev server', async () => {
       const c = await Connection.connect({ address, connectTimeout: 1000 });

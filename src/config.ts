@@ -34,35 +34,66 @@ const CredentialSchema = z.union([
   z.literal('none'),
 ]);
 
-const ImageModelSchema = z.object({
+/** Fields every model kind shares: identity, upstream location and credentials, time budget. */
+const modelCommon = {
   id: z.string().regex(/^[A-Za-z0-9._-]{1,100}$/, 'model ids use letters, digits, ".", "_" and "-"'),
-  kind: z.literal('image').default('image'),
-  provider: z.enum(['local', 'gemini']),
-  form: z.literal('task').default('task'),
   description: z.string().optional(),
-  /** Upstream call budget for one attempt; its expiry ends the task failed/upstream_timeout. */
+  /** Upstream call budget for one attempt; its expiry ends a task failed/upstream_timeout. */
   timeoutMs: int(120_000, 1),
+  baseUrl: z.string().url().optional(),
+  upstreamModel: z.string().optional(),
+  credential: CredentialSchema.default('passthrough'),
+};
+
+/** Task models run as Temporal workflows: retry, crash detection and upstream capacity per model. */
+const taskModelCommon = {
+  ...modelCommon,
   heartbeatTimeoutMs: int(10_000, 1000),
   maxAttempts: int(3, 1),
   /** Whether a create call may be resent safely (idempotency key = task id). */
   idempotent: z.boolean().default(false),
   concurrency: int(8, 1),
   ratePerSecond: z.number().positive().optional(),
-  imageSizes: z.array(z.string()).default(['1K', '2K', '4K']),
-  // local provider
+  /** local providers: simulated generation time. */
   latencyMs: int(800),
-  // gemini provider
-  baseUrl: z.string().url().optional(),
-  upstreamModel: z.string().optional(),
-  credential: CredentialSchema.default('passthrough'),
+};
+
+const ImageModelSchema = z.object({
+  ...taskModelCommon,
+  kind: z.literal('image'),
+  provider: z.enum(['local', 'gemini']),
+  form: z.literal('task').default('task'),
+  imageSizes: z.array(z.string()).default(['1K', '2K', '4K']),
 });
+
+const ChatModelSchema = z.object({
+  ...modelCommon,
+  kind: z.literal('chat'),
+  provider: z.enum(['local', 'openai']),
+});
+
+const VideoModelSchema = z.object({
+  ...taskModelCommon,
+  kind: z.literal('video'),
+  provider: z.enum(['local', 'openai-videos', 'workflow-node']),
+});
+
+// A model without `kind` is an image model, as in the first models files.
+const ModelSchema = z.preprocess(
+  (v) => (v && typeof v === 'object' && !('kind' in v) ? { ...v, kind: 'image' } : v),
+  z.discriminatedUnion('kind', [ImageModelSchema, ChatModelSchema, VideoModelSchema]),
+);
 export type ImageModel = z.infer<typeof ImageModelSchema>;
+export type ChatModel = z.infer<typeof ChatModelSchema>;
+export type VideoModel = z.infer<typeof VideoModelSchema>;
+export type Model = ImageModel | ChatModel | VideoModel;
 
-const ModelsFileSchema = z.object({ models: z.array(ImageModelSchema).min(1) });
+const ModelsFileSchema = z.object({ models: z.array(ModelSchema).min(1) });
 
-export const DEFAULT_MODELS: ImageModel[] = [
+export const DEFAULT_MODELS: Model[] = [
   ImageModelSchema.parse({
     id: 'kiln-image-1',
+    kind: 'image',
     provider: 'local',
     description: 'Built-in local renderer: a PNG that shows the prompt',
     idempotent: true,
@@ -79,7 +110,7 @@ export interface Config {
   authMode: 'passthrough' | 'keys';
   ownerKey: Buffer;
   payloadKey: Buffer;
-  models: ImageModel[];
+  models: Model[];
   blobDir: string;
   retentionSeconds: number;
   pollAfterSeconds: number;
@@ -91,7 +122,7 @@ export interface Config {
 
 export class ConfigError extends Error {}
 
-export function parseModels(json: unknown, source: string): ImageModel[] {
+export function parseModels(json: unknown, source: string): Model[] {
   const parsed = ModelsFileSchema.safeParse(json);
   if (!parsed.success) {
     throw new ConfigError(`${source}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
@@ -100,7 +131,7 @@ export function parseModels(json: unknown, source: string): ImageModel[] {
   for (const m of parsed.data.models) {
     if (ids.has(m.id)) throw new ConfigError(`${source}: model id "${m.id}" appears twice`);
     ids.add(m.id);
-    if (m.provider === 'gemini' && !m.baseUrl) throw new ConfigError(`${source}: model "${m.id}" (gemini) needs baseUrl`);
+    if (m.provider !== 'local' && !m.baseUrl) throw new ConfigError(`${source}: model "${m.id}" (${m.provider}) needs baseUrl`);
   }
   return parsed.data.models;
 }
@@ -143,6 +174,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxUnfinishedTasks: e.MAX_UNFINISHED_TASKS,
     logLevel: e.LOG_LEVEL,
   };
+}
+
+export function modelsOfKind<K extends Model['kind']>(models: Model[], kind: K): Extract<Model, { kind: K }>[] {
+  return models.filter((m): m is Extract<Model, { kind: K }> => m.kind === kind);
 }
 
 export function ownerOfKey(ownerKey: Buffer, apiKey: string): string {

@@ -29,7 +29,7 @@ export async function createApi(config: Config, log: Logger) {
     : new PassthroughAuth(config.ownerKey);
   const blobs = new FsBlobStore(config.blobDir, config.publicBaseUrl);
   const tasks = new TaskService(config, store, client);
-  const app = buildApp({ auth, tasks, blobs, pollAfterSeconds: config.pollAfterSeconds, log });
+  const app = buildApp({ auth, models: config.models, tasks, blobs, pollAfterSeconds: config.pollAfterSeconds, log });
   return {
     app, store, redis, client,
     async close() {

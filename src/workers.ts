@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { createActivities } from '../activities/index.js';
 import { GeminiImageProvider } from '../activities/providers/gemini.js';
 import { LocalImageProvider } from '../activities/providers/local.js';
-import { modelTaskQueue, type Config } from './config.js';
+import { modelTaskQueue, modelsOfKind, type Config } from './config.js';
 import { connectRedis, createStore } from './runtime.js';
 import { FsBlobStore } from './services/blobs.js';
 import { dataConverter } from './temporal/client.js';
@@ -27,13 +27,14 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
   const store = createStore(config, redis);
   const blobs = new FsBlobStore(config.blobDir, config.publicBaseUrl);
+  const imageModels = modelsOfKind(config.models, 'image');
   const configuredKey = (modelId: string) => {
     const m = config.models.find((x) => x.id === modelId);
     return m && typeof m.credential === 'object' ? env[m.credential.env] : undefined;
   };
   const activities = createActivities({
     store,
-    models: config.models,
+    models: imageModels,
     providers: { local: new LocalImageProvider(blobs), gemini: new GeminiImageProvider(blobs, configuredKey) },
   });
   const common = { connection, namespace: config.temporal.namespace, dataConverter: dataConverter(config) };
@@ -44,7 +45,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
       ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
       activities: { recordTransition: activities.recordTransition, mayHaveReachedUpstream: activities.mayHaveReachedUpstream },
     }),
-    ...(await Promise.all(config.models.map((m) => Worker.create({
+    ...(await Promise.all(imageModels.map((m) => Worker.create({
       ...common,
       taskQueue: modelTaskQueue(config.temporal.taskQueue, m.id),
       activities: { generateImage: activities.generateImage },

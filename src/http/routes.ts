@@ -2,6 +2,7 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
+import type { Model } from '../config.js';
 import { KilnError } from '../shared/errors.js';
 import type { Authenticator, Caller } from '../services/auth.js';
 import type { FsBlobStore } from '../services/blobs.js';
@@ -12,6 +13,7 @@ import { jsonBody } from './body.js';
 
 export interface RouteDeps {
   auth: Authenticator;
+  models: Model[];
   tasks: TaskService;
   blobs: FsBlobStore;
   pollAfterSeconds: number;
@@ -34,7 +36,7 @@ function parse<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
   throw new KilnError('invalid_request', `${path}: ${i.message}`);
 }
 
-export function buildRoutes({ auth, tasks, blobs, pollAfterSeconds }: RouteDeps): Router {
+export function buildRoutes({ auth, models, tasks, blobs, pollAfterSeconds }: RouteDeps): Router {
   const router = new Router();
   const caller = (ctx: Context): Promise<Caller> => auth.authenticate(ctx.get('authorization') || undefined);
 
@@ -44,7 +46,7 @@ export function buildRoutes({ auth, tasks, blobs, pollAfterSeconds }: RouteDeps)
     await caller(ctx);
     ctx.body = {
       object: 'list',
-      data: tasks.listModels().map((m) => ({ id: m.id, object: 'model', created: 0, owned_by: 'kiln', kind: m.kind, form: m.form, description: m.description ?? null })),
+      data: models.map((m) => ({ id: m.id, object: 'model', created: 0, owned_by: 'kiln', kind: m.kind, ...('form' in m ? { form: m.form } : {}), description: m.description ?? null })),
     };
   });
 

@@ -4,7 +4,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import { modelTaskQueue, type Config, type ImageModel } from '../config.js';
+import { modelTaskQueue, modelsOfKind, type Config, type ImageModel } from '../config.js';
 import { KilnError } from '../shared/errors.js';
 import { SEARCH_ATTRIBUTES, UNFINISHED_STATUSES, type ImageRequest, type TaskRecord } from '../shared/task.js';
 import type { ImageTaskWorkflowInput } from '../../workflows/image-task.js';
@@ -32,16 +32,15 @@ export class TaskService {
     private readonly store: TaskStore,
     private readonly temporal: Client,
   ) {
-    this.models = new Map(config.models.map((m) => [m.id, m]));
-  }
-
-  listModels(): ImageModel[] {
-    return [...this.models.values()];
+    this.models = new Map(modelsOfKind(config.models, 'image').map((m) => [m.id, m]));
   }
 
   model(id: string): ImageModel {
     const m = this.models.get(id);
-    if (!m) throw new KilnError('model_not_found', `Model "${id}" does not exist; GET /v1/models lists the models.`);
+    if (!m) {
+      if (this.config.models.some((x) => x.id === id)) throw new KilnError('model_not_found', `Model "${id}" is not an image model; GET /v1/models lists the models and their kinds.`);
+      throw new KilnError('model_not_found', `Model "${id}" does not exist; GET /v1/models lists the models.`);
+    }
     return m;
   }
 
