@@ -13,6 +13,18 @@ const KEY_ID = 'encryption-key-id';
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
+const MAX_DISPLAY_TEXT = 256;
+
+/**
+ * Short bare JSON strings stay readable: they are the workflow summaries operators read in the Web
+ * UI. Kiln never passes a secret as a bare string; keys travel inside objects, which are encrypted.
+ */
+function isDisplayText(p: Payload): boolean {
+  const encoding = p.metadata?.[METADATA_ENCODING_KEY];
+  return !!encoding && dec.decode(encoding) === 'json/plain'
+    && !!p.data && p.data.length <= MAX_DISPLAY_TEXT && p.data[0] === 0x22 /* " */;
+}
+
 export class AesGcmCodec implements PayloadCodec {
   private readonly keyId: string;
 
@@ -24,6 +36,7 @@ export class AesGcmCodec implements PayloadCodec {
 
   async encode(payloads: Payload[]): Promise<Payload[]> {
     return payloads.map((p) => {
+      if (isDisplayText(p)) return p;
       const iv = randomBytes(12);
       const cipher = createCipheriv('aes-256-gcm', this.key, iv);
       const plain = temporal.api.common.v1.Payload.encode(p).finish();
