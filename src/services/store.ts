@@ -9,10 +9,11 @@ const STALE_RESERVATION_SECONDS = 86400;
 
 // KEYS: task hash, owner index, unfinished gauge. ARGV: json, status, rank, ttl, index member,
 // trim bound, id, terminal flag. A write that would move a task backwards is ignored, so replays,
-// retries and the API/worker race never regress a record.
+// retries and the API/worker race never regress a record; the first terminal write wins. Writes of
+// the same unfinished state go through (progress updates of a running task).
 const TRANSITION = `
 local cur = redis.call('HGET', KEYS[1], 'r')
-if cur and tonumber(cur) >= tonumber(ARGV[3]) then return 0 end
+if cur and (tonumber(cur) > tonumber(ARGV[3]) or (tonumber(cur) == tonumber(ARGV[3]) and ARGV[8] == '1')) then return 0 end
 redis.call('HSET', KEYS[1], 'j', ARGV[1], 's', ARGV[2], 'r', ARGV[3])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 if not cur then
