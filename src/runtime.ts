@@ -4,35 +4,71 @@ import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { buildApp } from './app.js';
 import { IssuedKeyAuth, KeyStore, PassthroughAuth, type Authenticator } from './services/auth.js';
-import { FsBlobStore } from './services/blobs.js';
+import { ChatService } from './services/chat.js';
+import { createBlobs } from './services/blob-store.js';
+import { DirectService } from './services/direct.js';
+import { createSafeFetch } from './services/safe-fetch.js';
 import { TaskStore } from './services/store.js';
 import { TaskService } from './services/tasks.js';
+import { VideoService } from './services/videos.js';
 import { connectTemporal } from './temporal/client.js';
+import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { ApiMetrics } from './ops/metrics.js';
+import { checkReadiness } from './ops/readiness.js';
+import { setupTracing } from './ops/tracing.js';
+import { AesGcmCodec } from './temporal/codec.js';
 
-export function connectRedis(config: Pick<Config, 'redisUrl'>): Redis {
-  // Commands wait (offline queue) while Redis restarts, but never forever: a poll gets an error
-  // it can answer with instead of hanging.
-  return new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableAutoPipelining: false, lazyConnect: false });
+/**
+ * Workers (`failFast: false`) queue commands while Redis restarts: activities wait a little, then
+ * retry through Temporal. The API fails fast instead, so a poll falls back to Temporal at once
+ * rather than waiting out reconnects.
+ */
+export function connectRedis(config: Pick<Config, 'redisUrl'>, failFast = false): Redis {
+  return new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableOfflineQueue: !failFast, lazyConnect: failFast });
+}
+
+async function ready(redis: Redis, url: string): Promise<void> {
+  try {
+    await redis.connect();
+  } catch (err) {
+    redis.disconnect();
+    throw new Error(`cannot reach Redis at ${url} (${(err as Error).message}); set REDIS_URL`);
+  }
 }
 
 export function createStore(config: Config, redis: Redis): TaskStore {
   return new TaskStore(redis, config.redisPrefix, config.retentionSeconds);
 }
 
-export async function createApi(config: Config, log: Logger) {
-  const redis = connectRedis(config);
+export async function createApi(config: Config, log: Logger, opts: { spanExporter?: SpanExporter } = {}) {
+  const redis = connectRedis(config, true);
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
-  const { client, connection } = await connectTemporal(config);
+  await ready(redis, config.redisUrl);
+  const tracing = setupTracing(config.ops, 'kiln-api', opts.spanExporter);
+  const { client, connection } = await connectTemporal(config, tracing);
   const store = createStore(config, redis);
   const auth: Authenticator = config.authMode === 'keys'
     ? new IssuedKeyAuth(new KeyStore(redis, config.redisPrefix))
     : new PassthroughAuth(config.ownerKey);
-  const blobs = new FsBlobStore(config.blobDir, config.publicBaseUrl);
+  const { blobs, files } = createBlobs(config);
   const tasks = new TaskService(config, store, client);
-  const app = buildApp({ auth, models: config.models, tasks, blobs, pollAfterSeconds: config.pollAfterSeconds, log });
+  const fetchImage = createSafeFetch({ maxBytes: 32 * 1024 * 1024, maxRedirects: 3, acceptType: (t) => t.startsWith('image/'), allow: config.referenceFetchAllow });
+  const direct = new DirectService(tasks, client, blobs, fetchImage);
+  const app = buildApp({ auth, models: config.models, tasks, blobs: files, direct, pollAfterSeconds: config.pollAfterSeconds, chat: new ChatService(config.models, config.upstreamKeys), videos: new VideoService(config, store, client), log,
+    ops: {
+      metrics: new ApiMetrics({ queueDepth: () => store.unfinishedCount() }),
+      readiness: () => checkReadiness({ redis, connection, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue, redisPrefix: config.redisPrefix }),
+      stopping: () => stopping,
+      codec: { codec: new AesGcmCodec(config.payloadKey), operatorToken: config.ops.operatorToken, corsOrigins: config.ops.codecCorsOrigins },
+      ...(tracing ? { tracer: tracing.tracer } : {}),
+    } });
+  let stopping = false;
   return {
-    app, store, redis, client,
+    app, store, redis, client, connection,
+    /** SIGTERM: /readyz turns unready and responses ask keep-alive clients to reconnect elsewhere. */
+    drain() { stopping = true; },
     async close() {
+      await tracing?.shutdown();
       await connection.close().catch(() => undefined);
       redis.disconnect();
     },

@@ -91,9 +91,13 @@ describe('durability', () => {
     await temporal.start();
     await k.startWorker();
     for (const id of ids) await waitForStatus(() => api(`/v1/tasks/${id}`), (s) => s === 'succeeded', 45_000);
-    const after = await k.api.client.workflow.list({ query: `WorkflowId IN (${ids.map((i) => `'${i}'`).join(',')})` });
+    // Visibility is eventually consistent: give it a moment to show all three closed.
     let closed = 0;
-    for await (const wf of after) if (wf.status.name === 'COMPLETED') closed++;
+    for (let i = 0; i < 50 && closed < 3; i++) {
+      closed = 0;
+      for await (const wf of k.api.client.workflow.list({ query: `WorkflowId IN (${ids.map((x) => `'${x}'`).join(',')})` })) if (wf.status.name === 'COMPLETED') closed++;
+      if (closed < 3) await new Promise((r) => setTimeout(r, 100));
+    }
     expect(closed).toBe(3);
   }, 120_000);
 
@@ -121,4 +125,20 @@ describe('durability', () => {
     expect(repaired).toEqual(end);
     expect(await k.api.store.get(id)).toMatchObject({ id, status: 'succeeded' });
   }, 120_000);
+});
+
+describe('unknown ids', () => {
+  it('asks Temporal about an unknown well-formed id once, then remembers it is missing', async () => {
+    const k = await kilnWith({ workers: false });
+    const api = http(k.baseUrl);
+    const ghost = `task_${'e'.repeat(32)}`;
+    const first = await api('/v1/tasks/batch-get', { method: 'POST', json: { ids: [ghost] } });
+    expect(first.json.items[0]).toMatchObject({ id: ghost, status: 'not_found' });
+    const owner = (await import('../src/config.js')).ownerOfKey(k.config.ownerKey, (await import('./support/kiln.js')).KEY_A);
+    expect(await k.api.store.recentlyMissing(owner, [ghost])).toEqual(new Set([ghost]));
+    // Another owner's view of the same id is separate.
+    expect(await k.api.store.recentlyMissing('someone-else', [ghost])).toEqual(new Set());
+    const again = await api(`/v1/tasks/${ghost}`);
+    expect(again.status).toBe(404);
+  });
 });

@@ -1,9 +1,15 @@
 // The Redis read model: task records, the owner index, the unfinished-task gauge and poll limiters.
 // Reads on the poll path are a single round trip (one pipeline or one script).
 import { Redis } from 'ioredis';
-import { STATUS_RANK, TERMINAL_STATUSES, type TaskRecord } from '../shared/task.js';
+import { STATUS_RANK, TERMINAL_STATUSES, type AnyTaskRecord, type TaskRecord } from '../shared/task.js';
 
 const LIST_WINDOW_SECONDS = 3 * 86400;
+/**
+ * How long an id unknown to Redis and Temporal stays known-missing. Ids are random and a client
+ * learns one only from a submit response, sent after the workflow exists and its record is written,
+ * so a miss does not turn into a task later; the TTL only bounds memory.
+ */
+const MISSING_TTL_MS = 10 * 60_000;
 /** An unfinished-task reservation older than this is dropped: no task runs that long. */
 const STALE_RESERVATION_SECONDS = 86400;
 
@@ -60,15 +66,16 @@ export class TaskStore {
 
   // Hash tags keep a task's keys in one slot should the deployment move to Redis Cluster.
   taskKey(id: string) { return `${this.prefix}task:{${id}}`; }
-  ownerKey(owner: string) { return `${this.prefix}owner:{${owner}}:tasks`; }
+  // Each kind has its own owner index, so image lists never show video tasks.
+  ownerKey(owner: string, kind: AnyTaskRecord['kind'] = 'image') { return `${this.prefix}owner:{${owner}}:${kind === 'image' ? 'tasks' : 'videos'}`; }
   private get unfinishedKey() { return `${this.prefix}unfinished`; }
 
   /** Writes a transition if it moves the task forward; creates the owner index entry on first write. */
-  async transition(record: TaskRecord): Promise<boolean> {
+  async transition(record: AnyTaskRecord): Promise<boolean> {
     const now = Math.floor(Date.now() / 1000);
     const terminal = TERMINAL_STATUSES.includes(record.status);
     const r = await (this.redis as unknown as Scripts).kilnTransition(
-      this.taskKey(record.id), this.ownerKey(record.owner), this.unfinishedKey,
+      this.taskKey(record.id), this.ownerKey(record.owner, record.kind), this.unfinishedKey,
       JSON.stringify(record), record.status, STATUS_RANK[record.status], this.retentionSeconds,
       indexMember(record.created_at, record.id), `(${indexMember(now - LIST_WINDOW_SECONDS, '')}`,
       record.id, terminal ? '1' : '0',
@@ -133,6 +140,22 @@ export class TaskStore {
 
   async wasDispatched(id: string): Promise<boolean> {
     return (await this.redis.hexists(this.taskKey(id), 'd')) === 1;
+  }
+
+  private missKey(owner: string, id: string) { return `${this.prefix}miss:{${id}}:${owner}`; }
+
+  /** Ids that neither Redis nor Temporal knew for this owner within MISSING_TTL_MS. */
+  async recentlyMissing(owner: string, ids: string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const hits = await this.redis.mget(ids.map((id) => this.missKey(owner, id)));
+    return new Set(ids.filter((_, i) => hits[i] !== null));
+  }
+
+  async rememberMissing(owner: string, ids: string[]): Promise<void> {
+    if (ids.length === 0) return;
+    const p = this.redis.pipeline();
+    for (const id of ids) p.set(this.missKey(owner, id), '1', 'PX', MISSING_TTL_MS);
+    await p.exec();
   }
 }
 

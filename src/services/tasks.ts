@@ -6,9 +6,12 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { modelTaskQueue, modelsOfKind, type Config, type ImageModel } from '../config.js';
 import { KilnError } from '../shared/errors.js';
+import { promptText } from '../shared/prompt.js';
+import { taskSummary } from '../temporal/summary.js';
 import { SEARCH_ATTRIBUTES, UNFINISHED_STATUSES, type ImageRequest, type TaskRecord } from '../shared/task.js';
 import type { ImageTaskWorkflowInput } from '../../workflows/image-task.js';
 import { indexMember, type TaskStore } from './store.js';
+import { pollRecords, taskLimiterKey } from './poll.js';
 import type { Caller } from './auth.js';
 import { taskView, notFoundItem, type TaskView } from './views.js';
 
@@ -66,7 +69,7 @@ export class TaskService {
           { key: SA.model, value: model.id },
           { key: SA.status, value: 'accepted' },
         ],
-        staticSummary: `image task · ${model.id} · owner ${caller.owner.slice(0, 12)}`,
+        staticSummary: taskSummary('image', model.id, caller.owner, promptText(request)),
       });
     } catch (err) {
       await this.store.release(id).catch(() => undefined);
@@ -85,7 +88,7 @@ export class TaskService {
 
   /** One task, behind the per-task poll limiter. */
   async get(caller: Caller, id: string): Promise<TaskView> {
-    const [record] = await this.read(caller, [id], `task:{${id}}:${caller.owner}`, this.config.rateLimitTaskMs);
+    const [record] = await this.read(caller, [id], taskLimiterKey(caller.owner, id), this.config.rateLimitTaskMs);
     if (!record) throw new KilnError('not_found', `Task ${id} was not found.`);
     return taskView(record);
   }
@@ -141,19 +144,16 @@ export class TaskService {
     // Ids that Kiln cannot have issued are not_found without a lookup.
     const valid = ids.filter((id) => TASK_ID.test(id));
     // With Redis unreachable every id takes the Temporal path: polls keep answering, unthrottled.
-    const polled = await this.store.poll(valid, limiterKey, intervalMs)
-      .catch(() => ({ limited: false as const, json: valid.map(() => null) }));
-    if (polled.limited) {
-      throw new KilnError('rate_limited', 'Polling too fast: wait for Retry-After before asking again.', Math.ceil(polled.retryAfterMs / 1000));
-    }
-    const byId = new Map(valid.map((id, i) => [id, polled.json[i]]));
+    const json = await pollRecords(this.store, valid, limiterKey, intervalMs);
+    const byId = new Map(valid.map((id, i) => [id, json[i]]));
     const records = ids.map((id) => { const j = byId.get(id); return j ? (JSON.parse(j) as TaskRecord) : null; });
     const missing = ids.filter((id, i) => !records[i] && TASK_ID.test(id)).slice(0, FALLBACK_LOOKUPS);
     if (missing.length > 0) {
       const found = await this.fromTemporal(caller.owner, missing);
       ids.forEach((id, i) => { if (!records[i] && found.has(id)) records[i] = found.get(id)!; });
     }
-    return records.map((r) => (r && r.owner === caller.owner ? r : null));
+    // Video records share the keyspace: they are never image tasks.
+    return records.map((r) => (r && r.owner === caller.owner && r.kind !== ('video' as string) ? r : null));
   }
 
   /**
@@ -162,7 +162,12 @@ export class TaskService {
    */
   private async fromTemporal(owner: string, ids: string[]): Promise<Map<string, TaskRecord>> {
     const out = new Map<string, TaskRecord>();
-    const quoted = ids.map((id) => `'${id}'`).join(', ');
+    // Ids Temporal did not know a moment ago are not asked again: a client polling a batch with
+    // unknown ids must not turn every poll into a visibility query.
+    const recentlyMissing = await this.store.recentlyMissing(owner, ids).catch(() => new Set<string>());
+    const ask = ids.filter((id) => !recentlyMissing.has(id));
+    if (ask.length === 0) return out;
+    const quoted = ask.map((id) => `'${id}'`).join(', ');
     try {
       for await (const wf of this.temporal.workflow.list({ query: `WorkflowId IN (${quoted}) AND ${SEARCH_ATTRIBUTES.owner} = '${owner.replace(/'/g, '')}'` })) {
         const record = await this.recordOf(wf, owner);
@@ -170,6 +175,7 @@ export class TaskService {
         out.set(record.id, record);
         await this.store.transition(record).catch(() => undefined);
       }
+      await this.store.rememberMissing(owner, ask.filter((id) => !out.has(id))).catch(() => undefined);
     } catch {
       // Temporal unreachable too: the ids stay not_found rather than failing the whole read.
     }

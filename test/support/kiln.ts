@@ -61,7 +61,12 @@ export async function startKiln(opts: KilnOptions = {}) {
   const startWorker = async () => {
     workers = await startWorkers(config, opts.log ?? silent, { workflowBundle: { codePath: inject('workflowBundle') }, env, shutdownGraceMs: 0 });
   };
-  const stopWorker = async () => { await workers?.shutdown(); workers = null; };
+  // Bounded: a worker whose local activity waits on a dead Redis must not hang the test run.
+  const stopWorker = async () => {
+    const w = workers;
+    workers = null;
+    if (w) await Promise.race([w.shutdown(), new Promise((r) => setTimeout(r, 15_000))]);
+  };
   if (opts.workers !== false) await startWorker();
 
   return {
