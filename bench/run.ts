@@ -1,0 +1,181 @@
+// `npm run bench`: Kiln side by side with its baselines, in one run, on this machine.
+// Starts its own redis-server, Temporal dev server, worker and API (local provider, zero latency).
+import { randomBytes } from 'node:crypto';
+import { cpus, totalmem, tmpdir } from 'node:os';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { binary, freePort, startRedis, startTemporal, ROOT } from '../scripts/services.js';
+import { loadConfig, modelTaskQueue, ownerOfKey } from '../src/config.js';
+import { connectTemporal } from '../src/temporal/client.js';
+import { TaskStore } from '../src/services/store.js';
+import type { TaskRecord } from '../src/shared/task.js';
+import { fmt, load, loop, rssMiB, sleep, spawnTs, waitHttp, type LoadResult } from './lib.js';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const TOTAL_TASKS = Number(process.env.BENCH_TASKS ?? 10_000);
+const KEY = 'bench-key-owner-0000000000';
+const OTHER_KEY = 'bench-key-other-0000000000';
+
+async function main() {
+  const dir = mkdtempSync(join(tmpdir(), 'kiln-bench-'));
+  const [redisSvc, temporal] = await Promise.all([
+    startRedis({ dir: join(dir, 'redis'), persist: false }),
+    startTemporal({ dbFile: join(dir, 'temporal.sqlite') }),
+  ]);
+  const [apiPort, barePort] = [await freePort(), await freePort()];
+  const base = `http://127.0.0.1:${apiPort}`;
+  writeFileSync(join(dir, 'models.json'), JSON.stringify({ models: [{ id: 'bench-image', provider: 'local', latencyMs: 0, idempotent: true, concurrency: 64 }] }));
+  const env = {
+    KILN_SECRET: randomBytes(32).toString('hex'), REDIS_URL: redisSvc.url, TEMPORAL_ADDRESS: temporal.url,
+    MODELS_FILE: join(dir, 'models.json'), PORT: String(apiPort), HOST: '127.0.0.1', PUBLIC_BASE_URL: base,
+    BLOB_DIR: join(dir, 'blobs'), RATE_LIMIT_TASK_MS: '0', RATE_LIMIT_BATCH_MS: '0', MAX_UNFINISHED_TASKS: '1000000', LOG_LEVEL: 'warn',
+  };
+  const config = loadConfig({ ...process.env, ...env });
+  const worker = spawnTs('src/worker.ts', env);
+  const api = spawnTs('src/server.ts', env);
+  await waitHttp(`${base}/healthz`);
+  const redis = new Redis(redisSvc.url);
+  const store = new TaskStore(redis, config.redisPrefix, config.retentionSeconds);
+  const { client } = await connectTemporal(config);
+  const owner = ownerOfKey(config.ownerKey, KEY);
+  const auth = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
+  // A 1024×10 picture: the "upstream" costs next to nothing, so Kiln and Temporal are what is measured.
+  const submitBody = JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'bench' }] }], generationConfig: { imageConfig: { aspectRatio: '99:1', output: 'url' } } });
+  const rows: { what: string; kiln: LoadResult | string; base?: LoadResult | string; baseName?: string; note?: string }[] = [];
+  const submitOne = async (key = KEY) => (await (await fetch(`${base}/v1beta/models/bench-image:generateContent`, { method: 'POST', headers: { ...auth, authorization: `Bearer ${key}` }, body: submitBody })).json()) as { id: string };
+  const drain = async () => { while ((await store.unfinishedCount()) > 0) await sleep(200); };
+  let submitted = 0;
+
+  // Warm up: JIT, connections, the workflow cache.
+  for (let i = 0; i < 50; i++) await submitOne();
+  submitted += 50;
+  await drain();
+
+  // 1. Submit over HTTP vs a raw workflow start of the same workflow and input.
+  const sub = await load({ url: `${base}/v1beta/models/bench-image:generateContent`, method: 'POST', headers: auth, body: submitBody, connections: 16, seconds: SECONDS });
+  submitted += Math.round(sub.rps * SECONDS);
+  await drain();
+  const input = (id: string) => ({
+    task: { id, owner, model: 'bench-image', created_at: Math.floor(Date.now() / 1000), request: JSON.parse(submitBody) },
+    policy: { timeoutMs: 120_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3 }, activityQueue: modelTaskQueue(config.temporal.taskQueue, 'bench-image'),
+  });
+  const raw = await loop(16, SECONDS, () => { const id = `task_${randomBytes(16).toString('hex')}`; return client.workflow.start('imageTaskWorkflow', { workflowId: id, taskQueue: config.temporal.taskQueue, args: [input(id)] }); });
+  submitted += Math.round(raw.rps * SECONDS);
+  rows.push({ what: 'submit (16 connections)', kiln: sub, base: raw, baseName: 'raw client.workflow.start' });
+  await drain();
+
+  // Records to read: own finished tasks, another owner's, and well-formed ids that do not exist.
+  const own: string[] = [];
+  for (let i = 0; i < 40; i++) own.push((await submitOne()).id);
+  const others: string[] = [];
+  for (let i = 0; i < 30; i++) others.push((await submitOne(OTHER_KEY)).id);
+  submitted += 70;
+  await drain();
+  const ghosts = Array.from({ length: 30 }, () => `task_${randomBytes(16).toString('hex')}`);
+
+  // 2. Single poll vs a bare Koa handler answering the same body, and a raw Redis read.
+  const pollUrl = `${base}/v1/tasks/${own[0]}`;
+  const pollBody = await (await fetch(pollUrl, { headers: auth })).text();
+  const bare = spawnTs('bench/bare-koa.ts', { PORT: String(barePort), BARE_BODY: pollBody });
+  await waitHttp(`http://127.0.0.1:${barePort}/`);
+  const poll = await load({ url: pollUrl, headers: auth, connections: 32, seconds: SECONDS });
+  const koa = await load({ url: `http://127.0.0.1:${barePort}/`, connections: 32, seconds: SECONDS });
+  const redisRead = await loop(32, SECONDS, () => redis.hget(store.taskKey(own[0]), 'j'));
+  bare.kill();
+  rows.push({ what: 'single poll (32 connections)', kiln: poll, base: koa, baseName: 'bare Koa handler, same body' });
+  rows.push({ what: '  the same record, raw ioredis HGET (32 in flight)', kiln: redisRead, note: 'no HTTP, no JSON: the floor of one Redis round trip' });
+
+  // 3. Batch of 100 ids: 40 own, 30 another owner's, 30 unknown.
+  const batchBody = JSON.stringify({ ids: [...own, ...others, ...ghosts] });
+  await fetch(`${base}/v1/tasks/batch-get`, { method: 'POST', headers: auth, body: batchBody }); // unknown ids are asked of Temporal once
+  const batch = await load({ url: `${base}/v1/tasks/batch-get`, method: 'POST', headers: auth, body: batchBody, connections: 32, seconds: SECONDS });
+  rows.push({ what: 'batch-get of 100 ids (32 connections)', kiln: batch });
+
+  // 4. List: an owner with 10,000 tasks vs owners with 100 and 10.
+  const now = Math.floor(Date.now() / 1000);
+  const seed = async (name: string, n: number) => {
+    const o = ownerOfKey(config.ownerKey, name);
+    for (let i = 0; i < n; i += 500) {
+      await Promise.all(Array.from({ length: Math.min(500, n - i) }, (_, j) => {
+        const r: TaskRecord = { id: `task_${randomBytes(16).toString('hex')}`, kind: 'image', owner: o, model: 'bench-image', status: 'succeeded', created_at: now - ((i + j) % 86400), finished_at: now, candidates: [], error: null };
+        return store.transition(r);
+      }));
+    }
+    return { authorization: `Bearer ${name}` };
+  };
+  const big = await seed('bench-owner-10000-xxxxxxxx', 10_000);
+  const mid = await seed('bench-owner-100-xxxxxxxxxx', 100);
+  const small = await seed('bench-owner-10-xxxxxxxxxxx', 10);
+  const listBig = await load({ url: `${base}/v1/tasks?limit=100`, headers: big, connections: 32, seconds: SECONDS });
+  const listMid = await load({ url: `${base}/v1/tasks?limit=100`, headers: mid, connections: 32, seconds: SECONDS });
+  const listSmall = await load({ url: `${base}/v1/tasks?limit=100`, headers: small, connections: 32, seconds: SECONDS });
+  rows.push({ what: 'list limit=100, owner with 10,000 tasks', kiln: listBig, base: listMid, baseName: 'owner with 100 tasks (same page size)' });
+  rows.push({ what: 'list limit=100, owner with 10 tasks', kiln: listSmall, note: 'page of 10 items' });
+
+  // 5. End to end: submit → first poll that sees succeeded, vs raw start + result().
+  const e2e: number[] = [];
+  for (let i = 0; i < 30; i++) {
+    const t = performance.now();
+    const { id } = await submitOne();
+    for (;;) {
+      const r = await (await fetch(`${base}/v1/tasks/${id}`, { headers: auth })).json() as { status: string };
+      if (r.status === 'succeeded') break;
+      await sleep(5);
+    }
+    e2e.push(performance.now() - t);
+  }
+  const rawE2e: number[] = [];
+  for (let i = 0; i < 30; i++) {
+    const id = `task_${randomBytes(16).toString('hex')}`;
+    const t = performance.now();
+    await client.workflow.execute('imageTaskWorkflow', { workflowId: id, taskQueue: config.temporal.taskQueue, args: [input(id)] });
+    rawE2e.push(performance.now() - t);
+  }
+  submitted += 60;
+  const { pct } = await import('./lib.js');
+  const asLoad = (v: number[]): LoadResult => ({ rps: NaN, p50: pct(v, 50), p99: pct(v, 99), errors: 0, non2xx: 0 });
+  rows.push({ what: 'end to end: submit → succeeded seen by a 5 ms poll loop', kiln: asLoad(e2e), base: asLoad(rawE2e), baseName: 'raw workflow execute (start + result)' });
+
+  // 6. Sustained: the rest of TOTAL_TASKS submitted at 32 connections, until all are finished.
+  const rest = Math.max(0, TOTAL_TASKS - submitted);
+  const t0 = performance.now();
+  const sustained = await (await import('autocannon')).default({ url: `${base}/v1beta/models/bench-image:generateContent`, method: 'POST', headers: auth, body: submitBody, connections: 32, amount: rest });
+  await drain();
+  const elapsed = (performance.now() - t0) / 1000;
+  submitted += rest;
+  rows.push({ what: `sustained: ${rest} tasks submitted and finished`, kiln: `${fmt(rest / elapsed)} tasks/s (${fmt(elapsed)} s, ${sustained.non2xx} non-2xx)` });
+  await sleep(2000);
+  rows.push({ what: `resident memory after ${submitted} tasks`, kiln: `API ${fmt(rssMiB(api.pid!))} MiB, worker ${fmt(rssMiB(worker.pid!))} MiB` });
+
+  report(rows, { seconds: SECONDS });
+  api.kill('SIGTERM'); worker.kill('SIGTERM');
+  redis.disconnect();
+  await sleep(1000);
+  await Promise.all([temporal.stop(), redisSvc.stop()]);
+  process.exit(0);
+}
+
+function report(rows: { what: string; kiln: LoadResult | string; base?: LoadResult | string; baseName?: string; note?: string }[], o: { seconds: number }) {
+  const cell = (r?: LoadResult | string) => (r === undefined ? '' : typeof r === 'string' ? r : `${fmt(r.rps, 0)} req/s · p50 ${fmt(r.p50)} ms · p99 ${fmt(r.p99)} ms${r.errors + r.non2xx ? ` · ${r.errors + r.non2xx} errors` : ''}`);
+  const ratio = (a: LoadResult | string, b?: LoadResult | string) => {
+    if (typeof a === 'string' || b === undefined || typeof b === 'string') return '';
+    return Number.isFinite(a.rps) && Number.isFinite(b.rps) ? `throughput ${fmt(a.rps / b.rps, 2)}× · p50 ${fmt(a.p50 / b.p50, 2)}×` : `p50 ${fmt(a.p50 / b.p50, 2)}× · p99 ${fmt(a.p99 / b.p99, 2)}×`;
+  };
+  const temporalVersion = execFileSync(binary('temporal', 'TEMPORAL_BIN'), ['--version']).toString().trim();
+  const lines = [
+    `Run: \`npm run bench\` (BENCH_SECONDS=${o.seconds}, BENCH_TASKS=${TOTAL_TASKS}) on ${new Date().toISOString()}`,
+    `Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${fmt(totalmem() / 2 ** 30)} GiB; Node ${process.version}; ${temporalVersion}; redis-server ${execFileSync(binary('redis-server', 'REDIS_SERVER_BIN'), ['--version']).toString().match(/v=(\S+)/)?.[1]}`,
+    'Load generator, API, worker, Temporal dev server (SQLite) and Redis all share those cores.',
+    '',
+    '| Scenario | Kiln | Baseline | Kiln / baseline |',
+    '|---|---|---|---|',
+    ...rows.map((r) => `| ${r.what} | ${cell(r.kiln)} | ${r.baseName ? `${r.baseName}: ${cell(r.base)}` : r.note ?? ''} | ${ratio(r.kiln, r.base)} |`),
+  ];
+  const text = lines.join('\n');
+  writeFileSync(join(ROOT, 'bench', 'last-run.md'), `${text}\n`);
+  console.log(text);
+}
+
+main().catch((err) => { console.error(err); process.exit(1); });
