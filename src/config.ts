@@ -3,10 +3,14 @@
 import { readFileSync } from 'node:fs';
 import { createHmac, hkdfSync } from 'node:crypto';
 import { z } from 'zod';
+import { PRO_SECONDS, PRO_SIZES } from './shared/video.js';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
-const EnvSchema = z.object({
+// docker compose passes `${VAR:-}` as an empty string: for optional settings that means unset.
+const unsetIfEmpty = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (v === '' ? undefined : v), schema);
+
+export const EnvSchema = z.object({
   PORT: int(8787, 0),
   HOST: z.string().default('0.0.0.0'),
   PUBLIC_BASE_URL: z.string().url().optional(),
@@ -26,6 +30,30 @@ const EnvSchema = z.object({
   RATE_LIMIT_BATCH_MS: int(5000),
   MAX_UNFINISHED_TASKS: int(10000, 1),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  // Operability (src/ops/): log format, operator endpoints, worker metrics, tracing.
+  LOG_FORMAT: z.enum(['json', 'pretty']).default('json'),
+  KILN_OPERATOR_TOKEN: unsetIfEmpty(z.string().min(32, 'KILN_OPERATOR_TOKEN must be at least 32 characters (e.g. `openssl rand -hex 32`)').optional()),
+  CODEC_CORS_ORIGINS: z.string().default(''),
+  /** Characters of the prompt shown in the Web UI's workflow summary, which is stored unencrypted: 0 keeps prompts out of history. */
+  SUMMARY_PROMPT_CHARS: int(0).pipe(z.number().max(200, 'SUMMARY_PROMPT_CHARS is at most 200 (the summary is at most 256 bytes)')),
+  WORKER_METRICS_ADDRESS: unsetIfEmpty(z.string().regex(/^[^\s:]+:\d{1,5}$/, 'WORKER_METRICS_ADDRESS is host:port, e.g. 0.0.0.0:9464').optional()),
+  // Tracing is off unless an exporter is named (unlike the OpenTelemetry default of otlp).
+  OTEL_TRACES_EXPORTER: z.enum(['none', 'otlp', 'console']).default('none'),
+  OTEL_SERVICE_NAME: unsetIfEmpty(z.string().optional()),
+  OTEL_EXPORTER_OTLP_ENDPOINT: unsetIfEmpty(z.string().url().optional()),
+  // Blob store (see src/services/blob-store.ts): the filesystem by default, S3-compatible storage for production.
+  BLOB_STORE: z.enum(['fs', 's3']).default('fs'),
+  S3_BUCKET: z.string().min(1).optional(),
+  S3_REGION: z.string().default('us-east-1'),
+  S3_ENDPOINT: z.string().url().optional(),
+  S3_ACCESS_KEY_ID: z.string().optional(),
+  S3_SECRET_ACCESS_KEY: z.string().optional(),
+  S3_FORCE_PATH_STYLE: z.enum(['true', 'false']).default('true'),
+  S3_PREFIX: z.string().default(''),
+  S3_PUBLIC_BASE_URL: z.string().url().optional(),
+  S3_PRESIGN_SECONDS: int(604_800, 1).pipe(z.number().max(604_800, 'S3_PRESIGN_SECONDS: SigV4 presigned URLs last at most 7 days (604800)')),
+  /** Test-only: addresses/CIDRs the SSRF guard lets through (e.g. 127.0.0.2 for a fake "public" host). */
+  REFERENCE_FETCH_ALLOW: z.string().default(''),
 });
 
 const CredentialSchema = z.union([
@@ -62,20 +90,70 @@ const ImageModelSchema = z.object({
   ...taskModelCommon,
   kind: z.literal('image'),
   provider: z.enum(['local', 'gemini']),
-  form: z.literal('task').default('task'),
+  /** `task`: 202 + polling; `direct`: generateContent answers with the images (still one workflow). */
+  form: z.enum(['task', 'direct']).default('task'),
+  /** Download reference images in the activity and send them as base64 (else the URLs travel as they are). */
+  inlineReferences: z.boolean().default(false),
+  referenceMaxBytes: int(10 * 1024 * 1024, 1),
+  /** Upstream 429s resent (after Retry-After, or the doubling backoff) within timeoutMs before giving up. */
+  rateLimitRetries: int(2, 0),
+  rateLimitBackoffMs: int(1000, 0),
   imageSizes: z.array(z.string()).default(['1K', '2K', '4K']),
 });
 
+const MiB = 1024 * 1024;
+
+/** Chat is synchronous (no workflow): its limits bound what one request may hold in memory. */
 const ChatModelSchema = z.object({
   ...modelCommon,
   kind: z.literal('chat'),
   provider: z.enum(['local', 'openai']),
+  /** Request body after decompression. */
+  maxBodyBytes: int(20 * MiB, 1024),
+  maxImages: int(8, 0),
+  /** One image, decoded from its base64. */
+  maxImageBytes: int(10 * MiB, 1),
+  /** Upper bound of `max_tokens`. */
+  maxOutputTokens: int(16_384, 1),
+  /** local provider: simulated time before the reply. */
+  latencyMs: int(0),
 });
+
+/** Where a workflow-node model puts a request field: `{nodeId, fieldName}` of the upstream workflow. */
+const NodeFieldSchema = z.object({ nodeId: z.string().min(1).max(100), fieldName: z.string().min(1).max(100) });
 
 const VideoModelSchema = z.object({
   ...taskModelCommon,
   kind: z.literal('video'),
   provider: z.enum(['local', 'openai-videos', 'workflow-node']),
+  /** `video`: OpenAI video object; `workflow-node`: also `results[*].url` (default for that provider). */
+  form: z.enum(['video', 'workflow-node']).optional(),
+  /** The contract's pro rules: `seconds` only 10/15/25, `size` only 1792x1024/1024x1792. */
+  strict: z.boolean().default(false),
+  /** Allowed `seconds` (the first is the default); default 4/8/12, strict models 10/15/25. */
+  seconds: z.array(z.string().regex(/^[1-9]\d{0,3}$/, 'seconds are whole numbers as strings')).min(1).optional(),
+  /** Allowed `size` (the first is the default); default 720x1280/1280x720, strict models the pro sizes. */
+  sizes: z.array(z.string().regex(/^[1-9]\d{1,4}x[1-9]\d{1,4}$/, 'sizes look like 1280x720')).min(1).optional(),
+  /** Durable timer between two checks of the upstream job. */
+  pollIntervalMs: int(5000, 50),
+  /** Whole-task budget from the workflow's start; past it the task ends failed/upstream_timeout. */
+  overallTimeoutMs: int(30 * 60_000, 1000),
+  /** workflow-node: the upstream workflow and where prompt, image, seconds and size go. */
+  workflowId: z.string().min(1).max(200).optional(),
+  nodes: z.object({
+    prompt: NodeFieldSchema.optional(), image: NodeFieldSchema.optional(),
+    seconds: NodeFieldSchema.optional(), size: NodeFieldSchema.optional(),
+  }).default({}),
+  /** local: frames per second and longest side of the rendered MP4 (kept small; `size` stays as asked). */
+  localFps: int(8, 1),
+  localMaxSide: int(320, 16),
+}).superRefine((m, ctx) => {
+  const pro = { seconds: PRO_SECONDS as readonly string[], sizes: PRO_SIZES as readonly string[] };
+  for (const field of ['seconds', 'sizes'] as const) {
+    const bad = m.strict ? m[field]?.find((v) => !pro[field].includes(v)) : undefined;
+    if (bad) ctx.addIssue({ code: 'custom', path: [field], message: `"${bad}" is not allowed for a strict (pro) model; allowed: ${pro[field].join(', ')}` });
+  }
+  if (m.provider === 'workflow-node' && !m.workflowId) ctx.addIssue({ code: 'custom', path: ['workflowId'], message: 'workflow-node models need workflowId' });
 });
 
 // A model without `kind` is an image model, as in the first models files.
@@ -98,6 +176,17 @@ export const DEFAULT_MODELS: Model[] = [
     description: 'Built-in local renderer: a PNG that shows the prompt',
     idempotent: true,
   }),
+  ChatModelSchema.parse({
+    id: 'kiln-chat-1',
+    kind: 'chat',
+    provider: 'local',
+    description: 'Built-in local chat model: a deterministic reply that describes its inputs',
+  }),
+  ...[
+    { id: 'kiln-video-1', description: 'Built-in local renderer: a short H.264 MP4 that shows the prompt', seconds: ['4', '8', '10', '12'] },
+    { id: 'kiln-video-pro', description: 'Built-in local renderer with the pro model\'s strict seconds and sizes', strict: true },
+    { id: 'kiln-video-node', description: 'Built-in local renderer answering in the workflow-node form (results[*].url)', form: 'workflow-node' },
+  ].map((m) => VideoModelSchema.parse({ kind: 'video', provider: 'local', idempotent: true, latencyMs: 2000, pollIntervalMs: 1000, ...m })),
 ];
 
 export interface Config {
@@ -118,9 +207,43 @@ export interface Config {
   rateLimitBatchMs: number;
   maxUnfinishedTasks: number;
   logLevel: string;
+  ops: {
+    logFormat: 'json' | 'pretty';
+    /** Protects the codec endpoints; they are off when unset. */
+    operatorToken?: string;
+    /** Origins (the Temporal Web UI) allowed to call the codec endpoints from a browser. */
+    codecCorsOrigins: string[];
+    /** Prompt characters in the workflow summary (plain text in history); 0 = none. */
+    summaryPromptChars: number;
+    /** host:port of the worker's Prometheus endpoint (Temporal SDK runtime); off when unset. */
+    workerMetricsAddress?: string;
+    tracesExporter: 'none' | 'otlp' | 'console';
+    serviceName?: string;
+  };
+  blobStore: BlobStoreConfig;
+  referenceFetchAllow: string[];
+  /** Configured upstream keys (`credential: {env}`) by model id, read from the environment at start. */
+  upstreamKeys?: Record<string, string>;
 }
 
 export class ConfigError extends Error {}
+
+export type BlobStoreConfig =
+  | { kind: 'fs' }
+  | { kind: 's3'; bucket: string; region: string; endpoint?: string; credentials?: { accessKeyId: string; secretAccessKey: string };
+      forcePathStyle: boolean; prefix: string; publicBaseUrl?: string; presignSeconds: number };
+
+function blobStoreConfig(e: z.infer<typeof EnvSchema>): BlobStoreConfig {
+  if (e.BLOB_STORE === 'fs') return { kind: 'fs' };
+  if (!e.S3_BUCKET) throw new ConfigError('Invalid configuration:\n  S3_BUCKET: required when BLOB_STORE=s3');
+  if (!e.S3_ACCESS_KEY_ID !== !e.S3_SECRET_ACCESS_KEY) throw new ConfigError('Invalid configuration:\n  S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY go together (or leave both unset for the AWS default credential chain)');
+  return {
+    kind: 's3', bucket: e.S3_BUCKET, region: e.S3_REGION, endpoint: e.S3_ENDPOINT,
+    ...(e.S3_ACCESS_KEY_ID ? { credentials: { accessKeyId: e.S3_ACCESS_KEY_ID, secretAccessKey: e.S3_SECRET_ACCESS_KEY! } } : {}),
+    forcePathStyle: e.S3_FORCE_PATH_STYLE === 'true', prefix: e.S3_PREFIX,
+    publicBaseUrl: e.S3_PUBLIC_BASE_URL?.replace(/\/+$/, ''), presignSeconds: e.S3_PRESIGN_SECONDS,
+  };
+}
 
 export function parseModels(json: unknown, source: string): Model[] {
   const parsed = ModelsFileSchema.safeParse(json);
@@ -173,6 +296,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitBatchMs: e.RATE_LIMIT_BATCH_MS,
     maxUnfinishedTasks: e.MAX_UNFINISHED_TASKS,
     logLevel: e.LOG_LEVEL,
+    ops: {
+      logFormat: e.LOG_FORMAT,
+      ...(e.KILN_OPERATOR_TOKEN ? { operatorToken: e.KILN_OPERATOR_TOKEN } : {}),
+      codecCorsOrigins: e.CODEC_CORS_ORIGINS.split(',').map((o) => o.trim().replace(/\/+$/, '')).filter(Boolean),
+      summaryPromptChars: e.SUMMARY_PROMPT_CHARS,
+      ...(e.WORKER_METRICS_ADDRESS ? { workerMetricsAddress: e.WORKER_METRICS_ADDRESS } : {}),
+      tracesExporter: e.OTEL_TRACES_EXPORTER,
+      ...(e.OTEL_SERVICE_NAME ? { serviceName: e.OTEL_SERVICE_NAME } : {}),
+    },
+    blobStore: blobStoreConfig(e),
+    referenceFetchAllow: e.REFERENCE_FETCH_ALLOW.split(',').map((x) => x.trim()).filter(Boolean),
+    upstreamKeys: Object.fromEntries(models.flatMap((m) => {
+      const v = typeof m.credential === 'object' ? env[m.credential.env] : undefined;
+      return v ? [[m.id, v]] : [];
+    })),
   };
 }
 
@@ -187,4 +325,13 @@ export function ownerOfKey(ownerKey: Buffer, apiKey: string): string {
 /** Activity task queue of one model: concurrency and rate limits are per model. */
 export function modelTaskQueue(baseQueue: string, modelId: string): string {
   return `${baseQueue}.model.${modelId}`;
+}
+
+/** A video model's allowed `seconds` and `size` values; the first of each is the default. */
+export function videoOptions(m: VideoModel): { seconds: readonly string[]; sizes: readonly string[]; form: 'video' | 'workflow-node' } {
+  return {
+    seconds: m.seconds ?? (m.strict ? PRO_SECONDS : ['4', '8', '12']),
+    sizes: m.sizes ?? (m.strict ? PRO_SIZES : ['720x1280', '1280x720']),
+    form: m.form ?? (m.provider === 'workflow-node' ? 'workflow-node' : 'video'),
+  };
 }

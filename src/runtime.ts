@@ -13,6 +13,7 @@ import { TaskService } from './services/tasks.js';
 import { VideoService } from './services/videos.js';
 import { connectTemporal } from './temporal/client.js';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { Connection } from '@temporalio/client';
 import { ApiMetrics } from './ops/metrics.js';
 import { checkReadiness } from './ops/readiness.js';
 import { setupTracing } from './ops/tracing.js';
@@ -46,6 +47,9 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
   await ready(redis, config.redisUrl);
   const tracing = setupTracing(config.ops, 'kiln-api', opts.spanExporter);
   const { client, connection } = await connectTemporal(config, tracing);
+  // Readiness probes get their own connection without the client's retry interceptor: while
+  // Temporal is down, retried probe calls would outlive their deadline and pile up.
+  const probe = Connection.lazy({ address: config.temporal.address, interceptors: [] });
   const store = createStore(config, redis);
   const auth: Authenticator = config.authMode === 'keys'
     ? new IssuedKeyAuth(new KeyStore(redis, config.redisPrefix))
@@ -57,7 +61,7 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
   const app = buildApp({ auth, models: config.models, tasks, blobs: files, direct, pollAfterSeconds: config.pollAfterSeconds, chat: new ChatService(config.models, config.upstreamKeys), videos: new VideoService(config, store, client), log,
     ops: {
       metrics: new ApiMetrics({ queueDepth: () => store.unfinishedCount() }),
-      readiness: () => checkReadiness({ redis, connection, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue, redisPrefix: config.redisPrefix }),
+      readiness: () => checkReadiness({ redis, connection: probe, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue, redisPrefix: config.redisPrefix }),
       stopping: () => stopping,
       codec: { codec: new AesGcmCodec(config.payloadKey), operatorToken: config.ops.operatorToken, corsOrigins: config.ops.codecCorsOrigins },
       ...(tracing ? { tracer: tracing.tracer } : {}),
@@ -70,6 +74,7 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
     async close() {
       await tracing?.shutdown();
       await connection.close().catch(() => undefined);
+      await probe.close().catch(() => undefined);
       redis.disconnect();
     },
   };

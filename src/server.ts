@@ -4,17 +4,23 @@ import { ConfigError, loadConfig } from './config.js';
 import { createLogger } from './log.js';
 import { createApi } from './runtime.js';
 
+/** Longest a stopping API waits for in-flight requests (streamed chat replies included). */
+const SHUTDOWN_GRACE_MS = 30_000;
+
 async function main() {
   const config = loadConfig();
-  const log = createLogger(config.logLevel, 'kiln-api');
+  const log = createLogger(config.logLevel, 'kiln-api', config.ops.logFormat);
   const api = await createApi(config, log);
   const server: Server = api.app.listen(config.port, config.host);
   server.on('listening', () => log.info({ port: config.port, publicBaseUrl: config.publicBaseUrl, authMode: config.authMode }, 'kiln api listening'));
   const stop = (signal: string) => {
     log.info({ signal }, 'shutting down: finishing in-flight requests');
-    server.close(() => void api.close().then(() => process.exit(0)));
+    // Unready at once (load balancers stop sending), no new connections, in-flight requests finish
+    // (their responses close keep-alive connections); then Redis and Temporal are closed.
+    api.drain();
+    server.close(() => void api.close().then(() => { log.info('kiln api stopped'); process.exit(0); }));
     server.closeIdleConnections();
-    setTimeout(() => process.exit(1), 10_000).unref();
+    setTimeout(() => { log.warn('requests still running after the shutdown grace time; exiting'); process.exit(1); }, SHUTDOWN_GRACE_MS).unref();
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));

@@ -7,7 +7,7 @@ import { startWorkers } from './workers.js';
 
 async function main() {
   const config = loadConfig();
-  const log = createLogger(config.logLevel, 'kiln-worker');
+  const log = createLogger(config.logLevel, 'kiln-worker', config.ops.logFormat);
   // The SDK's own messages go through pino too; its per-state chatter only at debug.
   const sdkLevel: LogLevel = config.logLevel === 'debug' || config.logLevel === 'trace' ? 'DEBUG' : 'WARN';
   Runtime.install({
@@ -15,9 +15,13 @@ async function main() {
       const fn = level === 'ERROR' ? log.error : level === 'WARN' ? log.warn : log.debug;
       fn.call(log, meta ?? {}, message);
     }),
+    // The SDK's Prometheus exporter: its worker metrics plus Kiln's kiln_tasks_finished_total.
+    ...(config.ops.workerMetricsAddress
+      ? { telemetryOptions: { metrics: { prometheus: { bindAddress: config.ops.workerMetricsAddress, countersTotalSuffix: true, useSecondsForDurations: true } } } }
+      : {}),
   });
   const workers = await startWorkers(config, log);
-  log.info({ taskQueue: config.temporal.taskQueue, models: config.models.map((m) => m.id) }, 'kiln worker running');
+  log.info({ taskQueue: config.temporal.taskQueue, models: config.models.map((m) => m.id), metrics: config.ops.workerMetricsAddress ?? null }, 'kiln worker running');
   const stop = (signal: string) => {
     log.info({ signal }, 'shutting down: letting running activities finish');
     void workers.shutdown().then(() => process.exit(0));

@@ -4,11 +4,18 @@ import { NativeConnection, Worker, type WorkflowBundleOption } from '@temporalio
 import type { Logger } from 'pino';
 import { createActivities } from '../activities/index.js';
 import { GeminiImageProvider } from '../activities/providers/gemini.js';
+import { referenceFetcher } from '../activities/providers/references.js';
 import { LocalImageProvider } from '../activities/providers/local.js';
+import { videoProviders } from '../activities/providers/video.js';
+import { createVideoActivities } from '../activities/video.js';
 import { modelTaskQueue, modelsOfKind, type Config } from './config.js';
 import { connectRedis, createStore } from './runtime.js';
-import { FsBlobStore } from './services/blobs.js';
+import { createBlobs } from './services/blob-store.js';
 import { dataConverter } from './temporal/client.js';
+import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { setupTracing, workerTracing } from './ops/tracing.js';
+import { startBeacon } from './ops/worker-beacon.js';
+import { taskTelemetry } from './ops/worker-telemetry.js';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
@@ -18,6 +25,8 @@ export interface WorkerOptions {
   env?: NodeJS.ProcessEnv;
   /** How long a stopping worker lets in-flight upstream calls finish; default: the longest model timeout. */
   shutdownGraceMs?: number;
+  /** Tests: export spans here (tracing on whatever OTEL_TRACES_EXPORTER says). */
+  spanExporter?: SpanExporter;
 }
 
 export async function startWorkers(config: Config, log: Logger, opts: WorkerOptions = {}) {
@@ -26,7 +35,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   const redis = connectRedis(config);
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
   const store = createStore(config, redis);
-  const blobs = new FsBlobStore(config.blobDir, config.publicBaseUrl);
+  const { blobs } = createBlobs(config);
   const imageModels = modelsOfKind(config.models, 'image');
   const configuredKey = (modelId: string) => {
     const m = config.models.find((x) => x.id === modelId);
@@ -35,33 +44,53 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   const activities = createActivities({
     store,
     models: imageModels,
-    providers: { local: new LocalImageProvider(blobs), gemini: new GeminiImageProvider(blobs, configuredKey) },
+    providers: { local: new LocalImageProvider(blobs), gemini: new GeminiImageProvider({ blobs, configuredKey, fetchReference: referenceFetcher(config.referenceFetchAllow) }) },
   });
+  const videoModels = modelsOfKind(config.models, 'video');
+  const video = createVideoActivities({ store, models: videoModels, providers: videoProviders(blobs, env), configuredKey });
   const common = { connection, namespace: config.temporal.namespace, dataConverter: dataConverter(config) };
+  const tracing = setupTracing(config.ops, 'kiln-worker', opts.spanExporter);
+  const wfTracing = workerTracing(tracing, { workflows: true, prebuiltBundle: !!opts.workflowBundle });
+  const telemetry = taskTelemetry(log);
+  const interceptors = (t: ReturnType<typeof workerTracing>) => ({ interceptors: { activity: [telemetry, ...t.activity], ...(t.workflowModules.length ? { workflowModules: t.workflowModules } : {}) }, ...(t.sinks ? { sinks: t.sinks } : {}) });
   const workers = [
     await Worker.create({
       ...common,
       taskQueue: config.temporal.taskQueue,
       ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
-      activities: { recordTransition: activities.recordTransition, mayHaveReachedUpstream: activities.mayHaveReachedUpstream },
+      ...interceptors(wfTracing),
+      activities: {
+        recordTransition: activities.recordTransition, mayHaveReachedUpstream: activities.mayHaveReachedUpstream,
+        recordVideoTransition: video.recordVideoTransition, videoMayHaveReachedUpstream: video.videoMayHaveReachedUpstream,
+      },
     }),
-    ...(await Promise.all(imageModels.map((m) => Worker.create({
+    // One activity queue per model (image or video): concurrency and rate are per model.
+    ...(await Promise.all([
+      ...imageModels.map((m) => ({ m, upstream: { generateImage: activities.generateImage } })),
+      ...videoModels.map((m) => ({ m, upstream: { createVideo: video.createVideo, checkVideo: video.checkVideo, fetchVideo: video.fetchVideo } })),
+    ].map(({ m, upstream }) => Worker.create({
       ...common,
       taskQueue: modelTaskQueue(config.temporal.taskQueue, m.id),
-      activities: { generateImage: activities.generateImage },
+      ...interceptors(workerTracing(tracing, { workflows: false, prebuiltBundle: true })),
+      activities: upstream,
       maxConcurrentActivityTaskExecutions: m.concurrency,
       // A deploy should not cut off upstream calls (for a non-idempotent model that means uncertain).
       shutdownGraceTime: opts.shutdownGraceMs ?? m.timeoutMs + 5000,
       ...(m.ratePerSecond ? { maxTaskQueueActivitiesPerSecond: m.ratePerSecond } : {}),
     })))),
   ];
+  // Readiness sees this process's workers through the beacon; it goes first on shutdown.
+  const beacon = startBeacon(redis, config.redisPrefix, config.temporal.taskQueue);
   const done = Promise.all(workers.map((w) => w.run())).finally(async () => {
+    await beacon.stop();
+    await tracing?.shutdown();
     redis.disconnect();
     await connection.close().catch(() => undefined);
   });
   return {
     done,
     async shutdown() {
+      await beacon.stop();
       for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
       await done;
     },

@@ -2,9 +2,6 @@
 // accepted → queued → running → succeeded | failed | uncertain and records every transition
 // through activities (never Redis from here).
 import {
-  ActivityFailure,
-  ApplicationFailure,
-  TimeoutFailure,
   defineQuery,
   proxyActivities,
   proxyLocalActivities,
@@ -12,7 +9,8 @@ import {
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
-import { TASK_FAILURE_CODES, UNCERTAIN_FAILURE_TYPE, type ErrorBody } from '../src/shared/errors.js';
+import { TASK_FAILURE_CODES, UNCERTAIN_FAILURE_TYPE } from '../src/shared/errors.js';
+import { classify, endedByActivity, lastAttemptReason } from './task-outcome.js';
 import { SEARCH_ATTRIBUTES, type ActivityPolicy, type ImageTaskInput, type TaskRecord } from '../src/shared/task.js';
 
 export const getTaskQuery = defineQuery<TaskRecord>('getTask');
@@ -69,31 +67,4 @@ export async function imageTaskWorkflow({ task, policy, activityQueue }: ImageTa
   upsertSearchAttributes({ [SEARCH_ATTRIBUTES.status]: [record.status] });
   await recordTransition(record);
   return record;
-}
-
-/** Whether the activity itself ended the task with a known outcome (a task failure code or uncertain). */
-function endedByActivity(err: unknown): boolean {
-  const cause = err instanceof ActivityFailure ? err.cause : err;
-  return cause instanceof ApplicationFailure
-    && (cause.type === UNCERTAIN_FAILURE_TYPE || (TASK_FAILURE_CODES as readonly string[]).includes(cause.type ?? ''));
-}
-
-function lastAttemptReason(err: unknown): string {
-  const cause = err instanceof ActivityFailure ? err.cause ?? err : err;
-  return cause instanceof Error && cause.message ? cause.message : 'no details';
-}
-
-function classify(err: unknown): { status: 'failed' | 'uncertain'; error: ErrorBody } {
-  const cause = err instanceof ActivityFailure ? err.cause : err;
-  if (cause instanceof ApplicationFailure) {
-    if (cause.type === UNCERTAIN_FAILURE_TYPE) return { status: 'uncertain', error: { code: 'uncertain', message: cause.message } };
-    if ((TASK_FAILURE_CODES as readonly string[]).includes(cause.type ?? '')) {
-      return { status: 'failed', error: { code: cause.type!, message: cause.message } };
-    }
-    return { status: 'failed', error: { code: 'upstream_error', message: `The upstream call failed after retries: ${cause.message}` } };
-  }
-  if (cause instanceof TimeoutFailure) {
-    return { status: 'failed', error: { code: 'upstream_timeout', message: 'The upstream call did not finish in time.' } };
-  }
-  return { status: 'failed', error: { code: 'upstream_error', message: 'The upstream call failed.' } };
 }

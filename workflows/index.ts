@@ -1,2 +1,3 @@
 // Bundle entry for the worker: every workflow Kiln runs.
 export { imageTaskWorkflow, getTaskQuery } from './image-task.js';
+export { videoTaskWorkflow, getVideoTaskQuery } from './video-task.js';

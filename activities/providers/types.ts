@@ -14,9 +14,12 @@ export interface ImageProvider {
   generate(call: ImageCall): Promise<GenerationResult>;
 }
 
-/** A failure whose cause is known: it ends the task with this code. */
+/**
+ * A failure whose cause is known: it ends the task with this code, unless `retryable` (a 5xx from an
+ * idempotent upstream), when Temporal retries the attempt first.
+ */
 export class UpstreamFailure extends Error {
-  constructor(readonly code: import('../../src/shared/errors.js').TaskFailureCode, message: string) {
+  constructor(readonly code: import('../../src/shared/errors.js').TaskFailureCode, message: string, readonly retryable = false) {
     super(message);
     this.name = 'UpstreamFailure';
   }

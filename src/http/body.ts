@@ -1,16 +1,29 @@
 // JSON body parsing with the contract's limits: gzip or br only, 2 MB counted after decompression.
 // raw-body stops reading (and so stops the inflater) as soon as the limit is passed, so a
 // decompression bomb costs at most the limit in memory.
-import type { Middleware } from 'koa';
+import type { Context, Middleware } from 'koa';
 import { koaBody } from 'koa-body';
 import { KilnError } from '../shared/errors.js';
 import { LIMITS } from '../services/validate.js';
 
 const ALLOWED_ENCODINGS = new Set(['identity', 'gzip', 'br']);
 
-export function jsonBody(): Middleware {
+export interface JsonBodyOptions {
+  /** Decompressed size limit; the contract's 2 MB unless an endpoint documents its own. */
+  limitBytes?: number;
+  /** Keep the raw text (see `rawBodyBytes`), for limits that depend on the parsed body. */
+  keepRaw?: boolean;
+}
+
+/** Decompressed size of a body parsed with `keepRaw`. */
+export function rawBodyBytes(ctx: Context): number | undefined {
+  const raw = (ctx.request as { rawBody?: unknown }).rawBody;
+  return typeof raw === 'string' ? Buffer.byteLength(raw) : undefined;
+}
+
+export function jsonBody({ limitBytes = LIMITS.bodyBytes, keepRaw = false }: JsonBodyOptions = {}): Middleware {
   const parse = koaBody({
-    json: true, jsonStrict: true, jsonLimit: LIMITS.bodyBytes, multipart: false, urlencoded: false, text: false,
+    json: true, jsonStrict: true, jsonLimit: limitBytes, includeUnparsed: keepRaw, multipart: false, urlencoded: false, text: false,
     // Errors without an HTTP status come from the inflater (corrupt or truncated gzip/br data) or
     // the request stream: the client's doing, never a 500.
     onError: (err) => {

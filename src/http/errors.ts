@@ -38,7 +38,8 @@ export function errorMiddleware(log: Logger): Middleware {
       }
     } catch (err) {
       const known = toKilnError(err);
-      if (!known) log.error({ err, method: ctx.method, path: ctx.path }, 'unhandled error');
+      // The route template, not the path: a codec path carries the operator token.
+      if (!known) log.error({ err, method: ctx.method, route: (ctx as { _matchedRoute?: string })._matchedRoute ?? '(unmatched)' }, 'unhandled error');
       const e = known ?? new KilnError('internal_error', 'Internal error; it has been logged.');
       ctx.status = e.status;
       ctx.body = e.toBody();

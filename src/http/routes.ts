@@ -8,6 +8,7 @@ import type { Authenticator, Caller } from '../services/auth.js';
 import type { FsBlobStore } from '../services/blobs.js';
 import type { TaskService } from '../services/tasks.js';
 import { validateSubmit } from '../services/validate.js';
+import { validateDirect, type DirectService } from '../services/direct.js';
 import { UNFINISHED_STATUSES, type TaskStatus } from '../shared/task.js';
 import { jsonBody } from './body.js';
 
@@ -17,11 +18,13 @@ export interface RouteDeps {
   tasks: TaskService;
   blobs: FsBlobStore;
   pollAfterSeconds: number;
+  /** Answers generateContent on `form: direct` models. */
+  direct?: DirectService;
 }
 
-const BatchBody = z.object({ ids: z.array(z.string().max(256)).min(1, 'ids must not be empty').max(100, 'at most 100 ids per request') });
+export const BatchBody = z.object({ ids: z.array(z.string().max(256)).min(1, 'ids must not be empty').max(100, 'at most 100 ids per request') });
 const intParam = (min: number, max: number) => z.string().regex(/^\d{1,10}$/, 'must be a whole number').transform(Number).pipe(z.number().int().min(min).max(max));
-const ListQuery = z.object({
+export const ListQuery = z.object({
   days: intParam(1, 3).default(3),
   limit: intParam(1, 100).default(20),
   before_created_at: intParam(0, 99_999_999_99).optional(),
@@ -36,7 +39,7 @@ function parse<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
   throw new KilnError('invalid_request', `${path}: ${i.message}`);
 }
 
-export function buildRoutes({ auth, models, tasks, blobs, pollAfterSeconds }: RouteDeps): Router {
+export function buildRoutes({ auth, models, tasks, blobs, pollAfterSeconds, direct }: RouteDeps): Router {
   const router = new Router();
   const caller = (ctx: Context): Promise<Caller> => auth.authenticate(ctx.get('authorization') || undefined);
 
@@ -51,13 +54,22 @@ export function buildRoutes({ auth, models, tasks, blobs, pollAfterSeconds }: Ro
   });
 
   router.post('/v1beta/models/:modelAction', async (ctx) => {
-    const who = await caller(ctx);
+    // Gemini clients (the @google/genai SDK) send their key as x-goog-api-key, not as a bearer token.
+    const googKey = ctx.get('x-goog-api-key');
+    const who = ctx.get('authorization') || !googKey ? await caller(ctx) : await auth.authenticate(`Bearer ${googKey}`);
     const { modelAction } = ctx.params;
     const cut = modelAction.lastIndexOf(':');
     if (cut < 0 || modelAction.slice(cut + 1) !== 'generateContent') throw new KilnError('not_found', 'Use POST /v1beta/models/{model}:generateContent.');
     const model = tasks.model(modelAction.slice(0, cut));
     await jsonBody()(ctx, async () => undefined);
     const output = typeof ctx.query.output === 'string' ? ctx.query.output : Array.isArray(ctx.query.output) ? '' : undefined;
+    if (model.form === 'direct' && direct) {
+      const asked = validateDirect(ctx.request.body, output, model);
+      const { taskId, body } = await direct.generate(who, model, asked.request, asked.output);
+      ctx.set('X-Kiln-Task-Id', taskId);
+      ctx.body = body;
+      return;
+    }
     const request = validateSubmit(ctx.request.body, output, model);
     ctx.status = 202;
     ctx.body = await tasks.submit(who, model, request);

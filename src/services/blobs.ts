@@ -9,7 +9,7 @@ export interface BlobStore {
   put(data: Buffer, mimeType: string): Promise<string>;
 }
 
-const EXT_BY_TYPE: Record<string, string> = {
+export const EXT_BY_TYPE: Record<string, string> = {
   'image/png': 'png',
   'image/jpeg': 'jpg',
   'image/webp': 'webp',

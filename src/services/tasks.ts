@@ -69,7 +69,7 @@ export class TaskService {
           { key: SA.model, value: model.id },
           { key: SA.status, value: 'accepted' },
         ],
-        staticSummary: taskSummary('image', model.id, caller.owner, promptText(request)),
+        staticSummary: taskSummary('image', model.id, caller.owner, promptText(request), this.config.ops.summaryPromptChars),
       });
     } catch (err) {
       await this.store.release(id).catch(() => undefined);

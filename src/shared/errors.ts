@@ -22,11 +22,16 @@ export const ERROR_STATUS = {
   method_not_allowed: 405,
   service_unavailable: 503,
   internal_error: 500,
-  // Task-only codes: they end a task (error.code of a failed task) and have no HTTP status of their own.
+  // Chat request checks.
+  invalid_image_url: 400,
+  too_many_images: 400,
+  image_too_large: 413,
+  // Upstream outcomes: they end a task (error.code of a failed task) and are the HTTP answer of a
+  // synchronous call (chat), where the status tells an OpenAI-style client what happened.
   upstream_timeout: 504,
-  auth_failed: 502,
-  insufficient_balance: 502,
-  upstream_rate_limited: 502,
+  auth_failed: 401,
+  insufficient_balance: 402,
+  upstream_rate_limited: 429,
   upstream_error: 502,
 } as const;
 

@@ -20,11 +20,17 @@ export interface RecordedRequest {
 }
 
 export type FakePart =
-  | { text: string }
-  | { inlineData: { mimeType?: string; data: string } };
+  | { text: string; thought?: boolean }
+  | { inlineData: { mimeType?: string; data: string }; thought?: boolean }
+  /** Anything else an upstream may send (function calls, file data, malformed parts). */
+  | Record<string, unknown>;
 
 export type Behaviour =
-  | { kind: 'ok'; parts: FakePart[]; responseId?: string; modelVersion?: string; finishReason?: string; delayMs?: number }
+  | { kind: 'ok'; parts: FakePart[]; responseId?: string; modelVersion?: string; finishReason?: string; delayMs?: number;
+      /** Further candidates after the first (whose parts are `parts`). */
+      more?: FakePart[][];
+      /** The answer waits for this promise (after `delayMs`): a test holds a call open, then releases it. */
+      hold?: Promise<unknown> }
   | { kind: 'error'; status: number; message: string; googleStatus?: string; retryAfter?: string; delayMs?: number }
   /** Destroys the socket once the whole request has arrived, without answering (after `delayMs`). */
   | { kind: 'drop'; delayMs?: number };
@@ -82,7 +88,10 @@ export class FakeGemini {
         }
         const program = this.queue.shift() ?? this.fallback;
         const b = typeof program === 'function' ? program(call) : program;
-        const act = () => this.answer(call, b, res);
+        const act = () => {
+          if (b.kind === 'ok' && b.hold) void b.hold.then(() => this.answer(call, b, res));
+          else this.answer(call, b, res);
+        };
         if (b.delayMs) setTimeout(act, b.delayMs); else act();
       });
     });
@@ -155,7 +164,7 @@ export class FakeGemini {
       return;
     }
     send(res, 200, {
-      candidates: [{ content: { role: 'model', parts: b.parts }, finishReason: b.finishReason ?? 'STOP', index: 0 }],
+      candidates: [b.parts, ...(b.more ?? [])].map((parts, index) => ({ content: { role: 'model', parts }, finishReason: b.finishReason ?? 'STOP', index })),
       usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 1290, totalTokenCount: 1300 },
       modelVersion: b.modelVersion ?? call.model ?? 'fake-model',
       responseId: b.responseId ?? `fake-response-${call.n}`,

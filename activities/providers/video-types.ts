@@ -1,0 +1,25 @@
+import type { VideoModel } from '../../src/config.js';
+import type { VideoCheck, VideoJob, VideoOutput, VideoResult, VideoTaskInput } from '../../src/shared/video.js';
+
+export interface VideoCall {
+  input: VideoTaskInput;
+  model: VideoModel;
+  /** The upstream key: the caller's (passthrough) or the configured one. */
+  key?: string;
+  /** Aborts on the model's per-call timeout or when Temporal cancels the attempt. */
+  signal: AbortSignal;
+}
+
+export interface VideoFinished {
+  video_url?: string;
+  results?: VideoResult[];
+}
+
+/** One provider speaks one upstream's create / check / fetch; the workflow waits between checks. */
+export interface VideoProvider {
+  /** `dispatching` must be awaited right before the create request can reach the upstream (it makes `uncertain` decidable). */
+  create(call: VideoCall & { dispatching(): Promise<void> }): Promise<VideoJob>;
+  check(call: VideoCall & { job: VideoJob }): Promise<VideoCheck>;
+  /** Copies the finished outputs into Kiln's blob store, so links never expire with the upstream's. */
+  fetch(call: VideoCall & { job: VideoJob; outputs: VideoOutput[]; results: boolean }): Promise<VideoFinished>;
+}

@@ -1,0 +1,114 @@
+// OpenAI-compatible upstream: POST {baseUrl}/v1/chat/completions, plain or as server-sent events.
+// Replies keep the upstream's fields; `model` becomes Kiln's public model id.
+import { EventSourceParserStream } from 'eventsource-parser/stream';
+import { KilnError } from '../../shared/errors.js';
+import { causeCode, statusToCode, upstreamMessage } from '../../shared/upstream.js';
+import type { ChatCall, ChatChunk, ChatCompletion, ChatProvider } from '../types.js';
+
+/** One SSE event may not grow past this: a hostile or broken upstream cannot exhaust memory. */
+const MAX_EVENT_BYTES = 4 * 1024 * 1024;
+
+/** Retry-After in seconds (delta-seconds or an HTTP date), if the upstream sent a usable one. */
+function retryAfter(header: string | null): number | undefined {
+  if (!header) return undefined;
+  const s = Number(header);
+  if (Number.isFinite(s) && s >= 0) return s;
+  const at = Date.parse(header);
+  return Number.isNaN(at) ? undefined : Math.max(1, (at - Date.now()) / 1000);
+}
+
+function transportFailure(err: unknown, phase: string): KilnError {
+  const code = causeCode(err);
+  return new KilnError('upstream_error', `The upstream connection failed ${phase} (${code ?? (err as Error).message ?? 'unknown error'}); retry later.`);
+}
+
+export class OpenAIChatProvider implements ChatProvider {
+  async complete(call: ChatCall): Promise<ChatCompletion> {
+    const res = await this.send(call);
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (err) {
+      if (call.signal.aborted) throw err;
+      throw transportFailure(err, 'while reading the answer');
+    }
+    let body: ChatCompletion;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new KilnError('upstream_error', 'The upstream answered with a body that is not JSON.');
+    }
+    if (!body || typeof body !== 'object' || !Array.isArray(body.choices) || body.choices.length === 0 || !body.choices.every((c) => c && typeof c.message === 'object')) {
+      throw new KilnError('upstream_error', 'The upstream answered without choices[].message.');
+    }
+    return { ...body, object: 'chat.completion', model: call.model.id };
+  }
+
+  async stream(call: ChatCall): Promise<AsyncIterable<ChatChunk>> {
+    const res = await this.send(call);
+    if (!res.body) throw new KilnError('upstream_error', 'The upstream answered the stream request without a body.');
+    return relay(res.body, call);
+  }
+
+  private async send({ model, request, credential, signal }: ChatCall): Promise<Response> {
+    const url = `${model.baseUrl!.replace(/\/+$/, '')}/v1/chat/completions`;
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      accept: request.stream ? 'text/event-stream' : 'application/json',
+    };
+    if (credential) headers.authorization = `Bearer ${credential}`;
+    const body = { model: model.upstreamModel ?? model.id, ...request, stream: request.stream || undefined };
+    let res: Response;
+    try {
+      res = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body), signal });
+    } catch (err) {
+      if (signal.aborted) throw err;
+      throw transportFailure(err, 'before an answer');
+    }
+    if (res.ok) return res;
+    let text = '';
+    try {
+      text = await res.text();
+    } catch (err) {
+      if (signal.aborted) throw err;
+    }
+    const code = statusToCode(res.status);
+    throw new KilnError(code, `The upstream answered ${res.status}: ${upstreamMessage(text, credential)}`,
+      code === 'upstream_rate_limited' ? retryAfter(res.headers.get('retry-after')) : undefined);
+  }
+}
+
+/** Upstream events to chunks, one by one as they arrive; ends at `[DONE]`. */
+async function* relay(body: ReadableStream<Uint8Array>, { model, credential, signal }: ChatCall): AsyncGenerator<ChatChunk> {
+  const events = body
+    // Node's TextDecoderStream typing takes any BufferSource; fetch bodies are Uint8Array.
+    .pipeThrough(new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>)
+    .pipeThrough(new EventSourceParserStream({ maxBufferSize: MAX_EVENT_BYTES, onError: 'terminate' }));
+  let done = false;
+  let finished = false;
+  try {
+    for await (const ev of events) {
+      if (ev.data === '[DONE]') {
+        done = true;
+        break;
+      }
+      let chunk: ChatChunk & { error?: unknown };
+      try {
+        chunk = JSON.parse(ev.data);
+      } catch {
+        throw new KilnError('upstream_error', 'The upstream sent a stream event that is not JSON.');
+      }
+      if (chunk && typeof chunk === 'object' && chunk.error) {
+        throw new KilnError('upstream_error', `The upstream reported an error during the stream: ${upstreamMessage(ev.data, credential)}`);
+      }
+      if (!chunk || typeof chunk !== 'object' || !Array.isArray(chunk.choices)) continue;
+      if (chunk.choices.some((c) => c?.finish_reason)) finished = true;
+      yield { ...chunk, object: 'chat.completion.chunk', model: model.id };
+    }
+  } catch (err) {
+    if (err instanceof KilnError || signal.aborted) throw err;
+    throw transportFailure(err, 'during the stream');
+  }
+  // Some compatible servers omit [DONE]; a finish_reason is as good an end.
+  if (!done && !finished) throw new KilnError('upstream_error', 'The upstream stream ended before its end.');
+}

@@ -1,0 +1,202 @@
+// The contract's polling guidance as code. The schedule (pure functions) is kept apart from time
+// (an injectable Clock), so tests run it on a fake clock:
+//   first check 50 s after submit, then every 10 s; a longer Retry-After / next_poll_after_ms wins;
+//   give up after 1200 s with the task id; batches only carry unfinished ids, at most 100 per
+//   request, all sent in the same cycle; transport failures are retried with backoff; 429 waits.
+import { isRetryable, KilnAPIError, PollTimeoutError } from './errors.js';
+
+export interface PollingOptions {
+  /** Delay between submit and the first check. */
+  firstCheckMs: number;
+  /** Delay between checks, unless the server asks for longer. */
+  intervalMs: number;
+  /** Total time to wait before giving up with PollTimeoutError. */
+  timeoutMs: number;
+  /** Ids per batch-get request (the server's limit is 100). */
+  batchSize: number;
+  /** Backoff after a failed check (transport error, 502/503/504): initial × factor^(n-1), capped. */
+  retryInitialMs: number;
+  retryFactor: number;
+  retryMaxMs: number;
+}
+
+export const DEFAULT_POLLING: PollingOptions = {
+  firstCheckMs: 50_000,
+  intervalMs: 10_000,
+  timeoutMs: 1_200_000,
+  batchSize: 100,
+  retryInitialMs: 1_000,
+  retryFactor: 2,
+  retryMaxMs: 30_000,
+};
+
+export const UNFINISHED_TASK_STATUSES: readonly string[] = ['accepted', 'queued', 'running'];
+
+export interface Clock {
+  now(): number;
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+}
+
+/** Wall-clock time through Date.now and setTimeout (both of which fake timers replace). */
+export const realClock: Clock = {
+  now: () => Date.now(),
+  sleep: (ms, signal) => new Promise<void>((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => { clearTimeout(timer); reject(signal!.reason); };
+    const timer = setTimeout(() => { signal?.removeEventListener('abort', onAbort); resolve(); }, Math.max(0, ms));
+    signal?.addEventListener('abort', onAbort, { once: true });
+  }),
+};
+
+// ---- the schedule (pure) ----
+
+/** Delay before the first check of a task submitted at `submittedAt` (ms), seen from `now`. */
+export function firstCheckDelay(o: PollingOptions, submittedAt: number, now: number): number {
+  return Math.max(0, submittedAt + o.firstCheckMs - now);
+}
+
+/** Delay after a successful check: the interval, or the server's hint when it is longer. */
+export function nextCheckDelay(o: PollingOptions, hintMs?: number): number {
+  return Math.max(o.intervalMs, hintMs ?? 0);
+}
+
+/** Delay after the n-th failed check in a row (n ≥ 1); a server hint (Retry-After) that is longer wins. */
+export function retryDelay(o: PollingOptions, failures: number, hintMs?: number): number {
+  const backoff = Math.min(o.retryMaxMs, o.retryInitialMs * o.retryFactor ** Math.max(0, failures - 1));
+  return Math.max(backoff, hintMs ?? 0);
+}
+
+/** Delay after a failed check, by kind of failure: 429 means "too fast", so at least the interval. */
+export function delayAfterError(o: PollingOptions, err: unknown, failures: number): number {
+  const hint = err instanceof KilnAPIError && err.retryAfter !== undefined ? err.retryAfter * 1000 : undefined;
+  if (err instanceof KilnAPIError && err.status === 429) return nextCheckDelay(o, hint);
+  return retryDelay(o, failures, hint);
+}
+
+export function chunk<T>(items: T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+// ---- the loops (schedule + clock) ----
+
+export interface PollProgress {
+  /** Ids still unfinished. */
+  pending: string[];
+  /** Last status seen per id. */
+  statuses: Record<string, string>;
+  elapsedMs: number;
+  /** When the next check happens, from now. */
+  nextCheckInMs: number;
+  checks: number;
+  /** The failure that caused this retry, if the last check failed. */
+  lastError?: Error;
+}
+
+export interface PollRun {
+  options: PollingOptions;
+  clock: Clock;
+  signal?: AbortSignal;
+  /** When the task was submitted (ms on the clock); the first check is firstCheckMs after it. Default: now. */
+  submittedAt?: number;
+  /** Overrides the delay before the first check (resuming a wait after a check of one's own). */
+  firstDelayMs?: number;
+  onProgress?: (p: PollProgress) => void;
+}
+
+export interface Observation<T> {
+  value: T;
+  /** The server's Retry-After / next_poll_after_ms, in ms. */
+  hintMs?: number;
+}
+
+/** Polls one resource until `isDone`; throws PollTimeoutError (with the id) after timeoutMs. */
+export async function pollUntilDone<T>(id: string, check: () => Promise<Observation<T>>, statusOf: (v: T) => string, isDone: (v: T) => boolean, run: PollRun): Promise<T> {
+  const { options: o, clock } = run;
+  const start = clock.now();
+  const deadline = start + o.timeoutMs;
+  const statuses: Record<string, string> = {};
+  let delay = run.firstDelayMs ?? firstCheckDelay(o, run.submittedAt ?? start, start);
+  let failures = 0;
+  let checks = 0;
+  let lastError: Error | undefined;
+  for (;;) {
+    await waitOrTimeout([id], statuses, delay, start, deadline, checks, lastError, run);
+    checks++;
+    try {
+      const obs = await check();
+      failures = 0;
+      lastError = undefined;
+      statuses[id] = statusOf(obs.value);
+      if (isDone(obs.value)) return obs.value;
+      delay = nextCheckDelay(o, obs.hintMs);
+    } catch (err) {
+      if (!isRetryable(err)) throw err;
+      failures++;
+      lastError = err as Error;
+      delay = delayAfterError(o, err, failures);
+    }
+  }
+}
+
+export interface BatchItem { id: string; status: string }
+
+/**
+ * Polls many tasks through batch-get until none is unfinished. Each cycle sends only the ids still
+ * accepted/queued/running, split into requests of at most batchSize ids, all in that cycle.
+ * Resolves to the last item per id (terminal, or not_found), in the order of `ids`.
+ */
+export async function pollBatch<T extends BatchItem>(ids: string[], fetchBatch: (ids: string[]) => Promise<{ items: T[]; hintMs?: number }>, run: PollRun): Promise<Map<string, T>> {
+  const { options: o, clock } = run;
+  const start = clock.now();
+  const deadline = start + o.timeoutMs;
+  const statuses: Record<string, string> = {};
+  const done = new Map<string, T>();
+  let pending = [...new Set(ids)];
+  let delay = run.firstDelayMs ?? firstCheckDelay(o, run.submittedAt ?? start, start);
+  let failures = 0;
+  let checks = 0;
+  let lastError: Error | undefined;
+  while (pending.length > 0) {
+    await waitOrTimeout(pending, statuses, delay, start, deadline, checks, lastError, run);
+    checks++;
+    const outcomes = await Promise.allSettled(chunk(pending, o.batchSize).map((ids) => fetchBatch(ids)));
+    let okHint: number | undefined;
+    let errDelay = 0;
+    let failed = false;
+    for (const out of outcomes) {
+      if (out.status === 'fulfilled') {
+        okHint = Math.max(okHint ?? 0, nextCheckDelay(o, out.value.hintMs));
+        for (const item of out.value.items) {
+          statuses[item.id] = item.status;
+          if (!UNFINISHED_TASK_STATUSES.includes(item.status)) done.set(item.id, item);
+        }
+      } else {
+        if (!isRetryable(out.reason)) throw out.reason;
+        failed = true;
+        lastError = out.reason as Error;
+        errDelay = Math.max(errDelay, delayAfterError(o, out.reason, failures + 1));
+      }
+    }
+    failures = failed ? failures + 1 : 0;
+    if (!failed) lastError = undefined;
+    // A batch that just succeeded may go out again unchanged next cycle: never sooner than the
+    // server allows, even when another batch of the cycle failed and would retry sooner.
+    delay = Math.max(okHint ?? 0, errDelay);
+    pending = pending.filter((id) => !done.has(id));
+  }
+  return new Map([...new Set(ids)].map((id) => [id, done.get(id)!]));
+}
+
+async function waitOrTimeout(pending: string[], statuses: Record<string, string>, delay: number, start: number, deadline: number, checks: number, lastError: Error | undefined, run: PollRun): Promise<void> {
+  const now = run.clock.now();
+  if (now + delay > deadline) {
+    // The next check would land after the deadline: the total timeout ends the wait at the deadline.
+    if (deadline > now) await run.clock.sleep(deadline - now, run.signal);
+    const last = Object.fromEntries(pending.filter((id) => statuses[id]).map((id) => [id, statuses[id]]));
+    throw new PollTimeoutError(pending[0], run.clock.now() - start, pending, last);
+  }
+  run.onProgress?.({ pending, statuses, elapsedMs: now - start, nextCheckInMs: delay, checks, lastError });
+  await run.clock.sleep(delay, run.signal);
+}

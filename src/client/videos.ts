@@ -1,0 +1,69 @@
+// Video tasks: create, retrieve, wait (same polling guidance as image tasks), content download.
+import type { KilnCore } from './core.js';
+import { retryAfterMs } from './core.js';
+import { KilnClientError } from './errors.js';
+import { pollUntilDone } from './polling.js';
+import { videoUrlsOf } from './results.js';
+import type { WaitOptions } from './tasks.js';
+import type { Video, VideoCreateParams } from './types.js';
+
+export const UNFINISHED_VIDEO_STATUSES: readonly string[] = ['queued', 'in_progress', 'accepted', 'running'];
+
+export class Videos {
+  constructor(private readonly core: KilnCore) {}
+
+  async create(params: VideoCreateParams, opts: { signal?: AbortSignal } = {}): Promise<Video> {
+    return (await this.core.request<Video>('POST', '/v1/videos', { body: params, signal: opts.signal })).data;
+  }
+
+  async retrieve(id: string, opts: { signal?: AbortSignal } = {}): Promise<Video & { retryAfterMs?: number }> {
+    const { data, response } = await this.core.request<Video>('GET', `/v1/videos/${encodeURIComponent(id)}`, { signal: opts.signal, maxRetries: 0 });
+    const hint = retryAfterMs(response);
+    return hint === undefined ? data : Object.defineProperty(data, 'retryAfterMs', { value: hint, enumerable: false });
+  }
+
+  /** Waits until completed, failed or uncertain; throws PollTimeoutError (with the id) after the total timeout. */
+  wait(id: string, opts: WaitOptions = {}): Promise<Video> {
+    return pollUntilDone(
+      id,
+      async () => { const v = await this.retrieve(id, opts); return { value: v, hintMs: v.retryAfterMs }; },
+      (v) => v.status,
+      (v) => !UNFINISHED_VIDEO_STATUSES.includes(v.status),
+      { options: this.core.polling, clock: this.core.clock, ...opts },
+    );
+  }
+
+  async createAndWait(params: VideoCreateParams, opts: Omit<WaitOptions, 'submittedAt'> & { onSubmitted?: (v: Video) => void } = {}): Promise<Video> {
+    const submittedAt = this.core.clock.now();
+    const video = await this.create(params, opts);
+    opts.onSubmitted?.(video);
+    return this.wait(video.id, { ...opts, submittedAt });
+  }
+
+  /** `GET /v1/videos/{id}/content?variant=video`: the video's bytes (the response streams them). */
+  async content(id: string, opts: { signal?: AbortSignal; variant?: string } = {}): Promise<Response> {
+    const query = { variant: opts.variant ?? 'video' };
+    return (await this.core.request<void>('GET', `/v1/videos/${encodeURIComponent(id)}/content`, { query, signal: opts.signal, raw: true, maxRetries: 0 })).response;
+  }
+
+  /**
+   * The finished video's files: each URL from `video_url`, `data.video_url` or `results[*].url`;
+   * when there is none, or a URL cannot be fetched, the content endpoint is the fallback.
+   */
+  async download(video: Video, opts: { signal?: AbortSignal } = {}): Promise<{ url: string; response: Response }[]> {
+    if (video.status !== 'completed') throw new KilnClientError(`Video ${video.id} is ${video.status}; only a completed video has content.`);
+    const out: { url: string; response: Response }[] = [];
+    for (const [i, url] of videoUrlsOf(video).entries()) {
+      try {
+        out.push({ url, response: await this.core.fetchUrl(url, opts.signal) });
+      } catch (err) {
+        // The first (main) video falls back to the content endpoint; a later one has no fallback.
+        if (i > 0 || opts.signal?.aborted) throw err;
+        break;
+      }
+    }
+    if (out.length > 0) return out;
+    const res = await this.content(video.id, opts);
+    return [{ url: res.url || this.core.url(`/v1/videos/${video.id}/content?variant=video`), response: res }];
+  }
+}

@@ -1,0 +1,96 @@
+// Remote codec server for the Temporal Web UI and CLI: POST {endpoint}/decode and /encode with
+// `{payloads: [{metadata: {k: base64}, data: base64}]}`, as Temporal's codec protocol defines.
+// Decoding shows operators encrypted payloads, which may hold a caller's key: it is off unless
+// KILN_OPERATOR_TOKEN is set, and every call must carry that token. The CLI sends it as
+// `--codec-auth 'Bearer <token>'`; the Web UI cannot add headers, so its endpoint carries the
+// token in the path (`{api}/codec/t/<token>`), which Kiln's logs and metrics never record (they
+// use route templates).
+import { timingSafeEqual, createHash } from 'node:crypto';
+import cors from '@koa/cors';
+import Router from '@koa/router';
+import type { Context, Middleware } from 'koa';
+import { koaBody } from 'koa-body';
+import { z } from 'zod';
+import type { Payload, PayloadCodec } from '@temporalio/common';
+import { KilnError } from '../shared/errors.js';
+import { registerOperation } from './openapi.js';
+
+export interface CodecDeps {
+  codec: PayloadCodec;
+  operatorToken?: string;
+  corsOrigins: string[];
+}
+
+const b64 = z.string().max(8 * 1024 * 1024).regex(/^[A-Za-z0-9+/=_-]*$/, 'must be base64');
+const Payloads = z.object({
+  payloads: z.array(z.object({ metadata: z.record(z.string(), b64).optional(), data: b64.optional() })).max(10_000),
+}).meta({ id: 'CodecPayloads' });
+
+const ROUTES = ['/codec/decode', '/codec/encode', '/codec/t/:token/decode', '/codec/t/:token/encode'];
+for (const route of ROUTES) {
+  const op = route.endsWith('decode') ? 'decode' : 'encode';
+  const inPath = route.includes(':token');
+  registerOperation({
+    method: 'post', route, operationId: `codec${op === 'decode' ? 'Decode' : 'Encode'}${inPath ? 'PathToken' : ''}`,
+    tags: ['operations'], auth: inPath ? false : 'operator',
+    summary: `${op === 'decode' ? 'Decrypt' : 'Encrypt'} Temporal payloads (remote codec protocol)${inPath ? ', token in the path (for the Web UI)' : ''}`,
+    request: { ...(inPath ? { params: z.object({ token: z.string() }) } : {}), body: Payloads },
+    responses: { 200: { description: 'The payloads, in the same order', schema: Payloads } },
+    errors: ['invalid_request', 'not_found', ...(inPath ? (['missing_api_key'] as const) : []), 'request_too_large', 'unsupported_media_type'],
+  });
+}
+
+const digest = (s: string) => createHash('sha256').update(s).digest();
+const same = (a: string, b: string) => timingSafeEqual(digest(a), digest(b));
+
+const toPayload = (p: z.infer<typeof Payloads>['payloads'][number]): Payload => ({
+  metadata: Object.fromEntries(Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64')])),
+  data: Buffer.from(p.data ?? '', 'base64'),
+});
+const fromPayload = (p: Payload) => ({
+  metadata: Object.fromEntries(Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v ?? new Uint8Array()).toString('base64')])),
+  data: Buffer.from(p.data ?? new Uint8Array()).toString('base64'),
+});
+
+/** CORS for the codec paths only, before routing, so preflight OPTIONS requests get their answer. */
+export function codecCors(origins: string[]): Middleware {
+  const allowed = new Set(origins);
+  const handler = cors({
+    origin: (ctx) => (allowed.has(ctx.get('origin')) ? ctx.get('origin') : ''),
+    allowMethods: ['POST'],
+    allowHeaders: ['content-type', 'x-namespace', 'authorization'],
+    credentials: true,
+    maxAge: 600,
+  });
+  return (ctx, next) => (ctx.path.startsWith('/codec/') ? handler(ctx, next) : next());
+}
+
+export function codecRoutes({ codec, operatorToken }: CodecDeps): Router {
+  const router = new Router();
+  const parse = koaBody({ json: true, jsonStrict: true, jsonLimit: '12mb', multipart: false, urlencoded: false, text: false });
+
+  const handle = (op: 'encode' | 'decode') => async (ctx: Context) => {
+    if (!operatorToken) throw new KilnError('not_found', 'The codec endpoints are off: set KILN_OPERATOR_TOKEN to enable them.');
+    const given = ctx.params.token ?? /^Bearer (\S+)$/.exec(ctx.get('authorization'))?.[1];
+    if (!given || !same(given, operatorToken)) throw new KilnError('missing_api_key', 'The codec endpoints need the operator token.');
+    if (!ctx.is('application/json')) throw new KilnError('unsupported_media_type', 'Send the body as Content-Type: application/json.');
+    await parse(ctx, async () => undefined);
+    const parsed = Payloads.safeParse(ctx.request.body);
+    if (!parsed.success) throw new KilnError('invalid_request', `Invalid payloads: ${parsed.error.issues[0].path.join('.')}: ${parsed.error.issues[0].message}`);
+    const input = parsed.data.payloads.map(toPayload);
+    let out: Payload[];
+    try {
+      out = op === 'decode' ? await codec.decode(input) : await codec.encode(input);
+    } catch (err) {
+      throw new KilnError('invalid_request', `The payloads could not be ${op}d: ${(err as Error).message}`);
+    }
+    ctx.set('Cache-Control', 'no-store');
+    ctx.body = { payloads: out.map(fromPayload) };
+  };
+
+  router.post('/codec/decode', handle('decode'));
+  router.post('/codec/encode', handle('encode'));
+  router.post('/codec/t/:token/decode', handle('decode'));
+  router.post('/codec/t/:token/encode', handle('encode'));
+  return router;
+}

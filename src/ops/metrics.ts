@@ -1,0 +1,38 @@
+// Prometheus metrics of the API process. One registry per app, so several apps in one process
+// (the tests) do not collide. Tasks finished by outcome are counted by the worker (see
+// src/ops/worker-telemetry.ts): it is the one place that sees each task end exactly once.
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+export interface ApiMetricsSources {
+  /** Unfinished tasks (the queue gauge in Redis); may throw when Redis is down. */
+  queueDepth(): Promise<number>;
+}
+
+export class ApiMetrics {
+  readonly registry = new Registry();
+  readonly requests: Counter<'method' | 'route' | 'status'>;
+  readonly duration: Histogram<'method' | 'route' | 'status'>;
+  readonly submitted: Counter<'model' | 'kind'>;
+  readonly rateLimited: Counter<'route'>;
+
+  constructor(sources: ApiMetricsSources, opts: { defaultMetrics?: boolean } = {}) {
+    const registers = [this.registry];
+    this.requests = new Counter({ name: 'kiln_http_requests_total', help: 'HTTP requests by method, route template and status', labelNames: ['method', 'route', 'status'], registers });
+    this.duration = new Histogram({
+      name: 'kiln_http_request_duration_seconds', help: 'HTTP request latency by method, route template and status',
+      labelNames: ['method', 'route', 'status'], buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers,
+    });
+    this.submitted = new Counter({ name: 'kiln_tasks_submitted_total', help: 'Tasks accepted (202) by model and kind', labelNames: ['model', 'kind'], registers });
+    this.rateLimited = new Counter({ name: 'kiln_rate_limited_total', help: 'Requests refused with rate_limited (429) by route', labelNames: ['route'], registers });
+    new Gauge({
+      name: 'kiln_queue_depth', help: 'Unfinished tasks (accepted, queued or running) across the deployment, read from Redis at scrape time',
+      registers,
+      async collect() {
+        // A scrape must not hang on a dead Redis: report nothing rather than a stale value.
+        const depth = await Promise.race([sources.queueDepth(), new Promise<null>((r) => setTimeout(() => r(null), 500).unref())]).catch(() => null);
+        if (depth === null) this.reset(); else this.set(depth);
+      },
+    });
+    if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'kiln_api_' });
+  }
+}

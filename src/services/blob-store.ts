@@ -1,0 +1,93 @@
+// The blob store chosen by configuration (BLOB_STORE=fs|s3), plus reading a stored image back by its
+// URL (the direct form answers with base64 when asked). The filesystem store is the default; the
+// S3 store speaks to AWS S3 or any S3-compatible server (MinIO, Ceph, R2, moto).
+import { randomBytes } from 'node:crypto';
+import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import type { BlobStoreConfig, Config } from '../config.js';
+import { BLOB_NAME, EXT_BY_TYPE, FsBlobStore, type BlobStore } from './blobs.js';
+
+export interface StoredBlob {
+  data: Buffer;
+  mimeType: string;
+}
+
+/** A blob store that can also read back what it stored, given the URL it returned. */
+export interface Blobs extends BlobStore {
+  /** The bytes behind a URL this store returned; null for any other URL. */
+  read(url: string): Promise<StoredBlob | null>;
+}
+
+export class S3BlobStore implements Blobs {
+  readonly client: S3Client;
+
+  constructor(private readonly cfg: Extract<BlobStoreConfig, { kind: 's3' }>) {
+    this.client = new S3Client({
+      region: cfg.region,
+      ...(cfg.endpoint ? { endpoint: cfg.endpoint } : {}),
+      ...(cfg.credentials ? { credentials: cfg.credentials } : {}),
+      forcePathStyle: cfg.forcePathStyle,
+      // The SDK's default CRC checksums (since 3.729) are refused by many S3-compatible servers.
+      requestChecksumCalculation: 'WHEN_REQUIRED',
+      responseChecksumValidation: 'WHEN_REQUIRED',
+    });
+  }
+
+  async put(data: Buffer, mimeType: string): Promise<string> {
+    const key = `${this.cfg.prefix}${randomBytes(16).toString('hex')}.${EXT_BY_TYPE[mimeType] ?? 'bin'}`;
+    await this.client.send(new PutObjectCommand({
+      Bucket: this.cfg.bucket, Key: key, Body: data, ContentType: mimeType,
+      // Names are random and content never changes under a name.
+      CacheControl: 'public, max-age=31536000, immutable',
+    }));
+    if (this.cfg.publicBaseUrl) return `${this.cfg.publicBaseUrl}/${key}`;
+    return getSignedUrl(this.client, new GetObjectCommand({ Bucket: this.cfg.bucket, Key: key }), { expiresIn: this.cfg.presignSeconds });
+  }
+
+  async read(url: string): Promise<StoredBlob | null> {
+    const key = this.keyOf(url);
+    if (!key) return null;
+    const out = await this.client.send(new GetObjectCommand({ Bucket: this.cfg.bucket, Key: key }));
+    if (!out.Body) return null;
+    return { data: Buffer.from(await out.Body.transformToByteArray()), mimeType: out.ContentType ?? 'application/octet-stream' };
+  }
+
+  /** The object key of a URL this store returned (public or presigned), else null. */
+  private keyOf(url: string): string | null {
+    let path: string;
+    if (this.cfg.publicBaseUrl) {
+      if (!url.startsWith(`${this.cfg.publicBaseUrl}/`)) return null;
+      path = url.slice(this.cfg.publicBaseUrl.length + 1).split('?')[0]!;
+    } else {
+      let u: URL;
+      try { u = new URL(url); } catch { return null; }
+      if (!u.searchParams.has('X-Amz-Signature')) return null;
+      path = decodeURIComponent(u.pathname);
+    }
+    const key = `${this.cfg.prefix}${path.slice(path.lastIndexOf('/') + 1)}`;
+    return BLOB_NAME.test(key.slice(this.cfg.prefix.length)) && path.endsWith(key) ? key : null;
+  }
+}
+
+/** The filesystem store, readable by URL (the files it serves under /v1/files). */
+export class FsBlobs extends FsBlobStore implements Blobs {
+  constructor(dir: string, private readonly base: string) {
+    super(dir, base);
+  }
+
+  async read(url: string): Promise<StoredBlob | null> {
+    const prefix = `${this.base}/v1/files/`;
+    if (!url.startsWith(prefix)) return null;
+    const file = await this.open(url.slice(prefix.length));
+    if (!file) return null;
+    const chunks: Buffer[] = [];
+    for await (const c of file.stream) chunks.push(c as Buffer);
+    return { data: Buffer.concat(chunks), mimeType: file.type };
+  }
+}
+
+/** The configured store for generated files. `files` serves /v1/files (empty when S3 holds the blobs). */
+export function createBlobs(config: Pick<Config, 'blobStore' | 'blobDir' | 'publicBaseUrl'>): { blobs: Blobs; files: FsBlobs } {
+  const files = new FsBlobs(config.blobDir, config.publicBaseUrl);
+  return { blobs: config.blobStore.kind === 's3' ? new S3BlobStore(config.blobStore) : files, files };
+}

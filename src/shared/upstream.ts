@@ -1,0 +1,35 @@
+// How an upstream's HTTP answer maps to Kiln's error codes: one mapping for image tasks and chat.
+// Pure module: safe to value-import from workflow code.
+import type { TaskFailureCode } from './errors.js';
+
+const MAX_MESSAGE = 300;
+
+export function statusToCode(status: number): TaskFailureCode {
+  if (status === 401 || status === 403) return 'auth_failed';
+  if (status === 402) return 'insufficient_balance';
+  if (status === 429) return 'upstream_rate_limited';
+  if (status === 408 || status === 504) return 'upstream_timeout';
+  if (status >= 400 && status < 500) return 'invalid_request';
+  return 'upstream_error';
+}
+
+/** The upstream's own error message, trimmed, with the caller's key masked should it be echoed. */
+export function upstreamMessage(text: string, key?: string): string {
+  let msg = text;
+  try {
+    const j = JSON.parse(text) as { error?: { message?: string } | string };
+    msg = typeof j.error === 'string' ? j.error : j.error?.message ?? text;
+  } catch { /* not JSON: keep the text */ }
+  if (typeof msg !== 'string') msg = text;
+  if (key) msg = msg.split(key).join('[redacted]');
+  msg = msg.replace(/\s+/g, ' ').trim();
+  return msg.length > MAX_MESSAGE ? `${msg.slice(0, MAX_MESSAGE)}…` : msg || '(no message)';
+}
+
+/** Errors that happen before a single byte of the request can have left this machine. */
+export const NOT_DISPATCHED_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+
+/** The system error code (ECONNREFUSED …) under a fetch failure, if any. */
+export function causeCode(err: unknown): string | undefined {
+  return (err as { cause?: { code?: string } } | null)?.cause?.code;
+}

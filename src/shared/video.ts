@@ -1,0 +1,98 @@
+// Video task shapes shared by API, activities and workflows. Pure types and constants only.
+import type { ErrorBody } from './errors.js';
+import type { ActivityPolicy, TaskStatus } from './task.js';
+
+/** The contract's strict rules for the pro model: any other value is refused before it can reach the upstream. */
+export const PRO_SECONDS = ['10', '15', '25'] as const;
+export const PRO_SIZES = ['1792x1024', '1024x1792'] as const;
+
+/** `{nodeId, fieldName, fieldValue}` of a RunningHub-style workflow. */
+export interface NodeInfo {
+  nodeId: string;
+  fieldName: string;
+  fieldValue: string | number | boolean;
+}
+
+/** One output of a finished task, copied into Kiln's blob store. */
+export interface VideoResult {
+  url: string;
+  file_type: string;
+  node_id?: string;
+}
+
+/** The task as stored in Redis and returned by `videoTaskWorkflow`. Statuses use the image ranks. */
+export interface VideoTaskRecord {
+  id: string;
+  kind: 'video';
+  owner: string;
+  model: string;
+  status: TaskStatus;
+  /** 0–100; only ever moves forward. */
+  progress: number;
+  prompt: string;
+  seconds: string;
+  size: string;
+  created_at: number;
+  completed_at: number | null;
+  video_url?: string;
+  /** Workflow-node tasks: every output file, in the upstream's order. */
+  results?: VideoResult[];
+  error: ErrorBody | null;
+  uncertain_reason?: string;
+}
+
+/** What a video request carries into the workflow, validated and with defaults filled in. */
+export interface VideoRequest {
+  prompt: string;
+  seconds: string;
+  size: string;
+  image?: string;
+  /** Workflow-node models: extra node fields sent as given. */
+  nodeInfoList?: NodeInfo[];
+}
+
+export interface VideoTaskInput {
+  id: string;
+  owner: string;
+  model: string;
+  created_at: number;
+  request: VideoRequest;
+  /** The caller's upstream key in passthrough mode; travels only inside encrypted payloads. */
+  credential?: string;
+}
+
+/** The upstream job a create call started. */
+export interface VideoJob {
+  upstreamId: string;
+  /** local provider: when the simulated render is done (epoch ms). */
+  readyAtMs?: number;
+}
+
+export interface VideoOutput {
+  url: string;
+  fileType?: string;
+  nodeId?: string;
+}
+
+/** One look at the upstream job. */
+export type VideoCheck =
+  | { state: 'running'; progress?: number }
+  | { state: 'completed'; outputs?: VideoOutput[] };
+
+export interface VideoPolicy extends ActivityPolicy {
+  /** Durable timer between two checks of the upstream job. */
+  pollIntervalMs: number;
+  /** From the workflow's start: past it the task ends failed / upstream_timeout. */
+  overallTimeoutMs: number;
+}
+
+/** Internal status → the OpenAI video status (plus `uncertain`, as for images). */
+export function videoStatus(status: TaskStatus): 'queued' | 'in_progress' | 'completed' | 'failed' | 'uncertain' {
+  switch (status) {
+    case 'accepted':
+    case 'queued': return 'queued';
+    case 'running': return 'in_progress';
+    case 'succeeded': return 'completed';
+    default: return status;
+  }
+}

@@ -1,0 +1,117 @@
+// One workflow per video task; workflow id = task id. It creates the upstream job, checks it with
+// durable timers in between (no activity waits for minutes), records progress, and copies the
+// finished video into Kiln's blob store. Every transition goes to Redis through an activity.
+import {
+  ContinueAsNew,
+  continueAsNew,
+  defineQuery,
+  proxyActivities,
+  proxyLocalActivities,
+  setHandler,
+  sleep,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { VideoActivities } from '../activities/video.js';
+import { TASK_FAILURE_CODES, UNCERTAIN_FAILURE_TYPE, type ErrorBody } from '../src/shared/errors.js';
+import { SEARCH_ATTRIBUTES, type TaskStatus } from '../src/shared/task.js';
+import type { VideoJob, VideoPolicy, VideoTaskInput, VideoTaskRecord } from '../src/shared/video.js';
+import { classify, endedByActivity, lastAttemptReason } from './task-outcome.js';
+
+export const getVideoTaskQuery = defineQuery<VideoTaskRecord>('getVideoTask');
+
+export interface VideoTaskWorkflowInput {
+  task: VideoTaskInput;
+  policy: VideoPolicy;
+  /** The model's activity task queue: upstream concurrency and rate are set per queue. */
+  activityQueue: string;
+  /** Workflow-node form: the task carries `results[*].url`. */
+  results: boolean;
+  /** Set when the workflow continues as new: the job being watched, the record so far, the deadline. */
+  resume?: { job: VideoJob; record: VideoTaskRecord; deadlineMs: number };
+}
+
+const { recordVideoTransition, videoMayHaveReachedUpstream } = proxyLocalActivities<VideoActivities>({
+  startToCloseTimeout: '10s',
+  // The read model must catch up even through a long Redis outage: retry without a limit.
+  retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '30s' },
+});
+
+/** The overall budget ran out: the task ends failed / upstream_timeout. */
+class OverallTimeout extends Error {}
+
+export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<VideoTaskRecord> {
+  const { task, policy } = input;
+  const deadlineMs = input.resume?.deadlineMs ?? Date.now() + policy.overallTimeoutMs;
+  let record: VideoTaskRecord = input.resume?.record ?? {
+    id: task.id, kind: 'video', owner: task.owner, model: task.model, status: 'queued', progress: 0,
+    prompt: task.request.prompt, seconds: task.request.seconds, size: task.request.size,
+    created_at: task.created_at, completed_at: null, error: null,
+  };
+  setHandler(getVideoTaskQuery, () => record);
+  const write = async (next: VideoTaskRecord) => { record = next; await recordVideoTransition(record); };
+  const status = (s: TaskStatus) => upsertSearchAttributes({ [SEARCH_ATTRIBUTES.status]: [s] });
+  if (!input.resume) await write(record);
+
+  const upstream = proxyActivities<VideoActivities>({
+    taskQueue: input.activityQueue,
+    // Providers abort at timeoutMs themselves; this bound only catches a worker that vanished.
+    startToCloseTimeout: policy.timeoutMs + 15_000,
+    heartbeatTimeout: policy.heartbeatTimeoutMs,
+    retry: {
+      initialInterval: '1s',
+      backoffCoefficient: 2,
+      maximumAttempts: policy.maxAttempts,
+      nonRetryableErrorTypes: [...TASK_FAILURE_CODES, UNCERTAIN_FAILURE_TYPE],
+    },
+  });
+  const finished = () => ({ completed_at: Math.floor(Date.now() / 1000) });
+
+  let job = input.resume?.job;
+  let outcome: { status: 'failed' | 'uncertain'; error: ErrorBody } | null = null;
+  try {
+    if (!job) {
+      if (Date.now() >= deadlineMs) throw new OverallTimeout();
+      try {
+        job = await upstream.createVideo(task);
+      } catch (err) {
+        // As for images: no attempt answered and the request may have reached a non-idempotent upstream.
+        if (!endedByActivity(err) && await videoMayHaveReachedUpstream(task)) {
+          outcome = { status: 'uncertain', error: { code: 'uncertain', message: `The create request may have reached the upstream, but its last attempt ended without an answer (${lastAttemptReason(err)}); it is not resent because the upstream is not idempotent.` } };
+        }
+        throw err;
+      }
+      record = { ...record, status: 'running' };
+      status('running');
+    }
+    for (;;) {
+      const left = deadlineMs - Date.now();
+      if (left <= 0) throw new OverallTimeout();
+      await sleep(Math.min(policy.pollIntervalMs, left));
+      const state = await upstream.checkVideo({ task, job });
+      if (state.state === 'completed') {
+        const out = await upstream.fetchVideo({ task, job, outputs: state.outputs ?? [], results: input.results });
+        record = { ...record, ...finished(), status: 'succeeded', progress: 100, ...out, error: null };
+        break;
+      }
+      // Progress only moves forward, and 100 means done.
+      const progress = Math.min(99, Math.max(record.progress, Math.floor(state.progress ?? 0)));
+      if (progress !== record.progress) await write({ ...record, progress });
+      if (workflowInfo().continueAsNewSuggested) {
+        return await continueAsNew<typeof videoTaskWorkflow>({ ...input, resume: { job, record, deadlineMs } });
+      }
+    }
+  } catch (err) {
+    if (err instanceof ContinueAsNew) throw err;
+    if (err instanceof OverallTimeout) {
+      outcome = { status: 'failed', error: { code: 'upstream_timeout', message: `The upstream did not finish the video within ${policy.overallTimeoutMs} ms.` } };
+    }
+    outcome ??= classify(err);
+    record = outcome.status === 'uncertain'
+      ? { ...record, ...finished(), status: 'uncertain', error: null, uncertain_reason: outcome.error.message }
+      : { ...record, ...finished(), status: 'failed', error: outcome.error };
+  }
+  status(record.status);
+  await write(record);
+  return record;
+}
