@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_SUMMARY_BYTES, taskSummary } from '../src/temporal/summary.js';
-import { startKiln, http, submitBody, waitForStatus, KEY_A, type Kiln } from './support/kiln.js';
+import { startKiln, http, submitBody, waitForStatus, eventually, listIds, KEY_A, type Kiln } from './support/kiln.js';
 
 const TOKEN = randomBytes(24).toString('hex');
 const UI = 'http://127.0.0.1:8233';
@@ -66,8 +66,7 @@ describe('workflow summary', () => {
 
 describe('search attributes', () => {
   it('find tasks with the filters the README shows', async () => {
-    const found: string[] = [];
-    for await (const wf of kiln.api.client.workflow.list({ query: `KilnOwner = "${owner}" AND KilnStatus = "succeeded" AND KilnModel = "kiln-image-1"` })) found.push(wf.workflowId);
+    const found = await eventually(() => listIds(kiln.api.client, `KilnOwner = "${owner}" AND KilnStatus = "succeeded" AND KilnModel = "kiln-image-1"`), (ids) => ids.includes(taskId));
     expect(found).toContain(taskId);
     const failed: string[] = [];
     for await (const wf of kiln.api.client.workflow.list({ query: `KilnOwner = "${owner}" AND KilnStatus = "failed"` })) failed.push(wf.workflowId);

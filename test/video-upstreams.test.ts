@@ -3,7 +3,7 @@
 // and `uncertain`.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { drop, envelope, fail, type FakeVideos } from './support/fake-videos.js';
-import { KEY_A, waitForStatus, type Kiln } from './support/kiln.js';
+import { KEY_A, eventually, waitForStatus, type Kiln } from './support/kiln.js';
 import { DONE, startVideoKiln, videoApi } from './support/video-kiln.js';
 
 let fake: FakeVideos;
@@ -51,7 +51,7 @@ describe('openai-videos upstream', () => {
     expect((await api()(`/v1/videos/${id}/content?variant=thumbnail`)).status).toBe(400);
 
     const h = kiln.api.client.workflow.getHandle(id);
-    const desc = await h.describe();
+    const desc = await eventually(() => h.describe(), (d) => d.status.name === 'COMPLETED');
     expect(desc.type).toBe('videoTaskWorkflow');
     expect(desc.typedSearchAttributes.getAll().filter((p) => p.key.name.startsWith('Kiln')).map((p) => [p.key.name, p.value]).sort()).toEqual([
       ['KilnModel', 'v-oa'], ['KilnOwner', expect.stringMatching(/^[a-f0-9]{64}$/)], ['KilnStatus', 'succeeded'],

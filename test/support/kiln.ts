@@ -12,8 +12,8 @@ import { createApi } from '../../src/runtime.js';
 import { startWorkers } from '../../src/workers.js';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 
-// Worker state changes are noise in test output; warnings and errors still show.
-try { Runtime.install({ logger: new DefaultLogger('WARN') }); } catch { /* already installed in this process */ }
+// Worker state changes and the expected activity failures of fault-injection tests are noise in test output; errors still show.
+try { Runtime.install({ logger: new DefaultLogger('ERROR') }); } catch { /* already installed in this process */ }
 
 export interface KilnOptions {
   env?: Record<string, string>;
@@ -115,4 +115,25 @@ export async function waitForStatus(get: () => Promise<{ json: any }>, done: (s:
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`timed out waiting; last: ${JSON.stringify(last)}`);
+}
+
+/**
+ * Retries `probe` until `ok` holds (or the time is up) and returns the last value. For Temporal
+ * reads that trail Redis: the final record is written by a local activity inside the last workflow
+ * task, and visibility is eventually consistent.
+ */
+export async function eventually<T>(probe: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let v = await probe();
+  while (!ok(v) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100));
+    v = await probe();
+  }
+  return v;
+}
+
+export async function listIds(client: import('@temporalio/client').Client, query: string): Promise<string[]> {
+  const ids: string[] = [];
+  for await (const wf of client.workflow.list({ query })) ids.push(wf.workflowId);
+  return ids;
 }
