@@ -71,8 +71,15 @@ export async function startRedis(opts: { dir: string; port?: number; persist?: b
   return { url, port, start, stop: (signal) => stopChild(child, signal) };
 }
 
+/**
+ * SQLite pragmas for the dev server. WAL lets readers (visibility, polls) proceed during writes;
+ * synchronous=NORMAL syncs at checkpoints instead of every commit: a power cut may lose the last
+ * moments, a process crash loses nothing. KILN_SQLITE_PRAGMAS overrides (comma-separated, "" for none).
+ */
+export const DEV_SQLITE_PRAGMAS = (process.env.KILN_SQLITE_PRAGMAS ?? 'journal_mode=wal,synchronous=normal').split(',').filter(Boolean);
+
 /** The Temporal dev server with a SQLite file, Kiln's search attributes registered, UI optional. */
-export async function startTemporal(opts: { dbFile: string; port?: number; uiPort?: number; ui?: boolean; quiet?: boolean; codecEndpoint?: string }): Promise<Service & { uiUrl?: string }> {
+export async function startTemporal(opts: { dbFile: string; port?: number; uiPort?: number; ui?: boolean; quiet?: boolean; codecEndpoint?: string; pragmas?: string[] }): Promise<Service & { uiUrl?: string }> {
   mkdirSync(dirname(opts.dbFile), { recursive: true });
   const port = opts.port ?? (await freePort());
   const uiPort = opts.ui ? (opts.uiPort ?? (await freePort())) : undefined;
@@ -80,6 +87,7 @@ export async function startTemporal(opts: { dbFile: string; port?: number; uiPor
   let child: ChildProcess;
   const start = async () => {
     const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--db-filename', opts.dbFile, '--log-level', 'error',
+      ...(opts.pragmas ?? DEV_SQLITE_PRAGMAS).flatMap((p) => ['--sqlite-pragma', p]),
       ...Object.values(SEARCH_ATTRIBUTES).flatMap((n) => ['--search-attribute', `${n}=Keyword`]),
       ...(uiPort ? ['--ui-port', String(uiPort), ...(opts.codecEndpoint ? ['--ui-codec-endpoint', opts.codecEndpoint] : [])] : ['--headless'])];
     // The server logs errors while it (or a test) shuts things down; keep them in a file beside the database.

@@ -25,7 +25,8 @@ import { AesGcmCodec } from './temporal/codec.js';
  * rather than waiting out reconnects.
  */
 export function connectRedis(config: Pick<Config, 'redisUrl'>, failFast = false): Redis {
-  return new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableOfflineQueue: !failFast, lazyConnect: failFast });
+  // Auto-pipelining sends the commands of concurrent requests in one write: fewer syscalls per poll.
+  return new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableOfflineQueue: !failFast, lazyConnect: failFast, enableAutoPipelining: failFast });
 }
 
 async function ready(redis: Redis, url: string): Promise<void> {
