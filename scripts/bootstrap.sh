@@ -278,6 +278,29 @@ install_moto() {
 install_moto || missing+=(moto_server)
 
 # ---------------------------------------------------------------------------
+# 6. schemathesis -> .tools/bin/schemathesis: the OpenAPI fuzzer of `npm run fuzz` (PyPI, 4.x,
+#    in its own venv). Not needed by `npm test`, so a failure here only warns.
+# ---------------------------------------------------------------------------
+install_schemathesis() {
+  local venv="$TOOLS/schemathesis-venv"
+  have_tool schemathesis && return 0
+  command -v python3 >/dev/null 2>&1 || { say "python3 not found; cannot pip install schemathesis"; return 1; }
+  if [ -e "$venv" ] && ! "$venv/bin/python" -c '' >/dev/null 2>&1; then rm -rf "$venv"; fi
+  say "installing schemathesis from PyPI into .tools/schemathesis-venv"
+  if { [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >&2; } &&
+     "$venv/bin/python" -m pip install -q --disable-pip-version-check 'schemathesis>=4,<5' >&2 &&
+     [ -x "$venv/bin/schemathesis" ]; then
+    link_tool schemathesis ../schemathesis-venv/bin/schemathesis
+    return 0
+  fi
+  say "WARNING: pip install schemathesis failed; npm run fuzz needs it:"
+  say "  python3 -m venv .tools/schemathesis-venv && .tools/schemathesis-venv/bin/pip install 'schemathesis>=4,<5'"
+  return 0
+}
+
+install_schemathesis
+
+# ---------------------------------------------------------------------------
 # Report anything we could not install.
 # ---------------------------------------------------------------------------
 if [ ${#missing[@]} -gt 0 ]; then

@@ -36,7 +36,8 @@ export function chatBodySchema(model: Pick<ChatModel, 'id' | 'maxOutputTokens'>)
   const maxTokens = z.number({ error: 'must be a whole number' }).int('must be a whole number')
     .min(1, 'must be at least 1').max(model.maxOutputTokens, `must be at most ${model.maxOutputTokens} for model ${model.id}`).nullish();
   return z.strictObject({
-    model: z.string(),
+    // requestedModel() refuses an empty id before this schema runs; the bound is for the OpenAPI document.
+    model: z.string().min(1),
     messages: z.array(Message, { error: 'must be an array of {"role", "content"} objects' })
       .min(1, 'must hold at least one message')
       .max(CHAT_LIMITS.messages, `may hold at most ${CHAT_LIMITS.messages} messages`),

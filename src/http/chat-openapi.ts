@@ -33,7 +33,10 @@ registerOperation({
   description: 'Limits per chat model: `maxBodyBytes` (request body after gzip/br decompression), `maxImages`, `maxImageBytes` '
     + '(one image, decoded), `maxOutputTokens` (highest max_tokens). When the client disconnects, the upstream request is aborted.',
   request: { body: chatBodySchema(defaults).meta({ id: 'ChatCompletionRequest' }) },
-  responses: { 200: { description: 'The completion (or, with stream: true, server-sent events)', schema: ChatCompletion } },
+  responses: { 200: {
+    description: 'The completion (or, with stream: true, server-sent events)', schema: ChatCompletion,
+    alternatives: { 'text/event-stream': z.string().meta({ description: 'stream: true: `data: <chat.completion.chunk>` events, then `data: [DONE]`' }) },
+  } },
   errors: [
     'invalid_request', 'invalid_image_url', 'too_many_images', 'image_too_large', 'request_too_large', 'model_not_found',
     'unsupported_content_encoding', 'unsupported_media_type',

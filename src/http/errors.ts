@@ -22,6 +22,10 @@ export function toKilnError(err: unknown): KilnError | null {
   if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported') {
     return new KilnError('unsupported_media_type', 'The request body must be UTF-8 JSON.');
   }
+  // Valid JSON, refused by the parser's prototype-poisoning guard: say so, not "not valid JSON".
+  if (e.message?.includes('forbidden prototype property')) {
+    return new KilnError('invalid_request', 'The request body must not contain the key "__proto__".');
+  }
   return new KilnError('invalid_request', 'The request body is not valid JSON.');
 }
 

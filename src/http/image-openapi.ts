@@ -3,9 +3,10 @@
 import { z } from 'zod';
 import { TASK_FAILURE_CODES } from '../shared/errors.js';
 import { TASK_STATUSES } from '../shared/task.js';
+import { EXT_BY_TYPE } from '../services/blobs.js';
 import { SubmitBody } from '../services/validate.js';
 import { registerOperation } from './openapi.js';
-import { BatchBody, ListQuery } from './routes.js';
+import { BatchBody } from './routes.js';
 
 const TaskId = z.string().meta({ description: 'Task id, `task_` and 32 hex digits.', example: 'task_0123456789abcdef0123456789abcdef' });
 const Part = z.object({
@@ -69,6 +70,15 @@ const ModelList = z.object({
   })),
 }).meta({ id: 'ModelList' });
 
+// ListQuery (routes.ts) as a client writes it: it parses query strings, so its own schema would
+// document strings with a pattern; the values it accepts are these whole numbers.
+const ListQueryDoc = z.object({
+  days: z.number().int().min(1).max(3).default(3).meta({ description: 'Look-back window in days' }),
+  limit: z.number().int().min(1).max(100).default(20).meta({ description: 'Items returned' }),
+  before_created_at: z.number().int().min(0).max(99_999_999_99).optional().meta({ description: 'Cursor: created_at of the last item of the previous page' }),
+  before_id: z.string().max(256).optional().meta({ description: 'Cursor: id of that item; only together with before_created_at' }),
+});
+
 const RETRY_AFTER = { 'Retry-After': { description: 'While unfinished: seconds until the next useful poll.', schema: { type: 'integer' as const } } };
 
 registerOperation({
@@ -92,7 +102,11 @@ registerOperation({
     query: z.object({ output: z.literal('url').optional() }),
     body: SubmitBody,
   },
-  responses: { 202: { description: 'Accepted', schema: SubmitResponse } },
+  responses: { 202: { description: 'Accepted', schema: SubmitResponse, links: {
+    GetTask: { operationId: 'getTask', parameters: { id: '$response.body#/id' }, description: 'Poll the task' },
+    GetTaskContent: { operationId: 'getTaskContent', parameters: { id: '$response.body#/id' }, description: 'Its first image, once succeeded' },
+    BatchGetTasks: { operationId: 'batchGetTasks', requestBody: { ids: ['$response.body#/id'] }, description: 'Poll it in a batch' },
+  } } },
   errors: ['invalid_request', 'output_must_be_url', 'prompt_too_long', 'too_many_reference_images', 'invalid_reference_image_url',
     'invalid_reference_image_scheme', 'model_not_found', 'not_found', 'request_too_large', 'unsupported_content_encoding',
     'unsupported_media_type', 'queue_full', 'service_unavailable'],
@@ -101,7 +115,7 @@ registerOperation({
 registerOperation({
   method: 'get', route: '/v1/tasks', operationId: 'listTasks', tags: ['image tasks'],
   summary: 'Recent tasks of the caller, newest first',
-  request: { query: ListQuery },
+  request: { query: ListQueryDoc },
   responses: { 200: { description: 'Recent tasks', schema: RecentList } },
   errors: ['invalid_request', 'service_unavailable'],
 });
@@ -134,6 +148,6 @@ registerOperation({
   method: 'get', route: '/v1/files/:name', operationId: 'getFile', tags: ['files'], auth: false,
   summary: 'A generated file (unguessable name, immutable)',
   request: { params: z.object({ name: z.string() }) },
-  responses: { 200: { description: 'The file', contentType: 'application/octet-stream', schema: z.string().meta({ format: 'binary' }) } },
+  responses: { 200: { description: 'The file', contentType: [...Object.keys(EXT_BY_TYPE), 'application/octet-stream'], schema: z.string().meta({ format: 'binary' }) } },
   errors: ['not_found'],
 });

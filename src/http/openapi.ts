@@ -11,9 +11,13 @@ type ZodObj = z.ZodObject<z.ZodRawShape>;
 export interface ResponseDoc {
   description: string;
   schema?: z.ZodType;
-  /** Default application/json when a schema is given. */
-  contentType?: string;
+  /** Default application/json when a schema is given; several when the answer's type varies (files). */
+  contentType?: string | string[];
+  /** Further content types with their own schema (e.g. a streamed variant of a JSON answer). */
+  alternatives?: Record<string, z.ZodType>;
   headers?: Record<string, { description: string; schema: { type: 'string' | 'integer' } }>;
+  /** OpenAPI links: how a value of this answer feeds another operation (clients and stateful fuzzing follow them). */
+  links?: Record<string, { operationId: string; description?: string; parameters?: Record<string, string>; requestBody?: unknown }>;
 }
 
 export interface OperationDoc {
@@ -74,7 +78,11 @@ function toRouteConfig(op: OperationDoc): RouteConfig {
     responses[status] = {
       description: r.description,
       headers: { 'X-Request-Id': REQUEST_ID, ...(r.headers ?? {}) },
-      ...(r.schema ? { content: { [r.contentType ?? 'application/json']: { schema: r.schema } } } : {}),
+      ...(r.schema ? { content: Object.fromEntries([
+        ...[r.contentType ?? 'application/json'].flat().map((t) => [t, { schema: r.schema! }] as const),
+        ...Object.entries(r.alternatives ?? {}).map(([t, schema]) => [t, { schema }] as const),
+      ]) } : {}),
+      ...(r.links ? { links: r.links } : {}),
     };
   }
   const byStatus = new Map<number, ErrorCode[]>();

@@ -34,7 +34,10 @@ registerOperation({
   summary: 'Create a video task',
   description: 'JSON, or multipart/form-data text fields as the OpenAI SDK sends them. `seconds` and `size` must be among the model\'s allowed values (the pro model: 10/15/25 and 1792x1024/1024x1792); refused values never reach the upstream.',
   request: { body: VideoBody },
-  responses: { 200: { description: 'The task, queued', schema: Video } },
+  responses: { 200: { description: 'The task, queued', schema: Video, links: {
+    GetVideo: { operationId: 'getVideo', parameters: { id: '$response.body#/id' }, description: 'Poll the task' },
+    GetVideoContent: { operationId: 'getVideoContent', parameters: { id: '$response.body#/id' }, description: 'The video, once completed' },
+  } } },
   errors: ['invalid_request', 'prompt_too_long', 'invalid_reference_image_url', 'invalid_reference_image_scheme', 'request_too_large',
     'unsupported_content_encoding', 'unsupported_media_type', 'model_not_found', 'queue_full', 'service_unavailable'],
 });

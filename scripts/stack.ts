@@ -1,0 +1,84 @@
+// A whole Kiln on this machine for the fuzz and soak runs: its own redis-server and Temporal dev
+// server (in a temporary directory), one worker process and one API process, all on loopback.
+// Process logs go to files in that directory, so a failure can be traced to its server-side cause.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort, ROOT, startRedis, startTemporal } from './services.js';
+
+export interface Stack {
+  base: string;
+  dir: string;
+  redisUrl: string;
+  api: ChildProcess;
+  worker: ChildProcess;
+  /** Path of a process's log (pino JSON at the configured LOG_LEVEL), e.g. for the causes of 500s. */
+  logFile: (which: 'api' | 'worker') => string;
+  stop(opts?: { keepDir?: boolean }): Promise<void>;
+}
+
+function stopChild(child: ChildProcess, graceMs = 10_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((res) => {
+    const t = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    child.once('exit', () => { clearTimeout(t); res(); });
+    child.kill('SIGTERM');
+  });
+}
+
+async function waitHttp(url: string, children: ChildProcess[], timeoutMs = 90_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const dead = children.find((c) => c.exitCode !== null);
+    if (dead) throw new Error(`${dead.spawnargs.at(-1)} exited with code ${dead.exitCode} during start-up`);
+    if (await fetch(url).then((r) => r.ok, () => false)) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`${url} did not answer within ${timeoutMs} ms`);
+}
+
+/** Starts everything; `env` adds to (and overrides) the defaults, `models` becomes MODELS_FILE. */
+export async function startStack(opts: { name: string; env?: Record<string, string>; models?: unknown[] }): Promise<Stack> {
+  const dir = mkdtempSync(join(tmpdir(), `kiln-${opts.name}-`));
+  const [redis, temporal] = await Promise.all([
+    startRedis({ dir: join(dir, 'redis'), persist: false }),
+    startTemporal({ dbFile: join(dir, 'temporal.sqlite') }),
+  ]);
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const env: Record<string, string> = {
+    KILN_SECRET: randomBytes(32).toString('hex'), REDIS_URL: redis.url, TEMPORAL_ADDRESS: temporal.url,
+    PORT: String(port), HOST: '127.0.0.1', PUBLIC_BASE_URL: base, BLOB_DIR: join(dir, 'blobs'), LOG_LEVEL: 'warn',
+    ...opts.env,
+  };
+  if (opts.models) {
+    writeFileSync(join(dir, 'models.json'), JSON.stringify({ models: opts.models }));
+    env.MODELS_FILE = join(dir, 'models.json');
+  }
+  const logFile = (which: 'api' | 'worker') => join(dir, `${which}.log`);
+  const run = (file: string, which: 'api' | 'worker') => {
+    const fd = openSync(logFile(which), 'a');
+    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, file)], { env: { ...process.env, ...env }, stdio: ['ignore', fd, fd] });
+    // Never leave processes behind, whatever ends this one.
+    process.once('exit', () => child.kill('SIGKILL'));
+    return child;
+  };
+  const worker = run('src/worker.ts', 'worker');
+  const api = run('src/server.ts', 'api');
+  const stop = async ({ keepDir = false } = {}) => {
+    await Promise.all([stopChild(api), stopChild(worker)]);
+    await Promise.all([temporal.stop(), redis.stop()]);
+    if (!keepDir) rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitHttp(`${base}/healthz`, [api, worker]);
+    // The worker must poll before work is submitted, or the first tasks wait for it.
+    await waitHttp(`${base}/readyz`, [api, worker]);
+  } catch (err) {
+    await stop({ keepDir: true });
+    throw new Error(`${(err as Error).message}; logs in ${dir}`);
+  }
+  return { base, dir, redisUrl: redis.url, api, worker, logFile, stop };
+}
