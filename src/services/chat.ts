@@ -1,6 +1,7 @@
 // Chat completions are synchronous: no workflow, no stored state. The service checks the request
 // against the model's limits, calls the model's provider within the model's time budget, and
 // stops the upstream call as soon as the client goes away.
+import { findModel } from './models.js';
 import { modelsOfKind, type ChatModel, type Config, type Model } from '../config.js';
 import { LocalChatProvider } from '../chat/providers/local.js';
 import { OpenAIChatProvider } from '../chat/providers/openai.js';
@@ -17,27 +18,20 @@ export type ChatOutcome =
 const NO_MODEL_BODY_BYTES = 2 * 1024 * 1024;
 
 export class ChatService {
-  private readonly models: Map<string, ChatModel>;
-  private readonly allIds: Set<string>;
   /** The largest body any chat model accepts: the parser's limit; each model's own is checked after. */
   readonly bodyLimit: number;
 
   constructor(
-    models: Model[],
+    private readonly allModels: Model[],
     private readonly upstreamKeys: Config['upstreamKeys'] = {},
     private readonly providers: Record<ChatModel['provider'], ChatProvider> = { local: new LocalChatProvider(), openai: new OpenAIChatProvider() },
   ) {
-    const chat = modelsOfKind(models, 'chat');
-    this.models = new Map(chat.map((m) => [m.id, m]));
-    this.allIds = new Set(models.map((m) => m.id));
+    const chat = modelsOfKind(allModels, 'chat');
     this.bodyLimit = chat.length ? Math.max(...chat.map((m) => m.maxBodyBytes)) : NO_MODEL_BODY_BYTES;
   }
 
   model(id: string): ChatModel {
-    const m = this.models.get(id);
-    if (m) return m;
-    if (this.allIds.has(id)) throw new KilnError('model_not_found', `Model "${id}" is not a chat model; GET /v1/models lists the models and their kinds.`);
-    throw new KilnError('model_not_found', `Model "${id}" does not exist; GET /v1/models lists the models.`);
+    return findModel(this.allModels, 'chat', id);
   }
 
   /**

@@ -1,10 +1,11 @@
 // Image task service: submit starts a workflow; reads come from the Redis read model and reach
 // Temporal only for ids Redis does not know (then the record is repaired).
+import { findModel } from './models.js';
 import { createHash, randomBytes } from 'node:crypto';
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import { modelTaskQueue, modelsOfKind, type Config, type ImageModel } from '../config.js';
+import { modelTaskQueue, type Config, type ImageModel } from '../config.js';
 import { KilnError } from '../shared/errors.js';
 import { promptText } from '../shared/prompt.js';
 import { taskSummary } from '../temporal/summary.js';
@@ -28,23 +29,14 @@ export const SA = {
 export interface ListQuery { days: number; limit: number; before_created_at?: number; before_id?: string }
 
 export class TaskService {
-  private readonly models: Map<string, ImageModel>;
-
   constructor(
     private readonly config: Config,
     private readonly store: TaskStore,
     private readonly temporal: Client,
-  ) {
-    this.models = new Map(modelsOfKind(config.models, 'image').map((m) => [m.id, m]));
-  }
+  ) {}
 
   model(id: string): ImageModel {
-    const m = this.models.get(id);
-    if (!m) {
-      if (this.config.models.some((x) => x.id === id)) throw new KilnError('model_not_found', `Model "${id}" is not an image model; GET /v1/models lists the models and their kinds.`);
-      throw new KilnError('model_not_found', `Model "${id}" does not exist; GET /v1/models lists the models.`);
-    }
-    return m;
+    return findModel(this.config.models, 'image', id);
   }
 
   async submit(caller: Caller, model: ImageModel, request: ImageRequest) {

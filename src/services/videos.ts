@@ -1,9 +1,10 @@
 // Video task service: submit starts a `videoTaskWorkflow`; polls come from the Redis read model
 // (behind the same limiter as image tasks) and reach Temporal only when Redis has no record.
+import { findModel } from './models.js';
 import { randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import { modelTaskQueue, modelsOfKind, videoOptions, type Config, type VideoModel } from '../config.js';
+import { modelTaskQueue, videoOptions, type Config, type VideoModel } from '../config.js';
 import { KilnError } from '../shared/errors.js';
 import { UNFINISHED_STATUSES } from '../shared/task.js';
 import { videoStatus, type VideoRequest, type VideoTaskRecord } from '../shared/video.js';
@@ -33,21 +34,14 @@ export function videoView(r: VideoTaskRecord) {
 }
 
 export class VideoService {
-  private readonly models: Map<string, VideoModel>;
-
   constructor(
     private readonly config: Config,
     private readonly store: TaskStore,
     private readonly temporal: Client,
-  ) {
-    this.models = new Map(modelsOfKind(config.models, 'video').map((m) => [m.id, m]));
-  }
+  ) {}
 
   model(id: string): VideoModel {
-    const m = this.models.get(id);
-    if (m) return m;
-    if (this.config.models.some((x) => x.id === id)) throw new KilnError('model_not_found', `Model "${id}" is not a video model; GET /v1/models lists the models and their kinds.`);
-    throw new KilnError('model_not_found', `Model "${id}" does not exist; GET /v1/models lists the models.`);
+    return findModel(this.config.models, 'video', id);
   }
 
   async submit(caller: Caller, model: VideoModel, request: VideoRequest): Promise<VideoView> {
