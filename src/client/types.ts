@@ -4,16 +4,9 @@ export type TaskStatus = 'accepted' | 'queued' | 'running' | 'succeeded' | 'fail
 
 export interface ErrorObject { code: string; message: string }
 
-export interface Part {
-  text?: string;
-  inlineData?: { mimeType?: string; data: string };
-}
-
-export interface Candidate {
-  content: { role?: string; parts: Part[] };
-  finishReason?: string;
-  index?: number;
-}
+// The result parts are the same shapes the server stores: one definition (src/shared is pure).
+import type { Candidate, Part } from '../shared/task.js';
+export type { Part, Candidate } from '../shared/task.js';
 
 /** `image.task`: which fields are present depends on the status (see the contract). */
 export interface ImageTask {
