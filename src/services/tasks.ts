@@ -1,9 +1,9 @@
 // Image task service: submit starts a workflow; reads come from the Redis read model and reach
 // Temporal only for ids Redis does not know (then the record is repaired).
+import { startTask } from './start-task.js';
 import { findModel } from './models.js';
 import { createHash, randomBytes } from 'node:crypto';
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { modelTaskQueue, type Config, type ImageModel } from '../config.js';
 import { KilnError } from '../shared/errors.js';
@@ -42,32 +42,15 @@ export class TaskService {
   async submit(caller: Caller, model: ImageModel, request: ImageRequest) {
     const id = `task_${randomBytes(16).toString('hex')}`;
     const created_at = Math.floor(Date.now() / 1000);
-    const reserved = await this.store.reserve(id, this.config.maxUnfinishedTasks).catch((err) => { throw this.storeDown(err); });
-    if (!reserved) {
-      throw new KilnError('queue_full', 'The task queue is full; retry the submission later.', this.config.pollAfterSeconds);
-    }
     const input: ImageTaskWorkflowInput = {
       task: { id, owner: caller.owner, model: model.id, created_at, request, ...(caller.credential ? { credential: caller.credential } : {}) },
       policy: { timeoutMs: model.timeoutMs, heartbeatTimeoutMs: model.heartbeatTimeoutMs, maxAttempts: model.maxAttempts },
       activityQueue: modelTaskQueue(this.config.temporal.taskQueue, model.id),
     };
-    try {
-      await this.temporal.workflow.start('imageTaskWorkflow', {
-        workflowId: id,
-        taskQueue: this.config.temporal.taskQueue,
-        args: [input],
-        typedSearchAttributes: [
-          { key: SA.owner, value: caller.owner },
-          { key: SA.model, value: model.id },
-          { key: SA.status, value: 'accepted' },
-        ],
-        staticSummary: taskSummary('image', model.id, caller.owner, promptText(request), this.config.ops.summaryPromptChars),
-      });
-    } catch (err) {
-      await this.store.release(id).catch(() => undefined);
-      if (err instanceof WorkflowExecutionAlreadyStartedError) throw err;
-      throw new KilnError('service_unavailable', 'The task could not be queued right now; retry the submission.', this.config.pollAfterSeconds);
-    }
+    await startTask({ config: this.config, store: this.store, temporal: this.temporal }, {
+      id, workflowType: 'imageTaskWorkflow', input, owner: caller.owner, model: model.id,
+      summary: taskSummary('image', model.id, caller.owner, promptText(request), this.config.ops.summaryPromptChars),
+    });
     const record: TaskRecord = { id, kind: 'image', owner: caller.owner, model: model.id, status: 'accepted', created_at, finished_at: null, candidates: null, error: null };
     // The workflow records its own transitions; this write makes an immediate poll cheap, and a
     // failure here only means that poll takes the Temporal path.

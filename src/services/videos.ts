@@ -1,9 +1,9 @@
 // Video task service: submit starts a `videoTaskWorkflow`; polls come from the Redis read model
 // (behind the same limiter as image tasks) and reach Temporal only when Redis has no record.
+import { startTask } from './start-task.js';
 import { findModel } from './models.js';
 import { randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { modelTaskQueue, videoOptions, type Config, type VideoModel } from '../config.js';
 import { KilnError } from '../shared/errors.js';
 import { UNFINISHED_STATUSES } from '../shared/task.js';
@@ -47,9 +47,6 @@ export class VideoService {
   async submit(caller: Caller, model: VideoModel, request: VideoRequest): Promise<VideoView> {
     const id = `video_${randomBytes(16).toString('hex')}`;
     const created_at = Math.floor(Date.now() / 1000);
-    const reserved = await this.store.reserve(id, this.config.maxUnfinishedTasks)
-      .catch(() => { throw new KilnError('service_unavailable', 'Task storage is unavailable for a moment; retry shortly.', 1); });
-    if (!reserved) throw new KilnError('queue_full', 'The task queue is full; retry the submission later.', this.config.pollAfterSeconds);
     const input: VideoTaskWorkflowInput = {
       task: { id, owner: caller.owner, model: model.id, created_at, request, ...(caller.credential ? { credential: caller.credential } : {}) },
       policy: {
@@ -59,25 +56,12 @@ export class VideoService {
       activityQueue: modelTaskQueue(this.config.temporal.taskQueue, model.id),
       results: videoOptions(model).form === 'workflow-node',
     };
-    try {
-      await this.temporal.workflow.start('videoTaskWorkflow', {
-        workflowId: id,
-        taskQueue: this.config.temporal.taskQueue,
-        args: [input],
-        typedSearchAttributes: [
-          { key: SA.owner, value: caller.owner },
-          { key: SA.model, value: model.id },
-          { key: SA.status, value: 'accepted' },
-        ],
-        // What a poll shows while Redis has no record (payload codec applies: encrypted at rest).
-        memo: { prompt: request.prompt, seconds: request.seconds, size: request.size },
-        staticSummary: taskSummary('video', model.id, caller.owner, request.prompt, this.config.ops.summaryPromptChars),
-      });
-    } catch (err) {
-      await this.store.release(id).catch(() => undefined);
-      if (err instanceof WorkflowExecutionAlreadyStartedError) throw err;
-      throw new KilnError('service_unavailable', 'The task could not be queued right now; retry the submission.', this.config.pollAfterSeconds);
-    }
+    await startTask({ config: this.config, store: this.store, temporal: this.temporal }, {
+      id, workflowType: 'videoTaskWorkflow', input, owner: caller.owner, model: model.id,
+      // What a poll shows while Redis has no record (payload codec applies: encrypted at rest).
+      memo: { prompt: request.prompt, seconds: request.seconds, size: request.size },
+      summary: taskSummary('video', model.id, caller.owner, request.prompt, this.config.ops.summaryPromptChars),
+    });
     const record: VideoTaskRecord = {
       id, kind: 'video', owner: caller.owner, model: model.id, status: 'accepted', progress: 0,
       prompt: request.prompt, seconds: request.seconds, size: request.size, created_at, completed_at: null, error: null,
