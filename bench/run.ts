@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import { binary, freePort, startRedis, startTemporal, ROOT } from '../scripts/services.js';
 import { loadConfig, modelTaskQueue, ownerOfKey } from '../src/config.js';
 import { connectTemporal } from '../src/temporal/client.js';
-import { TaskStore } from '../src/services/store.js';
+import { TaskStore } from '../src/infra/store.js';
 import type { TaskRecord } from '../src/shared/task.js';
 import { fmt, load, loop, rssMiB, sleep, spawnTs, waitHttp, type LoadResult } from './lib.js';
 

@@ -2,17 +2,17 @@
 import Koa from 'koa';
 import type { Logger } from 'pino';
 import { errorMiddleware } from './http/errors.js';
-import { chatRoutes } from './http/chat-routes.js';
-import type { ChatService } from './services/chat.js';
-import { videoRoutes } from './http/video-routes.js';
-import type { VideoService } from './services/videos.js';
-import { buildRoutes, type RouteDeps } from './http/routes.js';
-import './http/image-openapi.js';
+import { chatRoutes } from './chat/routes.js';
+import type { ChatService } from './chat/service.js';
+import { videoRoutes } from './video/routes.js';
+import type { VideoService } from './video/service.js';
+import { buildRoutes, type RouteDeps } from './image/routes.js';
+import './image/openapi.js';
 import { codecCors, codecRoutes, type CodecDeps } from './http/codec-routes.js';
 import { observe } from './http/observe.js';
 import { opsRoutes, type OpsDeps } from './http/ops-routes.js';
 import { currentRequest } from './ops/request-context.js';
-import type { Authenticator } from './services/auth.js';
+import type { Authenticator } from './infra/auth.js';
 
 export interface AppDeps extends RouteDeps {
   log: Logger;

@@ -8,7 +8,7 @@ import {
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import type { Activities } from '../activities/index.js';
+import type { Activities } from '../activities/image/index.js';
 import { TASK_FAILURE_CODES, UNCERTAIN_FAILURE_TYPE } from '../src/shared/errors.js';
 import { classify, endedByActivity, lastAttemptReason } from './task-outcome.js';
 import { SEARCH_ATTRIBUTES, type ActivityPolicy, type ImageTaskInput, type TaskRecord } from '../src/shared/task.js';

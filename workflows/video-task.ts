@@ -12,7 +12,7 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { VideoActivities } from '../activities/video.js';
+import type { VideoActivities } from '../activities/video/index.js';
 import { TASK_FAILURE_CODES, UNCERTAIN_FAILURE_TYPE, type ErrorBody } from '../src/shared/errors.js';
 import { SEARCH_ATTRIBUTES, type TaskStatus } from '../src/shared/task.js';
 import type { VideoJob, VideoPolicy, VideoTaskInput, VideoTaskRecord } from '../src/shared/video.js';

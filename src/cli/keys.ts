@@ -3,7 +3,7 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../config.js';
 import { connectRedis } from '../runtime.js';
-import { KeyStore } from '../services/auth.js';
+import { KeyStore } from '../infra/auth.js';
 
 const USAGE = `usage: kiln keys create --owner NAME [--name LABEL]
        kiln keys list

@@ -4,7 +4,7 @@
 import type { Context, Middleware } from 'koa';
 import { koaBody } from 'koa-body';
 import { KilnError } from '../shared/errors.js';
-import { LIMITS } from '../services/validate.js';
+import { LIMITS } from '../image/validate.js';
 
 const ALLOWED_ENCODINGS = new Set(['identity', 'gzip', 'br']);
 

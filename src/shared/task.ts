@@ -44,9 +44,6 @@ export interface TaskRecord {
   uncertain_reason?: string;
 }
 
-/** Any record the read model stores: image tasks and video tasks (src/shared/video.ts) share ids' keyspace and ranks. */
-export type AnyTaskRecord = TaskRecord | import('./video.js').VideoTaskRecord;
-
 /** What the image generation request carries into the workflow (Kiln's own `output` field removed). */
 export interface ImageRequest {
   contents: { role?: string; parts: Part[] }[];

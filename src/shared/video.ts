@@ -1,6 +1,6 @@
 // Video task shapes shared by API, activities and workflows. Pure types and constants only.
 import type { ErrorBody } from './errors.js';
-import type { ActivityPolicy, TaskStatus } from './task.js';
+import type { ActivityPolicy, TaskRecord, TaskStatus } from './task.js';
 
 /** The contract's strict rules for the pro model: any other value is refused before it can reach the upstream. */
 export const PRO_SECONDS = ['10', '15', '25'] as const;
@@ -96,3 +96,6 @@ export function videoStatus(status: TaskStatus): 'queued' | 'in_progress' | 'com
     default: return status;
   }
 }
+
+/** Any record the read model stores: image and video tasks share the ids' keyspace and ranks. */
+export type AnyTaskRecord = TaskRecord | VideoTaskRecord;

@@ -1,0 +1,24 @@
+// The video providers a worker runs, by provider name.
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { VideoModel } from '../../src/config.js';
+import type { BlobStore } from '../../src/infra/blobs.js';
+import { LocalVideoProvider } from './local.js';
+import { OpenAIVideoProvider } from './openai.js';
+import type { VideoProvider } from './types.js';
+import { WorkflowNodeVideoProvider } from './workflow-node.js';
+
+const BOOTSTRAPPED_FFMPEG = fileURLToPath(new URL('../../.tools/bin/ffmpeg', import.meta.url));
+
+/** FFMPEG_BIN, else the one scripts/bootstrap.sh linked into .tools/bin, else `ffmpeg` on PATH. */
+export function ffmpegBinary(env: NodeJS.ProcessEnv): string {
+  return env.FFMPEG_BIN || (existsSync(BOOTSTRAPPED_FFMPEG) ? BOOTSTRAPPED_FFMPEG : 'ffmpeg');
+}
+
+export function videoProviders(blobs: BlobStore, env: NodeJS.ProcessEnv): Record<VideoModel['provider'], VideoProvider> {
+  return {
+    local: new LocalVideoProvider(blobs, ffmpegBinary(env)),
+    'openai-videos': new OpenAIVideoProvider(blobs),
+    'workflow-node': new WorkflowNodeVideoProvider(blobs),
+  };
+}

@@ -1,0 +1,83 @@
+// POST /v1/videos checks. Everything refused here is refused before a workflow exists, so a
+// refused value can never reach an upstream.
+import { z } from 'zod';
+import { videoOptions, type VideoModel } from '../config.js';
+import { KilnError } from '../shared/errors.js';
+import type { NodeInfo, VideoRequest } from '../shared/video.js';
+import { LIMITS } from '../image/validate.js';
+
+const NodeInfoSchema = z.object({
+  nodeId: z.string().min(1).max(100),
+  fieldName: z.string().min(1).max(100),
+  fieldValue: z.union([z.string().max(LIMITS.promptChars), z.number(), z.boolean()]),
+});
+
+export const VideoBody = z.object({
+  model: z.string({ message: 'model is required' }).min(1, 'model is required').max(200),
+  prompt: z.string({ message: 'prompt is required (a string)' }),
+  image: z.string().max(8192).optional(),
+  /** The OpenAI SDK's reference form; a file upload is not accepted, a URL is. */
+  input_reference: z.object({ image_url: z.string().max(8192) }).optional(),
+  // Integers are accepted as their decimal string, as OpenAI's own examples sometimes send them.
+  seconds: z.union([z.string().max(16), z.number().int().transform(String)]).optional(),
+  size: z.string().max(32).optional(),
+  nodeInfoList: z.array(NodeInfoSchema).max(64).optional(),
+});
+export type VideoBody = z.infer<typeof VideoBody>;
+
+const chars = (s: string) => [...s].length;
+
+export function parseVideoBody(raw: unknown): VideoBody {
+  const parsed = VideoBody.safeParse(raw);
+  if (!parsed.success) {
+    const i = parsed.error.issues[0];
+    throw new KilnError('invalid_request', `Invalid request body at ${i.path.join('.') || '(root)'}: ${i.message}`);
+  }
+  return parsed.data;
+}
+
+export function validateVideo(body: VideoBody, model: VideoModel): VideoRequest {
+  const opts = videoOptions(model);
+  const prompt = body.prompt;
+  // Workflow-node workflows take their inputs from nodeInfoList; the prompt may be a placeholder.
+  if (opts.form !== 'workflow-node' && prompt.trim() === '') {
+    throw new KilnError('invalid_request', 'A prompt is required: set "prompt" to a non-empty text.');
+  }
+  if (chars(prompt) > LIMITS.promptChars) {
+    throw new KilnError('prompt_too_long', `The prompt has ${chars(prompt)} characters; at most ${LIMITS.promptChars} are allowed.`);
+  }
+  const seconds = body.seconds ?? opts.seconds[0];
+  if (!opts.seconds.includes(seconds)) {
+    throw new KilnError('invalid_request', `seconds must be one of ${opts.seconds.map((s) => `"${s}"`).join(', ')} for model ${model.id}; got "${seconds}".`);
+  }
+  const size = body.size ?? opts.sizes[0];
+  if (!opts.sizes.includes(size)) {
+    throw new KilnError('invalid_request', `size must be one of ${opts.sizes.join(', ')} for model ${model.id}; got "${size}".`);
+  }
+  if (body.image !== undefined && body.input_reference !== undefined) {
+    throw new KilnError('invalid_request', 'Send the reference image once: either image or input_reference.image_url.');
+  }
+  const image = body.image ?? body.input_reference?.image_url;
+  if (image !== undefined) checkImageUrl(image);
+  if (body.nodeInfoList && opts.form !== 'workflow-node') {
+    throw new KilnError('invalid_request', `nodeInfoList is only accepted by workflow-node models; ${model.id} is not one.`);
+  }
+  return {
+    prompt, seconds, size,
+    ...(image !== undefined ? { image } : {}),
+    ...(body.nodeInfoList ? { nodeInfoList: body.nodeInfoList as NodeInfo[] } : {}),
+  };
+}
+
+function checkImageUrl(data: string): void {
+  if (data.trim() === '') throw new KilnError('invalid_reference_image_url', 'image must be an absolute http(s) URL; it is empty.');
+  let url: URL;
+  try {
+    url = new URL(data);
+  } catch {
+    throw new KilnError('invalid_reference_image_url', 'image must be an absolute http(s) URL.');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new KilnError('invalid_reference_image_scheme', `image: the URL scheme must be http or https, not ${url.protocol.replace(/:$/, '')}.`);
+  }
+}

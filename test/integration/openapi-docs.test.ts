@@ -1,0 +1,129 @@
+// The OpenAPI document covers every mounted route, error code and status, validates as 3.1, and
+// /docs renders in headless Chromium without a single request leaving this machine.
+import { existsSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Router from '@koa/router';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ERROR_STATUS, TASK_FAILURE_CODES } from '../../src/shared/errors.js';
+import { startKiln, type Kiln } from '../support/kiln.js';
+
+// Every router whose middleware is mounted, however a module wraps it: mounting calls routes(),
+// which builds its middleware with middleware(); recording `this` there finds them all.
+const routers = new Set<Router>();
+const original = Router.prototype.middleware;
+Router.prototype.middleware = function (this: Router, ...args: Parameters<typeof original>) {
+  routers.add(this);
+  return original.apply(this, args);
+};
+
+const CHROMIUM = '/usr/bin/chromium';
+let kiln: Kiln;
+let doc: any;
+
+beforeAll(async () => {
+  kiln = await startKiln({ workers: false });
+  doc = await (await fetch(`${kiln.baseUrl}/openapi.json`)).json();
+});
+afterAll(async () => {
+  Router.prototype.middleware = original;
+  await kiln?.stop();
+});
+
+type Route = { method: string; path: string };
+const mountedRoutes = (rs: Iterable<Router>): Route[] => [...rs].flatMap((r) => r.stack.flatMap((layer) =>
+  layer.methods.filter((m) => m !== 'HEAD' && m !== 'OPTIONS').map((m) => ({ method: m.toLowerCase(), path: layer.path as string }))));
+
+/** Mounted routes the document does not describe (Koa `:x` or an operation's documented form). */
+function undocumented(routes: Route[], document: any): Route[] {
+  const documented = new Set<string>();
+  for (const [path, item] of Object.entries<any>(document.paths)) {
+    for (const [method, op] of Object.entries<any>(item)) {
+      documented.add(`${method} ${path}`);
+      if (op['x-koa-route']) documented.add(`${method} ${op['x-koa-route']}`);
+    }
+  }
+  return routes.filter((r) => !documented.has(`${r.method} ${r.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}')}`) && !documented.has(`${r.method} ${r.path}`));
+}
+
+describe('OpenAPI document', () => {
+  it('validates as OpenAPI 3.1', async () => {
+    expect(doc.openapi).toBe('3.1.0');
+    const validator = new Validator();
+    const result = await validator.validate(doc);
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+    expect(validator.version).toBe('3.1');
+  });
+
+  it('describes every route of every mounted router', () => {
+    const routes = mountedRoutes(routers);
+    // The image, chat, operator and codec routers at least.
+    expect(routes.length).toBeGreaterThanOrEqual(15);
+    expect(routes).toContainEqual({ method: 'post', path: '/v1beta/models/:modelAction' });
+    expect(undocumented(routes, doc)).toEqual([]);
+  });
+
+  it('would catch a route nobody registered', () => {
+    const extra = new Router();
+    extra.get('/v1/not-in-the-document', (ctx) => { ctx.body = 1; });
+    const before = undocumented(mountedRoutes(routers), doc);
+    const after = undocumented(mountedRoutes([...routers, extra]), doc);
+    expect(after).toEqual([...before, { method: 'get', path: '/v1/not-in-the-document' }]);
+  });
+
+  it('names every error code and every HTTP status of the error catalogue', () => {
+    const text = JSON.stringify(doc);
+    for (const code of Object.keys(ERROR_STATUS)) expect(text, code).toContain(`"${code}"`);
+    const statuses = new Set(Object.values(doc.paths).flatMap((item: any) => Object.values(item).flatMap((op: any) => Object.keys(op.responses))));
+    const httpCodes = Object.entries(ERROR_STATUS).filter(([c]) => c === 'invalid_request' || !(TASK_FAILURE_CODES as readonly string[]).includes(c));
+    // 405 answers a method no operation takes: it is a shared response component.
+    expect(doc.components.responses.MethodNotAllowed.description).toContain('405');
+    for (const [code, status] of httpCodes) if (status !== 405) expect(statuses.has(String(status)), `${code} ${status}`).toBe(true);
+    // The submit operation lists its contract errors under their statuses.
+    const submit = doc.paths['/v1beta/models/{model}:generateContent'].post;
+    expect(submit.responses['202']).toBeDefined();
+    expect(submit.responses['400'].content['application/json'].schema.properties.error.properties.code.enum)
+      .toEqual(expect.arrayContaining(['output_must_be_url', 'prompt_too_long', 'too_many_reference_images', 'invalid_reference_image_url', 'invalid_reference_image_scheme']));
+    expect(submit.responses['413']).toBeDefined();
+    expect(submit.responses['503'].headers['Retry-After']).toBeDefined();
+    expect(doc.paths['/v1/tasks/{id}/content'].get.responses['409']).toBeDefined();
+    expect(doc.paths['/v1/tasks/batch-get'].post.requestBody.content['application/json'].schema.properties.ids.maxItems).toBe(100);
+  });
+});
+
+describe('/docs', () => {
+  const hasChromium = existsSync(CHROMIUM);
+  if (!hasChromium) {
+    console.warn(`SKIPPED /docs browser test: ${CHROMIUM} is missing; run scripts/bootstrap.sh as root (apt-get install chromium) to enable it.`);
+  }
+  it.skipIf(!hasChromium)(`renders in headless Chromium with no request leaving 127.0.0.1${hasChromium ? '' : ' (SKIPPED: no chromium)'}`, async () => {
+    const { chromium } = await import('playwright-core');
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+    try {
+      const page = await browser.newPage();
+      const requests: string[] = [];
+      page.on('request', (r) => requests.push(r.url()));
+      const consoleErrors: string[] = [];
+      page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
+      const res = await page.goto(`${kiln.baseUrl}/docs`, { waitUntil: 'networkidle' });
+      expect(res?.status()).toBe(200);
+      await page.waitForSelector('.opblock', { timeout: 20_000 });
+      const operations = Object.values(doc.paths).reduce((n: number, item: any) => n + Object.keys(item).length, 0);
+      expect(await page.locator('.opblock').count()).toBe(operations);
+      expect(await page.locator('.info .title').innerText()).toContain('Kiln');
+      // Kept for a person to look at: what an integrator sees.
+      writeFileSync(join(tmpdir(), 'kiln-docs.png'), await page.screenshot({ fullPage: false }));
+      const outside = requests.filter((u) => !u.startsWith(`${kiln.baseUrl}/`) && !u.startsWith('data:') && !u.startsWith('blob:'));
+      expect(outside).toEqual([]);
+      expect(requests).toContain(`${kiln.baseUrl}/openapi.json`);
+      expect(consoleErrors).toEqual([]);
+    } finally {
+      await browser.close();
+    }
+  });
+});
