@@ -1,6 +1,7 @@
-// Lint: TypeScript rules everywhere, plus the determinism boundary for workflow code.
+// Lint: TypeScript rules everywhere, no import cycles, and the determinism boundary for workflow code.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 
 export default tseslint.config(
   { ignores: ['node_modules/**', '.tools/**', '.data/**', 'dist/**'] },
@@ -10,6 +11,18 @@ export default tseslint.config(
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
+  },
+  {
+    // A cycle makes module start-up order matter (a value read before its module ran): none allowed,
+    // type-only imports included, since they hide the same tangle.
+    files: ['**/*.ts'],
+    plugins: { 'import-x': importX },
+    settings: {
+      'import-x/resolver-next': [createNodeResolver({ extensionAlias: { '.js': ['.ts', '.js'] } })],
+      'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
+      'import-x/extensions': ['.ts', '.js'],
+    },
+    rules: { 'import-x/no-cycle': ['error', { ignoreExternal: true }] },
   },
   {
     // Tests read loosely typed JSON bodies.

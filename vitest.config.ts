@@ -1,14 +1,37 @@
 import { defineConfig } from 'vitest/config';
 
+// Two tiers (`npm run test:unit`, `npm run test:integration`; `npm test` runs both):
+//   unit         test/unit/**: no Redis, no Temporal dev server. Workflows run on Temporal's
+//                time-skipping test server (.tools/bin/temporal-test-server, from the bootstrap),
+//                the rest on in-memory fakes. Files run in parallel.
+//   integration  test/integration/**: one real redis-server and Temporal dev server for the run.
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
-    globalSetup: ['test/support/global-setup.ts'],
-    // Integration files share one Temporal dev server and one redis-server on a 2-core machine:
-    // run files one after another so timings stay honest.
-    fileParallelism: false,
-    testTimeout: 60_000,
-    hookTimeout: 120_000,
     reporters: ['default'],
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'unit',
+          include: ['test/unit/**/*.test.ts'],
+          testTimeout: 20_000,
+          // Starting the time-skipping server and bundling the workflows.
+          hookTimeout: 60_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          globalSetup: ['test/support/global-setup.ts'],
+          // Integration files share one Temporal dev server and one redis-server on a 2-core machine:
+          // run files one after another so timings stay honest.
+          fileParallelism: false,
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+        },
+      },
+    ],
   },
 });

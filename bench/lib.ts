@@ -7,8 +7,8 @@ import { ROOT } from '../scripts/services.js';
 
 export interface LoadResult { rps: number; p50: number; p99: number; errors: number; non2xx: number }
 
-export function spawnTs(file: string, env: NodeJS.ProcessEnv): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, file)], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+export function spawnTs(file: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): ChildProcess {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', join(ROOT, file)], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
   process.once('exit', () => child.kill('SIGKILL'));
   return child;
 }

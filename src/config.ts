@@ -1,8 +1,10 @@
 // Configuration is parsed once, at start, from the environment and the models file.
 // Anything missing or malformed stops start-up with a message that names what to set.
 import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { createHmac, hkdfSync } from 'node:crypto';
 import { z } from 'zod';
+import { configuredKeyOf } from './shared/credentials.js';
 import { PRO_SECONDS, PRO_SIZES } from './shared/video.js';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
@@ -12,6 +14,8 @@ const unsetIfEmpty = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (v 
 
 export const EnvSchema = z.object({
   PORT: int(8787, 0),
+  /** API processes sharing PORT (node:cluster); default: one per available core. */
+  API_PROCESSES: unsetIfEmpty(z.coerce.number().int().min(1, 'API_PROCESSES is at least 1').max(64, 'API_PROCESSES is at most 64').optional()),
   HOST: z.string().default('0.0.0.0'),
   PUBLIC_BASE_URL: z.string().url().optional(),
   REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
@@ -191,6 +195,7 @@ export const DEFAULT_MODELS: Model[] = [
 
 export interface Config {
   port: number;
+  apiProcesses: number;
   host: string;
   publicBaseUrl: string;
   redisUrl: string;
@@ -280,6 +285,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const derive = (info: string) => Buffer.from(hkdfSync('sha256', secret, Buffer.alloc(0), info, 32));
   return {
     port: e.PORT,
+    apiProcesses: e.API_PROCESSES ?? availableParallelism(),
     host: e.HOST,
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
     redisUrl: e.REDIS_URL,
@@ -308,7 +314,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     blobStore: blobStoreConfig(e),
     referenceFetchAllow: e.REFERENCE_FETCH_ALLOW.split(',').map((x) => x.trim()).filter(Boolean),
     upstreamKeys: Object.fromEntries(models.flatMap((m) => {
-      const v = typeof m.credential === 'object' ? env[m.credential.env] : undefined;
+      const v = configuredKeyOf(m, env);
       return v ? [[m.id, v]] : [];
     })),
   };

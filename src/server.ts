@@ -1,8 +1,11 @@
-// API process: listens on PORT and shuts down gracefully on SIGTERM/SIGINT.
+// API entry: API_PROCESSES processes (default one per core) share PORT under a supervisor; each
+// listens and shuts down gracefully on SIGTERM/SIGINT.
+import cluster from 'node:cluster';
 import type { Server } from 'node:http';
 import { ConfigError, loadConfig } from './config.js';
 import { createLogger } from './log.js';
 import { createApi } from './runtime.js';
+import { reportListening, superviseApiProcesses } from './ops/api-cluster.js';
 
 /** Longest a stopping API waits for in-flight requests (streamed chat replies included). */
 const SHUTDOWN_GRACE_MS = 30_000;
@@ -10,10 +13,21 @@ const SHUTDOWN_GRACE_MS = 30_000;
 async function main() {
   const config = loadConfig();
   const log = createLogger(config.logLevel, 'kiln-api', config.ops.logFormat);
+  if (cluster.isPrimary && config.apiProcesses > 1) {
+    superviseApiProcesses(config.apiProcesses, log, SHUTDOWN_GRACE_MS);
+    return;
+  }
   const api = await createApi(config, log);
   const server: Server = api.app.listen(config.port, config.host);
-  server.on('listening', () => log.info({ port: config.port, publicBaseUrl: config.publicBaseUrl, authMode: config.authMode }, 'kiln api listening'));
+  server.on('listening', () => {
+    log.info({ port: config.port, publicBaseUrl: config.publicBaseUrl, authMode: config.authMode }, 'kiln api listening');
+    reportListening();
+  });
+  let stopping = false;
   const stop = (signal: string) => {
+    // Under the supervisor a terminal's Ctrl-C reaches this process twice (SIGINT, then SIGTERM).
+    if (stopping) return;
+    stopping = true;
     log.info({ signal }, 'shutting down: finishing in-flight requests');
     // Unready at once (load balancers stop sending), no new connections, in-flight requests finish
     // (their responses close keep-alive connections); then Redis and Temporal are closed.

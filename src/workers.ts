@@ -9,6 +9,7 @@ import { LocalImageProvider } from '../activities/image/local.js';
 import { videoProviders } from '../activities/video/providers.js';
 import { createVideoActivities } from '../activities/video/index.js';
 import { modelTaskQueue, modelsOfKind, type Config } from './config.js';
+import { configuredKeyOf } from './shared/credentials.js';
 import { connectRedis, createStore } from './runtime.js';
 import { createBlobs } from './infra/blob-store.js';
 import { dataConverter } from './temporal/client.js';
@@ -39,7 +40,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   const imageModels = modelsOfKind(config.models, 'image');
   const configuredKey = (modelId: string) => {
     const m = config.models.find((x) => x.id === modelId);
-    return m && typeof m.credential === 'object' ? env[m.credential.env] : undefined;
+    return m ? configuredKeyOf(m, env) : undefined;
   };
   const activities = createActivities({
     store,

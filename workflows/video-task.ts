@@ -13,10 +13,11 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { VideoActivities } from '../activities/video/index.js';
-import { TASK_FAILURE_CODES, UNCERTAIN_FAILURE_TYPE, type ErrorBody } from '../src/shared/errors.js';
 import { SEARCH_ATTRIBUTES, type TaskStatus } from '../src/shared/task.js';
+import { VIDEO_CALL } from '../src/shared/upstream.js';
 import type { VideoJob, VideoPolicy, VideoTaskInput, VideoTaskRecord } from '../src/shared/video.js';
-import { classify, endedByActivity, lastAttemptReason } from './task-outcome.js';
+import { LOCAL_ACTIVITY, upstreamActivity } from './activity-policy.js';
+import { classify, lostAfterSending, type Outcome } from './task-outcome.js';
 
 export const getVideoTaskQuery = defineQuery<VideoTaskRecord>('getVideoTask');
 
@@ -31,11 +32,7 @@ export interface VideoTaskWorkflowInput {
   resume?: { job: VideoJob; record: VideoTaskRecord; deadlineMs: number };
 }
 
-const { recordVideoTransition, videoMayHaveReachedUpstream } = proxyLocalActivities<VideoActivities>({
-  startToCloseTimeout: '10s',
-  // The read model must catch up even through a long Redis outage: retry without a limit.
-  retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '30s' },
-});
+const { recordVideoTransition, videoMayHaveReachedUpstream } = proxyLocalActivities<VideoActivities>(LOCAL_ACTIVITY);
 
 /** The overall budget ran out: the task ends failed / upstream_timeout. */
 class OverallTimeout extends Error {}
@@ -53,32 +50,18 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
   const status = (s: TaskStatus) => upsertSearchAttributes({ [SEARCH_ATTRIBUTES.status]: [s] });
   if (!input.resume) await write(record);
 
-  const upstream = proxyActivities<VideoActivities>({
-    taskQueue: input.activityQueue,
-    // Providers abort at timeoutMs themselves; this bound only catches a worker that vanished.
-    startToCloseTimeout: policy.timeoutMs + 15_000,
-    heartbeatTimeout: policy.heartbeatTimeoutMs,
-    retry: {
-      initialInterval: '1s',
-      backoffCoefficient: 2,
-      maximumAttempts: policy.maxAttempts,
-      nonRetryableErrorTypes: [...TASK_FAILURE_CODES, UNCERTAIN_FAILURE_TYPE],
-    },
-  });
+  const upstream = proxyActivities<VideoActivities>(upstreamActivity(policy, input.activityQueue));
   const finished = () => ({ completed_at: Math.floor(Date.now() / 1000) });
 
   let job = input.resume?.job;
-  let outcome: { status: 'failed' | 'uncertain'; error: ErrorBody } | null = null;
+  let outcome: Outcome | null = null;
   try {
     if (!job) {
       if (Date.now() >= deadlineMs) throw new OverallTimeout();
       try {
         job = await upstream.createVideo(task);
       } catch (err) {
-        // As for images: no attempt answered and the request may have reached a non-idempotent upstream.
-        if (!endedByActivity(err) && await videoMayHaveReachedUpstream(task)) {
-          outcome = { status: 'uncertain', error: { code: 'uncertain', message: `The create request may have reached the upstream, but its last attempt ended without an answer (${lastAttemptReason(err)}); it is not resent because the upstream is not idempotent.` } };
-        }
+        outcome = await lostAfterSending(err, VIDEO_CALL, () => videoMayHaveReachedUpstream(task));
         throw err;
       }
       record = { ...record, status: 'running' };

@@ -5,7 +5,7 @@
 //   (4) otherwise data is base64, decoded as mimeType says, stored, and replaced by its URL.
 import type { BlobStore } from '../../src/infra/blobs.js';
 import type { Candidate, Part } from '../../src/shared/task.js';
-import { UpstreamFailure } from './types.js';
+import { UpstreamFailure } from '../upstream-http.js';
 
 interface UpstreamPart {
   text?: unknown;

@@ -1,6 +1,7 @@
 // The embedded image provider: no network, a real PNG that shows the prompt.
 import { randomUUID } from 'node:crypto';
 import type { BlobStore } from '../../src/infra/blobs.js';
+import { abortableSleep } from '../../src/shared/abortable-sleep.js';
 import type { GenerationResult } from '../../src/shared/task.js';
 import { promptText } from '../../src/shared/prompt.js';
 import { renderPromptPng } from './render-png.js';
@@ -11,7 +12,7 @@ export class LocalImageProvider implements ImageProvider {
 
   async generate({ input, model, signal, dispatching }: ImageCall): Promise<GenerationResult> {
     await dispatching();
-    await sleep(model.latencyMs, signal);
+    await abortableSleep(model.latencyMs, signal);
     const cfg = input.request.generationConfig?.imageConfig;
     const png = await renderPromptPng({ prompt: promptText(input.request), aspectRatio: cfg?.aspectRatio, imageSize: cfg?.imageSize });
     signal.throwIfAborted();
@@ -22,13 +23,4 @@ export class LocalImageProvider implements ImageProvider {
       candidates: [{ content: { role: 'model', parts: [{ inlineData: { mimeType: 'image/png', data: url } }] }, finishReason: 'STOP', index: 0 }],
     };
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const t = setTimeout(() => { signal.removeEventListener('abort', onAbort); resolve(); }, ms);
-    const onAbort = () => { clearTimeout(t); reject(signal.reason); };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
 }

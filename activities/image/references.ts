@@ -3,7 +3,7 @@
 import type { ImageModel } from '../../src/config.js';
 import { createSafeFetch, UnusableUrl, type SafeFetch } from '../../src/infra/safe-fetch.js';
 import type { ImageRequest, Part } from '../../src/shared/task.js';
-import { UpstreamFailure } from './types.js';
+import { UpstreamFailure } from '../upstream-http.js';
 
 /** Media types upstream image models accept as input; SVG (a document, not a picture) is not one. */
 export const REFERENCE_TYPES = new Set(['image/png', 'image/jpeg', 'image/webp', 'image/gif', 'image/heic', 'image/heif']);

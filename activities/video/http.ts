@@ -1,16 +1,15 @@
 // HTTP plumbing of the video upstreams: JSON calls with Kiln's failure mapping, and capped downloads.
 import type { BlobStore } from '../../src/infra/blobs.js';
-import { causeCode, NOT_DISPATCHED_CODES, statusToCode, upstreamMessage } from '../../src/shared/upstream.js';
+import { causeCode, statusToCode, upstreamMessage } from '../../src/shared/upstream.js';
 import type { VideoResult } from '../../src/shared/video.js';
-import { TransportFailure, UpstreamFailure } from '../image/types.js';
+import { fetchText, parseUpstreamJson, TransportFailure, UpstreamFailure } from '../upstream-http.js';
 
 /** A non-2xx answer: its status tells a lasting refusal from a passing fault. */
 export class HttpStatusFailure extends UpstreamFailure {
   constructor(readonly status: number, message: string) {
     super(statusToCode(status), message);
   }
-  /** Worth asking again when the request is a read (status checks, downloads). */
-  get transient(): boolean { return this.status >= 500 || this.status === 429 || this.status === 408; }
+  override get transient(): boolean { return this.status >= 500 || this.status === 429 || this.status === 408; }
 }
 
 /** Largest upstream file copied into the blob store. */
@@ -21,22 +20,9 @@ const MIME_BY_TYPE: Record<string, string> = {
 };
 
 export async function requestJson(url: string, init: RequestInit & { signal: AbortSignal }, key?: string): Promise<unknown> {
-  let res: Response;
-  let text: string;
-  try {
-    res = await fetch(url, init);
-    text = await res.text();
-  } catch (err) {
-    if (init.signal.aborted) throw err;
-    const code = causeCode(err);
-    throw new TransportFailure(`upstream connection failed (${code ?? (err as Error).message})`, !NOT_DISPATCHED_CODES.has(code ?? ''));
-  }
+  const { res, text } = await fetchText(url, init);
   if (!res.ok) throw new HttpStatusFailure(res.status, `upstream answered ${res.status}: ${upstreamMessage(text, key)}`);
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new UpstreamFailure('upstream_error', 'upstream answered with a body that is not JSON');
-  }
+  return parseUpstreamJson(text);
 }
 
 /** Downloads one file (at most MAX_VIDEO_BYTES) and stores it; returns its Kiln URL. */

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import type { BlobStore } from '../../src/infra/blobs.js';
 import type { VideoCheck, VideoJob } from '../../src/shared/video.js';
 import { renderPromptMp4 } from './render-mp4.js';
-import { UpstreamFailure } from '../image/types.js';
+import { UpstreamFailure } from '../upstream-http.js';
 import type { VideoCall, VideoFinished, VideoProvider } from './types.js';
 
 export class LocalVideoProvider implements VideoProvider {

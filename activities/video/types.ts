@@ -1,4 +1,5 @@
 import type { VideoModel } from '../../src/config.js';
+import type { Dispatching } from '../upstream-call.js';
 import type { VideoCheck, VideoJob, VideoOutput, VideoResult, VideoTaskInput } from '../../src/shared/video.js';
 
 export interface VideoCall {
@@ -18,7 +19,7 @@ export interface VideoFinished {
 /** One provider speaks one upstream's create / check / fetch; the workflow waits between checks. */
 export interface VideoProvider {
   /** `dispatching` must be awaited right before the create request can reach the upstream (it makes `uncertain` decidable). */
-  create(call: VideoCall & { dispatching(): Promise<void> }): Promise<VideoJob>;
+  create(call: VideoCall & { dispatching: Dispatching }): Promise<VideoJob>;
   check(call: VideoCall & { job: VideoJob }): Promise<VideoCheck>;
   /** Copies the finished outputs into Kiln's blob store, so links never expire with the upstream's. */
   fetch(call: VideoCall & { job: VideoJob; outputs: VideoOutput[]; results: boolean }): Promise<VideoFinished>;

@@ -3,7 +3,7 @@
 import type { BlobStore } from '../../src/infra/blobs.js';
 import type { TaskFailureCode } from '../../src/shared/errors.js';
 import type { NodeInfo, VideoCheck, VideoJob, VideoOutput, VideoResult } from '../../src/shared/video.js';
-import { UpstreamFailure } from '../image/types.js';
+import { UpstreamFailure } from '../upstream-http.js';
 import { copyToBlobs, requestJson } from './http.js';
 import type { VideoCall, VideoFinished, VideoProvider } from './types.js';
 

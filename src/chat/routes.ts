@@ -1,18 +1,20 @@
-// POST /v1/chat/completions: a plain JSON reply, or server-sent events relayed chunk by chunk.
+// POST /v1/chat/completions, mounted and documented from one declaration (see
+// http/route-table.ts): a plain JSON reply, or server-sent events relayed chunk by chunk.
 import { Readable } from 'node:stream';
-import Router from '@koa/router';
-import type { Context, Middleware } from 'koa';
+import type { Context } from 'koa';
+import { z } from 'zod';
 import type { Logger } from 'pino';
 import type { ChatChunk } from './types.js';
-import type { Authenticator } from '../infra/auth.js';
+import { DEFAULT_MODELS, modelsOfKind } from '../config.js';
 import type { ChatService } from './service.js';
 import { KilnError } from '../shared/errors.js';
 import { jsonBody, rawBodyBytes } from '../http/body.js';
 import { toKilnError } from '../http/errors.js';
-import './openapi.js';
+import { route, type RouteDef } from '../http/route-table.js';
+import { chatBodySchema } from './validate.js';
+import { ChatCompletion } from './openapi.js';
 
 export interface ChatRouteDeps {
-  auth: Authenticator;
   chat: ChatService;
   log: Logger;
 }
@@ -42,27 +44,40 @@ async function* sse(chunks: AsyncIterable<ChatChunk>, log: Logger): AsyncGenerat
   }
 }
 
-export function chatRoutes({ auth, chat, log }: ChatRouteDeps): Middleware {
-  const router = new Router();
+// The schema validateChat uses, with the default model's limits (each chat model has its own).
+const ChatRequest = chatBodySchema(modelsOfKind(DEFAULT_MODELS, 'chat')[0]).meta({ id: 'ChatCompletionRequest' });
 
-  router.post('/v1/chat/completions', async (ctx) => {
-    const who = await auth.authenticate(ctx.get('authorization') || undefined);
-    await readBody(ctx, chat.bodyLimit);
-    const gone = new AbortController();
-    ctx.res.once('close', () => { if (!ctx.res.writableFinished) gone.abort(); });
-    const outcome = await chat.complete(who, ctx.request.body, rawBodyBytes(ctx), gone.signal);
-    if (!outcome.stream) {
-      ctx.body = outcome.completion;
-      return;
-    }
-    ctx.type = 'text/event-stream; charset=utf-8';
-    ctx.set('Cache-Control', 'no-cache');
-    // Proxies such as nginx would otherwise hold chunks back.
-    ctx.set('X-Accel-Buffering', 'no');
-    ctx.body = Readable.from(sse(outcome.chunks, log), { objectMode: false });
-  });
-
-  const routes = router.routes() as Middleware;
-  const allowed = router.allowedMethods() as Middleware;
-  return (ctx, next) => routes(ctx, () => allowed(ctx, next));
+export function chatRoutes({ chat, log }: ChatRouteDeps): RouteDef[] {
+  return [route({
+    method: 'post', route: '/v1/chat/completions', operationId: 'createChatCompletion', tags: ['chat'],
+    summary: 'Multimodal chat completion (text and data-URI images in, text out), synchronous, optionally streamed',
+    description: 'Limits per chat model: `maxBodyBytes` (request body after gzip/br decompression), `maxImages`, `maxImageBytes` '
+      + '(one image, decoded), `maxOutputTokens` (highest max_tokens). When the client disconnects, the upstream request is aborted.',
+    // The body limit and the schema depend on the model the body names: the service validates it.
+    request: { body: ChatRequest, checkedByHandler: ['body'] },
+    responses: { 200: {
+      description: 'The completion (or, with stream: true, server-sent events)', schema: ChatCompletion,
+      alternatives: { 'text/event-stream': z.string().meta({ description: 'stream: true: `data: <chat.completion.chunk>` events, then `data: [DONE]`' }) },
+    } },
+    errors: [
+      'invalid_request', 'invalid_image_url', 'too_many_images', 'image_too_large', 'request_too_large', 'model_not_found',
+      'unsupported_content_encoding', 'unsupported_media_type',
+      'auth_failed', 'insufficient_balance', 'upstream_rate_limited', 'upstream_error', 'upstream_timeout',
+    ],
+    handler: async (ctx, { caller }) => {
+      await readBody(ctx, chat.bodyLimit);
+      const gone = new AbortController();
+      ctx.res.once('close', () => { if (!ctx.res.writableFinished) gone.abort(); });
+      const outcome = await chat.complete(caller, ctx.request.body, rawBodyBytes(ctx), gone.signal);
+      if (!outcome.stream) {
+        ctx.body = outcome.completion;
+        return;
+      }
+      ctx.type = 'text/event-stream; charset=utf-8';
+      ctx.set('Cache-Control', 'no-cache');
+      // Proxies such as nginx would otherwise hold chunks back.
+      ctx.set('X-Accel-Buffering', 'no');
+      ctx.body = Readable.from(sse(outcome.chunks, log), { objectMode: false });
+    },
+  })];
 }

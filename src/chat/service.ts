@@ -8,6 +8,7 @@ import { OpenAIChatProvider } from './providers/openai.js';
 import type { ChatCall, ChatChunk, ChatCompletion, ChatProvider } from './types.js';
 import { requestedModel, validateChat } from './validate.js';
 import { KilnError } from '../shared/errors.js';
+import { upstreamKey } from '../shared/credentials.js';
 import type { Caller } from '../infra/auth.js';
 
 export type ChatOutcome =
@@ -44,8 +45,7 @@ export class ChatService {
       throw new KilnError('request_too_large', `The request body has ${bodyBytes} bytes after decompression; model ${model.id} accepts at most ${model.maxBodyBytes}.`);
     }
     const { request, images } = validateChat(raw, model);
-    const credential = model.credential === 'passthrough' ? caller.credential
-      : typeof model.credential === 'object' ? this.upstreamKeys?.[model.id] : undefined;
+    const credential = upstreamKey(model, caller.credential, (id) => this.upstreamKeys?.[id]);
 
     // The budget covers the wait for an answer and, when streaming, each wait for the next chunk.
     const budget = new AbortController();

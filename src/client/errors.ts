@@ -1,8 +1,9 @@
 // Typed errors of the Kiln client. The codes and their HTTP statuses come from the server's one
 // catalogue (src/shared/errors.ts, a pure module), so client and server cannot drift apart.
 import { ERROR_STATUS, type ErrorCode } from '../shared/errors.js';
+import { parseRetryAfter } from '../shared/retry-after.js';
 
-export { ERROR_STATUS, type ErrorCode };
+export { ERROR_STATUS, type ErrorCode, parseRetryAfter };
 
 /** Base of every error this client throws. */
 export class KilnClientError extends Error {
@@ -101,14 +102,6 @@ export function errorFromResponse(status: number, headers: Headers, body: unknow
   const message = typeof err?.message === 'string' ? err.message : typeof body === 'string' && body ? body.slice(0, 200) : 'no error body';
   const Cls = BY_CODE[code] ?? BY_STATUS[status] ?? (status >= 500 ? InternalServerError : KilnAPIError);
   return new Cls(status, code, message, headers, body);
-}
-
-/** `Retry-After` as seconds: delta-seconds or an HTTP date. */
-export function parseRetryAfter(value: string | null, now = Date.now()): number | undefined {
-  if (!value) return undefined;
-  if (/^\d+(\.\d+)?$/.test(value.trim())) return Number(value);
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? undefined : Math.max(0, (at - now) / 1000);
 }
 
 /**

@@ -3,6 +3,7 @@
 //   first check 50 s after submit, then every 10 s; a longer Retry-After / next_poll_after_ms wins;
 //   give up after 1200 s with the task id; batches only carry unfinished ids, at most 100 per
 //   request, all sent in the same cycle; transport failures are retried with backoff; 429 waits.
+import { abortableSleep } from '../shared/abortable-sleep.js';
 import { isRetryable, KilnAPIError, PollTimeoutError } from './errors.js';
 
 export interface PollingOptions {
@@ -40,12 +41,7 @@ export interface Clock {
 /** Wall-clock time through Date.now and setTimeout (both of which fake timers replace). */
 export const realClock: Clock = {
   now: () => Date.now(),
-  sleep: (ms, signal) => new Promise<void>((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const onAbort = () => { clearTimeout(timer); reject(signal!.reason); };
-    const timer = setTimeout(() => { signal?.removeEventListener('abort', onAbort); resolve(); }, Math.max(0, ms));
-    signal?.addEventListener('abort', onAbort, { once: true });
-  }),
+  sleep: abortableSleep,
 };
 
 // ---- the schedule (pure) ----

@@ -4,7 +4,7 @@
 import type { Context, Middleware } from 'koa';
 import { koaBody } from 'koa-body';
 import { KilnError } from '../shared/errors.js';
-import { LIMITS } from '../image/validate.js';
+import { LIMITS } from '../shared/limits.js';
 
 const ALLOWED_ENCODINGS = new Set(['identity', 'gzip', 'br']);
 
@@ -43,4 +43,10 @@ export function jsonBody({ limitBytes = LIMITS.bodyBytes, keepRaw = false }: Jso
     }
     await parse(ctx, next);
   };
+}
+
+/** Answers with JSON that is already serialised (stored views): no parse, no stringify. */
+export function sendJsonText(ctx: Context, json: string): void {
+  ctx.type = 'application/json; charset=utf-8';
+  ctx.body = json;
 }

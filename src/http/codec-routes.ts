@@ -7,13 +7,12 @@
 // use route templates).
 import { timingSafeEqual, createHash } from 'node:crypto';
 import cors from '@koa/cors';
-import Router from '@koa/router';
 import type { Context, Middleware } from 'koa';
 import { koaBody } from 'koa-body';
 import { z } from 'zod';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import { KilnError } from '../shared/errors.js';
-import { registerOperation } from './openapi.js';
+import { route, type RouteDef, type RouteSpec } from './route-table.js';
 
 export interface CodecDeps {
   codec: PayloadCodec;
@@ -25,20 +24,6 @@ const b64 = z.string().max(8 * 1024 * 1024).regex(/^[A-Za-z0-9+/=_-]*$/, 'must b
 const Payloads = z.object({
   payloads: z.array(z.object({ metadata: z.record(z.string(), b64).optional(), data: b64.optional() })).max(10_000),
 }).meta({ id: 'CodecPayloads' });
-
-const ROUTES = ['/codec/decode', '/codec/encode', '/codec/t/:token/decode', '/codec/t/:token/encode'];
-for (const route of ROUTES) {
-  const op = route.endsWith('decode') ? 'decode' : 'encode';
-  const inPath = route.includes(':token');
-  registerOperation({
-    method: 'post', route, operationId: `codec${op === 'decode' ? 'Decode' : 'Encode'}${inPath ? 'PathToken' : ''}`,
-    tags: ['operations'], auth: inPath ? false : 'operator',
-    summary: `${op === 'decode' ? 'Decrypt' : 'Encrypt'} Temporal payloads (remote codec protocol)${inPath ? ', token in the path (for the Web UI)' : ''}`,
-    request: { ...(inPath ? { params: z.object({ token: z.string() }) } : {}), body: Payloads },
-    responses: { 200: { description: 'The payloads, in the same order', schema: Payloads } },
-    errors: ['invalid_request', 'not_found', ...(inPath ? (['missing_api_key'] as const) : []), 'request_too_large', 'unsupported_media_type'],
-  });
-}
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 const same = (a: string, b: string) => timingSafeEqual(digest(a), digest(b));
@@ -65,13 +50,13 @@ export function codecCors(origins: string[]): Middleware {
   return (ctx, next) => (ctx.path.startsWith('/codec/') ? handler(ctx, next) : next());
 }
 
-export function codecRoutes({ codec, operatorToken }: CodecDeps): Router {
-  const router = new Router();
+/** The four codec routes: decode and encode, with the token in the Authorization header or the path. */
+export function codecRoutes({ codec, operatorToken }: CodecDeps): RouteDef[] {
   const parse = koaBody({ json: true, jsonStrict: true, jsonLimit: '12mb', multipart: false, urlencoded: false, text: false });
 
-  const handle = (op: 'encode' | 'decode') => async (ctx: Context) => {
+  const handle = async (ctx: Context, op: 'encode' | 'decode', pathToken: string | undefined) => {
     if (!operatorToken) throw new KilnError('not_found', 'The codec endpoints are off: set KILN_OPERATOR_TOKEN to enable them.');
-    const given = ctx.params.token ?? /^Bearer (\S+)$/.exec(ctx.get('authorization'))?.[1];
+    const given = pathToken ?? /^Bearer (\S+)$/.exec(ctx.get('authorization'))?.[1];
     if (!given || !same(given, operatorToken)) throw new KilnError('missing_api_key', 'The codec endpoints need the operator token.');
     if (!ctx.is('application/json')) throw new KilnError('unsupported_media_type', 'Send the body as Content-Type: application/json.');
     await parse(ctx, async () => undefined);
@@ -88,9 +73,28 @@ export function codecRoutes({ codec, operatorToken }: CodecDeps): Router {
     ctx.body = { payloads: out.map(fromPayload) };
   };
 
-  router.post('/codec/decode', handle('decode'));
-  router.post('/codec/encode', handle('encode'));
-  router.post('/codec/t/:token/decode', handle('decode'));
-  router.post('/codec/t/:token/encode', handle('encode'));
-  return router;
+  const declare = (op: 'encode' | 'decode', inPath: boolean) => {
+    const Op = op === 'decode' ? 'Decode' : 'Encode';
+    const doc: Pick<RouteSpec, 'method' | 'operationId' | 'tags' | 'summary' | 'responses' | 'errors'> = {
+      method: 'post', operationId: `codec${Op}${inPath ? 'PathToken' : ''}`, tags: ['operations'],
+      summary: `${op === 'decode' ? 'Decrypt' : 'Encrypt'} Temporal payloads (remote codec protocol)${inPath ? ', token in the path (for the Web UI)' : ''}`,
+      responses: { 200: { description: 'The payloads, in the same order', schema: Payloads } },
+      errors: ['invalid_request', 'not_found', ...(inPath ? (['missing_api_key'] as const) : []), 'request_too_large', 'unsupported_media_type'],
+    };
+    // The handler checks the token (the endpoints answer not_found while it is unset) before it
+    // reads the body, with its own size limit and message.
+    return inPath
+      ? route({
+        ...doc, route: `/codec/t/:token/${op}`, auth: false,
+        request: { params: z.object({ token: z.string() }), body: Payloads, checkedByHandler: ['body'] },
+        handler: (ctx, { params }) => handle(ctx, op, params.token),
+      })
+      : route({
+        ...doc, route: `/codec/${op}`, auth: 'operator',
+        request: { body: Payloads, checkedByHandler: ['body'] },
+        handler: (ctx) => handle(ctx, op, undefined),
+      });
+  };
+
+  return [declare('decode', false), declare('encode', false), declare('decode', true), declare('encode', true)];
 }

@@ -1,6 +1,5 @@
-// The OpenAPI 3.1 document, generated from the zod schemas the handlers validate with.
-// Each router module registers its operations here (at import time, next to its routes), and a
-// test walks the mounted Koa routers so a route that is not registered fails the build.
+// The OpenAPI 3.1 document, generated from the operations the app mounts (route-table.ts): the
+// zod schemas in each declaration are the ones its input is validated with.
 import { OpenAPIRegistry, OpenApiGeneratorV31, type RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
 import { ERROR_STATUS, TASK_FAILURE_CODES, type ErrorCode } from '../shared/errors.js';
@@ -36,17 +35,6 @@ export interface OperationDoc {
   responses: Record<number, ResponseDoc>;
   /** Error codes this operation can answer with; statuses come from the one error catalogue. */
   errors?: ErrorCode[];
-}
-
-const operations = new Map<string, OperationDoc>();
-
-/** Registers (or replaces) one operation; call it from the module that defines the route. */
-export function registerOperation(op: OperationDoc): void {
-  operations.set(`${op.method.toUpperCase()} ${op.route}`, op);
-}
-
-export function registeredOperations(): OperationDoc[] {
-  return [...operations.values()];
 }
 
 export const openApiPath = (op: Pick<OperationDoc, 'route' | 'path'>) => op.path ?? op.route.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
@@ -115,7 +103,7 @@ function toRouteConfig(op: OperationDoc): RouteConfig {
   };
 }
 
-export function buildOpenApiDocument(opts: { serverUrl?: string; version?: string } = {}) {
+export function buildOpenApiDocument(operations: readonly OperationDoc[], opts: { serverUrl?: string; version?: string } = {}) {
   const registry = new OpenAPIRegistry();
   registry.registerComponent('securitySchemes', 'bearerAuth', {
     type: 'http', scheme: 'bearer',
@@ -132,7 +120,7 @@ export function buildOpenApiDocument(opts: { serverUrl?: string; version?: strin
       content: { 'application/json': { schema: { type: 'object', properties: { error: { type: 'object', properties: { code: { type: 'string', const: code }, message: { type: 'string' } }, required: ['code', 'message'] } }, required: ['error'] } } },
     });
   }
-  const ops = registeredOperations().sort((a, b) => openApiPath(a).localeCompare(openApiPath(b)) || a.method.localeCompare(b.method));
+  const ops = [...operations].sort((a, b) => openApiPath(a).localeCompare(openApiPath(b)) || a.method.localeCompare(b.method));
   for (const op of ops) registry.registerPath(toRouteConfig(op));
   const catalogue = Object.entries(ERROR_STATUS).map(([c, s]) => `| \`${c}\` | ${(TASK_FAILURE_CODES as readonly string[]).includes(c) && c !== 'invalid_request' ? `${s} (chat); a failed task's error.code` : s} |`).join('\n');
   return new OpenApiGeneratorV31(registry.definitions).generateDocument({

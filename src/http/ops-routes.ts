@@ -1,14 +1,15 @@
 // Operator endpoints: readiness, Prometheus metrics, the OpenAPI document and its reference page
-// (Swagger UI served from node_modules: no CDN, works offline).
+// (Swagger UI served from node_modules: no CDN, works offline). One declaration per route (see
+// route-table.ts).
 import { createReadStream } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import Router from '@koa/router';
 import { z } from 'zod';
 import type { ApiMetrics } from '../ops/metrics.js';
 import type { CheckResult } from '../ops/readiness.js';
 import { KilnError } from '../shared/errors.js';
-import { buildOpenApiDocument, registerOperation } from './openapi.js';
+import { buildOpenApiDocument, type OperationDoc } from './openapi.js';
+import { route, type RouteDef } from './route-table.js';
 
 export interface OpsDeps {
   metrics: ApiMetrics;
@@ -44,74 +45,70 @@ const Check = z.object({ ok: z.boolean(), ms: z.number().int(), detail: z.string
 const Readiness = z.object({ status: z.enum(['ready', 'unready']), checks: z.object({ redis: Check, temporal: Check, worker: Check }) }).meta({ id: 'Readiness' });
 const text = (description: string, contentType: string) => ({ description, contentType, schema: z.string() });
 
-registerOperation({
-  method: 'get', route: '/readyz', operationId: 'readyz', tags: ['operations'], auth: false,
-  summary: 'Readiness: Redis and Temporal reachable, a worker polling the task queue',
-  description: 'Each check has a 1 s deadline, so this answers within about a second whatever is down.',
-  responses: { 200: { description: 'Ready', schema: Readiness }, 503: { description: 'Not ready (or shutting down)', schema: Readiness } },
-});
-registerOperation({
-  method: 'get', route: '/metrics', operationId: 'metrics', tags: ['operations'], auth: false,
-  summary: 'Prometheus metrics of this API process', responses: { 200: text('Prometheus text format', 'text/plain; version=0.0.4') },
-});
-registerOperation({
-  method: 'get', route: '/openapi.json', operationId: 'openapi', tags: ['operations'], auth: false,
-  summary: 'This OpenAPI 3.1 document', responses: { 200: { description: 'OpenAPI document', schema: z.record(z.string(), z.unknown()) } },
-});
-registerOperation({
-  method: 'get', route: '/docs', operationId: 'docs', tags: ['operations'], auth: false,
-  summary: 'Interactive API reference (served by Kiln, works offline)', responses: { 200: text('HTML page', 'text/html') },
-});
-registerOperation({
-  method: 'get', route: '/docs/assets/:file', operationId: 'docsAsset', tags: ['operations'], auth: false,
-  summary: 'Static files of the reference page', request: { params: z.object({ file: z.string() }) },
-  responses: { 200: text('The file', 'application/octet-stream') }, errors: ['not_found'],
-});
-
-export function opsRoutes({ metrics, readiness, stopping }: OpsDeps): Router {
-  const router = new Router();
+/** `documented`: every operation the app mounts, this table's included; read on the first request. */
+export function opsRoutes({ metrics, readiness, stopping }: OpsDeps, documented: () => readonly OperationDoc[]): RouteDef[] {
   let doc: string | undefined;
+  return [
+    route({
+      method: 'get', route: '/readyz', operationId: 'readyz', tags: ['operations'], auth: false,
+      summary: 'Readiness: Redis and Temporal reachable, a worker polling the task queue',
+      description: 'Each check has a 1 s deadline, so this answers within about a second whatever is down.',
+      responses: { 200: { description: 'Ready', schema: Readiness }, 503: { description: 'Not ready (or shutting down)', schema: Readiness } },
+      handler: async (ctx) => {
+        const r = await readiness();
+        const ready = r.ready && !stopping();
+        ctx.status = ready ? 200 : 503;
+        ctx.set('Cache-Control', 'no-store');
+        ctx.body = { status: ready ? 'ready' : 'unready', checks: r.checks };
+      },
+    }),
 
-  router.get('/readyz', async (ctx) => {
-    const r = await readiness();
-    const ready = r.ready && !stopping();
-    ctx.status = ready ? 200 : 503;
-    ctx.set('Cache-Control', 'no-store');
-    ctx.body = { status: ready ? 'ready' : 'unready', checks: r.checks };
-  });
+    route({
+      method: 'get', route: '/metrics', operationId: 'metrics', tags: ['operations'], auth: false,
+      summary: 'Prometheus metrics of the API (summed over its processes)', responses: { 200: text('Prometheus text format', 'text/plain; version=0.0.4') },
+      handler: async (ctx) => {
+        ctx.type = metrics.contentType;
+        ctx.body = await metrics.render();
+      },
+    }),
 
-  router.get('/metrics', async (ctx) => {
-    ctx.type = metrics.registry.contentType;
-    ctx.body = await metrics.registry.metrics();
-  });
+    route({
+      method: 'get', route: '/openapi.json', operationId: 'openapi', tags: ['operations'], auth: false,
+      summary: 'This OpenAPI 3.1 document', responses: { 200: { description: 'OpenAPI document', schema: z.record(z.string(), z.unknown()) } },
+      handler: (ctx) => {
+        doc ??= JSON.stringify(buildOpenApiDocument(documented()));
+        ctx.type = 'application/json';
+        ctx.body = doc;
+      },
+    }),
 
-  router.get('/openapi.json', (ctx) => {
-    // Built on first use: every route module has registered its operations by then.
-    doc ??= JSON.stringify(buildOpenApiDocument());
-    ctx.type = 'application/json';
-    ctx.body = doc;
-  });
+    route({
+      method: 'get', route: '/docs', operationId: 'docs', tags: ['operations'], auth: false,
+      summary: 'Interactive API reference (served by Kiln, works offline)', responses: { 200: text('HTML page', 'text/html') },
+      handler: (ctx) => {
+        // Relative asset URLs need the trailing-slash-free path; /docs/ would resolve them one level down.
+        ctx.type = 'text/html; charset=utf-8';
+        ctx.set('Content-Security-Policy', CSP);
+        ctx.body = PAGE;
+      },
+    }),
 
-  router.get('/docs', (ctx) => {
-    // Relative asset URLs need the trailing-slash-free path; /docs/ would resolve them one level down.
-    ctx.type = 'text/html; charset=utf-8';
-    ctx.set('Content-Security-Policy', CSP);
-    ctx.body = PAGE;
-  });
-
-  router.get('/docs/assets/:file', (ctx) => {
-    const file = ctx.params.file;
-    ctx.set('Cache-Control', 'public, max-age=3600');
-    if (file === 'kiln-docs.js') {
-      ctx.type = 'application/javascript; charset=utf-8';
-      ctx.body = INIT_JS;
-      return;
-    }
-    const type = ASSETS[file];
-    if (!type) throw new KilnError('not_found', 'No such file.');
-    ctx.type = type;
-    ctx.body = createReadStream(join(UI_DIR, file));
-  });
-
-  return router;
+    route({
+      method: 'get', route: '/docs/assets/:file', operationId: 'docsAsset', tags: ['operations'], auth: false,
+      summary: 'Static files of the reference page', request: { params: z.object({ file: z.string() }) },
+      responses: { 200: text('The file', 'application/octet-stream') }, errors: ['not_found'],
+      handler: (ctx, { params: { file } }) => {
+        ctx.set('Cache-Control', 'public, max-age=3600');
+        if (file === 'kiln-docs.js') {
+          ctx.type = 'application/javascript; charset=utf-8';
+          ctx.body = INIT_JS;
+          return;
+        }
+        const type = ASSETS[file];
+        if (!type) throw new KilnError('not_found', 'No such file.');
+        ctx.type = type;
+        ctx.body = createReadStream(join(UI_DIR, file));
+      },
+    }),
+  ];
 }

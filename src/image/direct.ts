@@ -4,12 +4,14 @@
 import type { Client } from '@temporalio/client';
 import type { ImageModel } from '../config.js';
 import { ERROR_STATUS, KilnError, type ErrorCode } from '../shared/errors.js';
-import type { Candidate, ImageRequest, Part, TaskRecord } from '../shared/task.js';
+import type { Candidate, ImageRequest, Part } from '../shared/task.js';
 import type { Caller } from '../infra/auth.js';
 import type { Blobs } from '../infra/blob-store.js';
 import { UnusableUrl, type SafeFetch } from '../infra/safe-fetch.js';
 import type { TaskService } from './service.js';
 import { validateSubmit } from './validate.js';
+// Type only: the handle's result is typed by the workflow function, whose code the API never loads.
+import type { imageTaskWorkflow } from '../../workflows/image-task.js';
 
 /** The contract's limit for the direct request form (task submissions allow 8). */
 export const DIRECT_REFERENCE_IMAGES = 5;
@@ -54,7 +56,7 @@ export class DirectService {
 
   async generate(caller: Caller, model: ImageModel, request: ImageRequest, output: DirectOutput): Promise<{ taskId: string; body: DirectResponse }> {
     const { id } = await this.tasks.submit(caller, model, request);
-    const record = (await this.temporal.workflow.getHandle(id).result()) as TaskRecord;
+    const record = await this.temporal.workflow.getHandle<typeof imageTaskWorkflow>(id).result();
     if (record.status === 'uncertain') {
       throw new KilnError('upstream_error', `Task ${id}: the outcome is uncertain. ${record.uncertain_reason ?? ''}`.trim());
     }

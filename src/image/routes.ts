@@ -1,19 +1,19 @@
-// Thin handlers: parse with zod, call one service function, set status and body.
-import Router from '@koa/router';
-import type { Context } from 'koa';
+// The image routes' table: each entry is mounted, validated and documented from one declaration
+// (see http/route-table.ts). Handlers stay thin: call one service function, set status and body.
 import { z } from 'zod';
 import type { Model } from '../config.js';
 import { KilnError } from '../shared/errors.js';
-import type { Authenticator, Caller } from '../infra/auth.js';
 import type { FsBlobStore } from '../infra/blobs.js';
+import { EXT_BY_TYPE } from '../infra/blobs.js';
+import { UNFINISHED_STATUSES } from '../shared/task.js';
+import { jsonBody, sendJsonText } from '../http/body.js';
+import { route, type RouteDef } from '../http/route-table.js';
 import type { TaskService } from './service.js';
-import { validateSubmit } from './validate.js';
+import { SubmitBody, validateSubmit } from './validate.js';
 import { validateDirect, type DirectService } from './direct.js';
-import { UNFINISHED_STATUSES, type TaskStatus } from '../shared/task.js';
-import { jsonBody } from '../http/body.js';
+import { BatchList, ImageTask, ModelList, RecentList, SubmitResponse, TaskId } from './openapi.js';
 
-export interface RouteDeps {
-  auth: Authenticator;
+export interface ImageRouteDeps {
   models: Model[];
   tasks: TaskService;
   blobs: FsBlobStore;
@@ -22,92 +22,148 @@ export interface RouteDeps {
   direct?: DirectService;
 }
 
-export const BatchBody = z.object({ ids: z.array(z.string().max(256)).min(1, 'ids must not be empty').max(100, 'at most 100 ids per request') });
-const intParam = (min: number, max: number) => z.string().regex(/^\d{1,10}$/, 'must be a whole number').transform(Number).pipe(z.number().int().min(min).max(max));
-export const ListQuery = z.object({
-  days: intParam(1, 3).default(3),
-  limit: intParam(1, 100).default(20),
-  before_created_at: intParam(0, 99_999_999_99).optional(),
-  before_id: z.string().max(256).optional(),
+const BatchBody = z.object({ ids: z.array(z.string().max(256)).min(1, 'ids must not be empty').max(100, 'at most 100 ids per request') });
+
+// A whole number written in a query string. A preprocess (not a string pipe) so the document
+// shows the integer a client sends, with the same bounds this enforces.
+const wholeNumber = (min: number, max: number) => z.preprocess((v, ctx) => {
+  if (typeof v !== 'string') ctx.addIssue({ code: 'invalid_type', expected: 'string', input: v });
+  else if (!/^\d{1,10}$/.test(v)) ctx.addIssue({ code: 'custom', message: 'must be a whole number', input: v });
+  else return Number(v);
+  return v;
+}, z.number().int().min(min).max(max));
+
+const ListQuery = z.object({
+  days: wholeNumber(1, 3).default(3).meta({ description: 'Look-back window in days' }),
+  limit: wholeNumber(1, 100).default(20).meta({ description: 'Items returned' }),
+  before_created_at: wholeNumber(0, 99_999_999_99).optional().meta({ description: 'Cursor: created_at of the last item of the previous page' }),
+  before_id: z.string().max(256).optional().meta({ description: 'Cursor: id of that item; only together with before_created_at' }),
 }).refine((q) => q.before_id === undefined || q.before_created_at !== undefined, { message: 'before_id must be sent together with before_created_at', path: ['before_id'] });
 
-function parse<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
-  const r = schema.safeParse(value);
-  if (r.success) return r.data;
-  const i = r.error.issues[0];
-  const path = i.path.length ? `${where}.${i.path.join('.')}` : where;
-  throw new KilnError('invalid_request', `${path}: ${i.message}`);
-}
+const RETRY_AFTER = { 'Retry-After': { description: 'While unfinished: seconds until the next useful poll.', schema: { type: 'integer' as const } } };
 
-export function buildRoutes({ auth, models, tasks, blobs, pollAfterSeconds, direct }: RouteDeps): Router {
-  const router = new Router();
-  const caller = (ctx: Context): Promise<Caller> => auth.authenticate(ctx.get('authorization') || undefined);
+export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: ImageRouteDeps): RouteDef[] {
+  return [
+    route({
+      method: 'get', route: '/healthz', operationId: 'healthz', tags: ['operations'], auth: false,
+      summary: 'Liveness: the process is up', responses: { 200: { description: 'Alive', schema: z.object({ status: z.literal('ok') }) } },
+      handler: (ctx) => { ctx.body = { status: 'ok' }; },
+    }),
 
-  router.get('/healthz', (ctx) => { ctx.body = { status: 'ok' }; });
+    route({
+      method: 'get', route: '/v1/models', operationId: 'listModels', tags: ['models'],
+      summary: 'Configured models and their kinds', responses: { 200: { description: 'Models', schema: ModelList } },
+      handler: (ctx) => {
+        ctx.body = {
+          object: 'list',
+          data: models.map((m) => ({ id: m.id, object: 'model', created: 0, owned_by: 'kiln', kind: m.kind, ...('form' in m ? { form: m.form } : {}), description: m.description ?? null })),
+        };
+      },
+    }),
 
-  router.get('/v1/models', async (ctx) => {
-    await caller(ctx);
-    ctx.body = {
-      object: 'list',
-      data: models.map((m) => ({ id: m.id, object: 'model', created: 0, owned_by: 'kiln', kind: m.kind, ...('form' in m ? { form: m.form } : {}), description: m.description ?? null })),
-    };
-  });
+    route({
+      method: 'post', route: '/v1beta/models/:modelAction', path: '/v1beta/models/{model}:generateContent',
+      operationId: 'submitImageTask', tags: ['image tasks'],
+      summary: 'Submit an image task (generateContent form)',
+      description: 'Answers 202 at once; poll `polling_url`. The request must resolve to `output=url` (query or `generationConfig.imageConfig.output`). '
+        + 'Body at most 2 MB after decompression; `Content-Encoding` gzip or br.',
+      request: {
+        params: z.object({ model: z.string().meta({ description: 'Image model id (GET /v1/models)' }) }),
+        query: z.object({ output: z.literal('url').optional() }),
+        body: SubmitBody,
+        // Koa cannot split `{model}:generateContent`, direct-form models also take output=base64,
+        // and validateSubmit answers with the contract's own error codes.
+        checkedByHandler: ['params', 'query', 'body'],
+      },
+      // Gemini clients (the @google/genai SDK) send their key as x-goog-api-key, not as a bearer token.
+      credentials: (ctx) => ctx.get('authorization') || (ctx.get('x-goog-api-key') ? `Bearer ${ctx.get('x-goog-api-key')}` : undefined),
+      responses: { 202: { description: 'Accepted', schema: SubmitResponse, links: {
+        GetTask: { operationId: 'getTask', parameters: { id: '$response.body#/id' }, description: 'Poll the task' },
+        GetTaskContent: { operationId: 'getTaskContent', parameters: { id: '$response.body#/id' }, description: 'Its first image, once succeeded' },
+        BatchGetTasks: { operationId: 'batchGetTasks', requestBody: { ids: ['$response.body#/id'] }, description: 'Poll it in a batch' },
+      } } },
+      errors: ['invalid_request', 'output_must_be_url', 'prompt_too_long', 'too_many_reference_images', 'invalid_reference_image_url',
+        'invalid_reference_image_scheme', 'model_not_found', 'not_found', 'request_too_large', 'unsupported_content_encoding',
+        'unsupported_media_type', 'queue_full', 'service_unavailable'],
+      handler: async (ctx, { caller }) => {
+        const { modelAction } = ctx.params;
+        const cut = modelAction.lastIndexOf(':');
+        if (cut < 0 || modelAction.slice(cut + 1) !== 'generateContent') throw new KilnError('not_found', 'Use POST /v1beta/models/{model}:generateContent.');
+        const model = tasks.model(modelAction.slice(0, cut));
+        await jsonBody()(ctx, async () => undefined);
+        const output = typeof ctx.query.output === 'string' ? ctx.query.output : Array.isArray(ctx.query.output) ? '' : undefined;
+        if (model.form === 'direct' && direct) {
+          const asked = validateDirect(ctx.request.body, output, model);
+          const { taskId, body } = await direct.generate(caller, model, asked.request, asked.output);
+          ctx.set('X-Kiln-Task-Id', taskId);
+          ctx.body = body;
+          return;
+        }
+        const request = validateSubmit(ctx.request.body, output, model);
+        ctx.status = 202;
+        ctx.body = await tasks.submit(caller, model, request);
+      },
+    }),
 
-  router.post('/v1beta/models/:modelAction', async (ctx) => {
-    // Gemini clients (the @google/genai SDK) send their key as x-goog-api-key, not as a bearer token.
-    const googKey = ctx.get('x-goog-api-key');
-    const who = ctx.get('authorization') || !googKey ? await caller(ctx) : await auth.authenticate(`Bearer ${googKey}`);
-    const { modelAction } = ctx.params;
-    const cut = modelAction.lastIndexOf(':');
-    if (cut < 0 || modelAction.slice(cut + 1) !== 'generateContent') throw new KilnError('not_found', 'Use POST /v1beta/models/{model}:generateContent.');
-    const model = tasks.model(modelAction.slice(0, cut));
-    await jsonBody()(ctx, async () => undefined);
-    const output = typeof ctx.query.output === 'string' ? ctx.query.output : Array.isArray(ctx.query.output) ? '' : undefined;
-    if (model.form === 'direct' && direct) {
-      const asked = validateDirect(ctx.request.body, output, model);
-      const { taskId, body } = await direct.generate(who, model, asked.request, asked.output);
-      ctx.set('X-Kiln-Task-Id', taskId);
-      ctx.body = body;
-      return;
-    }
-    const request = validateSubmit(ctx.request.body, output, model);
-    ctx.status = 202;
-    ctx.body = await tasks.submit(who, model, request);
-  });
+    route({
+      method: 'get', route: '/v1/tasks', operationId: 'listTasks', tags: ['image tasks'],
+      summary: 'Recent tasks of the caller, newest first',
+      request: { query: ListQuery },
+      responses: { 200: { description: 'Recent tasks', schema: RecentList } },
+      errors: ['invalid_request', 'service_unavailable'],
+      handler: async (ctx, { caller, query }) => { sendJsonText(ctx, await tasks.list(caller, query)); },
+    }),
 
-  router.get('/v1/tasks', async (ctx) => {
-    const who = await caller(ctx);
-    ctx.body = await tasks.list(who, parse(ListQuery, ctx.query, 'query'));
-  });
+    route({
+      method: 'post', route: '/v1/tasks/batch-get', operationId: 'batchGetTasks', tags: ['image tasks'],
+      summary: 'Poll 1 to 100 tasks at once',
+      request: { body: BatchBody },
+      responses: { 200: { description: 'One item per distinct id, in first-occurrence order', schema: BatchList } },
+      errors: ['invalid_request', 'rate_limited', 'request_too_large', 'unsupported_content_encoding', 'unsupported_media_type'],
+      handler: async (ctx, { caller, body }) => { sendJsonText(ctx, await tasks.batchGet(caller, body.ids)); },
+    }),
 
-  router.post('/v1/tasks/batch-get', async (ctx) => {
-    const who = await caller(ctx);
-    await jsonBody()(ctx, async () => undefined);
-    const { ids } = parse(BatchBody, ctx.request.body, 'body');
-    ctx.body = await tasks.batchGet(who, ids);
-  });
+    route({
+      method: 'get', route: '/v1/tasks/:id', operationId: 'getTask', tags: ['image tasks'],
+      summary: 'One task',
+      request: { params: z.object({ id: TaskId }) },
+      responses: { 200: { description: 'The task in its state-dependent form', schema: ImageTask, headers: RETRY_AFTER } },
+      errors: ['not_found', 'rate_limited'],
+      handler: async (ctx, { caller, params }) => {
+        const task = await tasks.get(caller, params.id);
+        if (UNFINISHED_STATUSES.includes(task.status)) ctx.set('Retry-After', String(pollAfterSeconds));
+        sendJsonText(ctx, task.json);
+      },
+    }),
 
-  router.get('/v1/tasks/:id', async (ctx) => {
-    const task = await tasks.get(await caller(ctx), ctx.params.id);
-    if (UNFINISHED_STATUSES.includes(task.status as TaskStatus)) ctx.set('Retry-After', String(pollAfterSeconds));
-    ctx.body = task;
-  });
+    route({
+      method: 'get', route: '/v1/tasks/:id/content', operationId: 'getTaskContent', tags: ['image tasks'],
+      summary: 'Redirect to the first image of a finished task',
+      request: { params: z.object({ id: TaskId }) },
+      responses: { 302: { description: 'Location: the first image URL', headers: { Location: { description: 'Image URL', schema: { type: 'string' } } } } },
+      errors: ['not_found', 'task_not_ready', 'task_failed'],
+      handler: async (ctx, { caller, params }) => {
+        const url = await tasks.contentUrl(caller, params.id);
+        ctx.status = 302;
+        ctx.redirect(url);
+      },
+    }),
 
-  router.get('/v1/tasks/:id/content', async (ctx) => {
-    const url = await tasks.contentUrl(await caller(ctx), ctx.params.id);
-    ctx.status = 302;
-    ctx.redirect(url);
-  });
-
-  router.get('/v1/files/:name', async (ctx) => {
-    const file = await blobs.open(ctx.params.name);
-    if (!file) throw new KilnError('not_found', 'No such file.');
-    ctx.type = file.type;
-    ctx.length = file.size;
-    // Names are random and content never changes under a name.
-    ctx.set('Cache-Control', 'public, max-age=31536000, immutable');
-    ctx.body = file.stream;
-  });
-
-  return router;
+    route({
+      method: 'get', route: '/v1/files/:name', operationId: 'getFile', tags: ['files'], auth: false,
+      summary: 'A generated file (unguessable name, immutable)',
+      request: { params: z.object({ name: z.string() }) },
+      responses: { 200: { description: 'The file', contentType: [...Object.keys(EXT_BY_TYPE), 'application/octet-stream'], schema: z.string().meta({ format: 'binary' }) } },
+      errors: ['not_found'],
+      handler: async (ctx, { params }) => {
+        const file = await blobs.open(params.name);
+        if (!file) throw new KilnError('not_found', 'No such file.');
+        ctx.type = file.type;
+        ctx.length = file.size;
+        // Names are random and content never changes under a name.
+        ctx.set('Cache-Control', 'public, max-age=31536000, immutable');
+        ctx.body = file.stream;
+      },
+    }),
+  ];
 }

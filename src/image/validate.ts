@@ -4,21 +4,11 @@ import type { ImageModel } from '../config.js';
 import { KilnError } from '../shared/errors.js';
 import { referenceImages } from '../shared/prompt.js';
 import type { ImageRequest, Part } from '../shared/task.js';
+import { checkHttpUrl } from '../shared/http-url.js';
+import { chars, LIMITS } from '../shared/limits.js';
 
-export const LIMITS = {
-  promptChars: 4000,
-  referenceImages: 8,
-  contents: 64,
-  partsPerContent: 64,
-  bodyBytes: 2 * 1024 * 1024,
-  /** Nesting depth of the passed-through JSON (tools, generationConfig): deeper overflows serializers. */
-  jsonDepth: 64,
-  /**
-   * The request travels as one Temporal payload, whose hard limit is 2 MiB with the task envelope
-   * around it: the serialized request must leave room for that envelope.
-   */
-  requestBytes: 2 * 1024 * 1024 - 8 * 1024,
-} as const;
+// Other modules still import LIMITS from here; its home is src/shared/limits.ts.
+export { LIMITS };
 
 /** True when a JSON value nests deeper than `max`; stops descending at that depth. */
 function deeperThan(v: unknown, max: number): boolean {
@@ -52,9 +42,6 @@ export type SubmitBody = z.infer<typeof SubmitBody>;
 
 const ASPECT = /^([1-9]\d?):([1-9]\d?)$/;
 
-/** Counts characters as a person does (code points), not UTF-16 units. */
-const chars = (s: string) => [...s].length;
-
 export function validateSubmit(raw: unknown, queryOutput: string | undefined, model: ImageModel): ImageRequest {
   const parsed = SubmitBody.safeParse(raw);
   if (!parsed.success) {
@@ -82,7 +69,7 @@ export function validateSubmit(raw: unknown, queryOutput: string | undefined, mo
   if (refs.length > LIMITS.referenceImages) {
     throw new KilnError('too_many_reference_images', `${refs.length} reference images were sent; at most ${LIMITS.referenceImages} are allowed.`);
   }
-  refs.forEach((r, i) => checkReferenceUrl(r.data, i));
+  refs.forEach((r, i) => checkHttpUrl(r.data, 'inlineData.data', `reference image ${i + 1}`));
   const ic = body.generationConfig?.imageConfig;
   if (ic?.aspectRatio !== undefined && !ASPECT.test(ic.aspectRatio)) {
     throw new KilnError('invalid_request', `aspectRatio must look like "16:9" (two whole numbers from 1 to 99); got "${ic.aspectRatio}".`);
@@ -107,18 +94,4 @@ export function validateSubmit(raw: unknown, queryOutput: string | undefined, mo
     throw new KilnError('request_too_large', `The request's fields take ${bytes} bytes once parsed; at most ${LIMITS.requestBytes} can be queued.`);
   }
   return request;
-}
-
-function checkReferenceUrl(data: string | undefined, index: number): void {
-  const where = `reference image ${index + 1}`;
-  if (!data || data.trim() === '') throw new KilnError('invalid_reference_image_url', `${where}: inlineData.data must be an absolute http(s) URL; it is empty.`);
-  let url: URL;
-  try {
-    url = new URL(data);
-  } catch {
-    throw new KilnError('invalid_reference_image_url', `${where}: inlineData.data must be an absolute http(s) URL.`);
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new KilnError('invalid_reference_image_scheme', `${where}: the URL scheme must be http or https, not ${url.protocol.replace(/:$/, '')}.`);
-  }
 }

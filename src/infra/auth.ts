@@ -27,11 +27,24 @@ export function parseBearer(header: string | undefined): string {
   return m[1];
 }
 
+/** Owners of recently seen keys; the HMAC was a measurable share of a poll's CPU (BENCHMARKS.md). */
+const OWNER_CACHE_ENTRIES = 10_000;
+
 export class PassthroughAuth implements Authenticator {
+  // Process memory only, like the key in the request being served; never logged or stored.
+  private readonly owners = new Map<string, string>();
   constructor(private readonly ownerKey: Buffer) {}
   async authenticate(header: string | undefined): Promise<Caller> {
     const key = parseBearer(header);
-    return { owner: ownerOfKey(this.ownerKey, key), credential: key };
+    let owner = this.owners.get(key);
+    if (owner === undefined) {
+      owner = ownerOfKey(this.ownerKey, key);
+      // Dropping everything at the bound keeps this O(1) with no bookkeeping per hit; a full cache
+      // means many distinct keys, which recompute once each.
+      if (this.owners.size >= OWNER_CACHE_ENTRIES) this.owners.clear();
+      this.owners.set(key, owner);
+    }
+    return { owner, credential: key };
   }
 }
 

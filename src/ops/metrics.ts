@@ -1,7 +1,8 @@
 // Prometheus metrics of the API process. One registry per app, so several apps in one process
 // (the tests) do not collide. Tasks finished by outcome are counted by the worker (see
 // src/ops/worker-telemetry.ts): it is the one place that sees each task end exactly once.
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { clusterMetrics, inClusterWorker } from './api-cluster.js';
 
 export interface ApiMetricsSources {
   /** Unfinished tasks (the queue gauge in Redis); may throw when Redis is down. */
@@ -27,6 +28,8 @@ export class ApiMetrics {
     new Gauge({
       name: 'kiln_queue_depth', help: 'Unfinished tasks (accepted, queued or running) across the deployment, read from Redis at scrape time',
       registers,
+      // Every API process reads the same Redis value: summing them would multiply it.
+      aggregator: 'max',
       async collect() {
         // A scrape must not hang on a dead Redis: report nothing rather than a stale value.
         const depth = await Promise.race([sources.queueDepth(), new Promise<null>((r) => setTimeout(() => r(null), 500).unref())]).catch(() => null);
@@ -34,5 +37,18 @@ export class ApiMetrics {
       },
     });
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'kiln_api_' });
+    // The supervisor of several API processes collects this registry from each of them.
+    if (inClusterWorker()) {
+      // Constructing one is what makes prom-client answer the supervisor's requests in this process.
+      new AggregatorRegistry();
+      AggregatorRegistry.setRegistries([this.registry]);
+    }
+  }
+
+  get contentType(): string { return this.registry.contentType; }
+
+  /** The exposition text: with several API processes, their sum (a scrape reaches any one of them). */
+  render(): Promise<string> {
+    return inClusterWorker() ? clusterMetrics() : this.registry.metrics();
   }
 }

@@ -1,4 +1,5 @@
-// How an upstream's HTTP answer maps to Kiln's error codes: one mapping for image tasks and chat.
+// How an upstream call's outcome reads in Kiln's terms: error codes for its HTTP answer (image,
+// video and chat), and the wording of a task's timeout and `uncertain` messages.
 // Pure module: safe to value-import from workflow code.
 import type { TaskFailureCode } from './errors.js';
 
@@ -32,4 +33,22 @@ export const NOT_DISPATCHED_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED'
 /** The system error code (ECONNREFUSED …) under a fetch failure, if any. */
 export function causeCode(err: unknown): string | undefined {
   return (err as { cause?: { code?: string } } | null)?.cause?.code;
+}
+
+/** How a task's failure messages name its upstream call: image and video tasks word them differently. */
+export interface CallWording {
+  /** What was sent: 'request', 'create request'. */
+  request: string;
+  /** Who it went to: 'upstream generator', 'upstream'. */
+  upstream: string;
+  /** What a timeout did not bring: 'final answer' (image calls may wait out 429s first), 'answer'. */
+  answer: string;
+}
+
+export const IMAGE_CALL: CallWording = { request: 'request', upstream: 'upstream generator', answer: 'final answer' };
+export const VIDEO_CALL: CallWording = { request: 'create request', upstream: 'upstream', answer: 'answer' };
+
+/** The `uncertain` reason of a request that may have reached a non-idempotent upstream; `how` the attempt ended. */
+export function notResent(w: CallWording, how: string): string {
+  return `The ${w.request} may have reached the ${w.upstream}, but ${how}; it is not resent because the upstream is not idempotent.`;
 }

@@ -1,13 +1,9 @@
-// OpenAPI operations of the video routes in video-routes.ts: the request schema is the one the
-// handler validates with; the response describes videoView in services/videos.ts.
+// Schemas of the video routes' answers, for the OpenAPI document (routes.ts declares the
+// operations). They describe videoView in service.ts; nothing validates an answer against them.
 import { z } from 'zod';
 import { TASK_FAILURE_CODES } from '../shared/errors.js';
-import { VideoBody } from './validate.js';
-import { registerOperation } from '../http/openapi.js';
 
-const VideoId = z.object({ id: z.string().meta({ description: 'Video id, `video_` and 32 hex digits.', example: 'video_0123456789abcdef0123456789abcdef' }) });
-
-const Video = z.object({
+export const Video = z.object({
   id: z.string(),
   object: z.literal('video'),
   model: z.string(),
@@ -26,33 +22,3 @@ const Video = z.object({
     .meta({ description: 'Completed workflow-node tasks only: every output file' }),
   uncertain_reason: z.string().optional().meta({ description: 'Status uncertain only: why the outcome cannot be confirmed' }),
 }).meta({ id: 'Video' });
-
-const RETRY_AFTER = { 'Retry-After': { description: 'While queued or in_progress: seconds until the next useful poll.', schema: { type: 'integer' as const } } };
-
-registerOperation({
-  method: 'post', route: '/v1/videos', operationId: 'createVideo', tags: ['videos'],
-  summary: 'Create a video task',
-  description: 'JSON, or multipart/form-data text fields as the OpenAI SDK sends them. `seconds` and `size` must be among the model\'s allowed values (the pro model: 10/15/25 and 1792x1024/1024x1792); refused values never reach the upstream.',
-  request: { body: VideoBody },
-  responses: { 200: { description: 'The task, queued', schema: Video, links: {
-    GetVideo: { operationId: 'getVideo', parameters: { id: '$response.body#/id' }, description: 'Poll the task' },
-    GetVideoContent: { operationId: 'getVideoContent', parameters: { id: '$response.body#/id' }, description: 'The video, once completed' },
-  } } },
-  errors: ['invalid_request', 'prompt_too_long', 'invalid_reference_image_url', 'invalid_reference_image_scheme', 'request_too_large',
-    'unsupported_content_encoding', 'unsupported_media_type', 'model_not_found', 'queue_full', 'service_unavailable'],
-});
-
-registerOperation({
-  method: 'get', route: '/v1/videos/:id', operationId: 'getVideo', tags: ['videos'],
-  summary: 'Poll a video task', request: { params: VideoId },
-  responses: { 200: { description: 'The task', schema: Video, headers: RETRY_AFTER } },
-  errors: ['not_found', 'rate_limited'],
-});
-
-registerOperation({
-  method: 'get', route: '/v1/videos/:id/content', operationId: 'getVideoContent', tags: ['videos'],
-  summary: 'Redirect to the finished video',
-  request: { params: VideoId, query: z.object({ variant: z.literal('video').optional() }) },
-  responses: { 302: { description: 'Location: the video URL', headers: { Location: { description: 'The video URL', schema: { type: 'string' } } } } },
-  errors: ['not_found', 'invalid_request', 'task_not_ready', 'task_failed'],
-});

@@ -1,20 +1,21 @@
-// /v1/videos: create, poll, content. Thin handlers over VideoService. The body is JSON or, as the
-// official OpenAI SDK sends it, multipart/form-data (text fields only).
+// The /v1/videos table (create, poll, content), mounted and documented from one declaration each
+// (see http/route-table.ts). The body is JSON or, as the official OpenAI SDK sends it,
+// multipart/form-data (text fields only).
 import { createBrotliDecompress, createGunzip } from 'node:zlib';
 import type { Readable } from 'node:stream';
-import Router from '@koa/router';
-import type { Context, Middleware } from 'koa';
+import type { Context } from 'koa';
+import { z } from 'zod';
 import getRawBody from 'raw-body';
-import type { Authenticator } from '../infra/auth.js';
 import { LIMITS } from '../image/validate.js';
-import { parseVideoBody, validateVideo } from './validate.js';
+import { parseVideoBody, validateVideo, VideoBody } from './validate.js';
 import type { VideoService } from './service.js';
 import { KilnError } from '../shared/errors.js';
-import { jsonBody } from '../http/body.js';
-import './openapi.js';
+import { jsonBody, sendJsonText } from '../http/body.js';
+import { UNFINISHED_STATUSES } from '../shared/task.js';
+import { route, type RouteDef } from '../http/route-table.js';
+import { Video } from './openapi.js';
 
 export interface VideoRouteDeps {
-  auth: Authenticator;
   videos: VideoService;
   pollAfterSeconds: number;
 }
@@ -58,33 +59,57 @@ async function readBody(ctx: Context): Promise<unknown> {
   return ctx.request.body;
 }
 
-export function videoRoutes({ auth, videos, pollAfterSeconds }: VideoRouteDeps): Middleware {
-  const router = new Router();
-  const caller = (ctx: Context) => auth.authenticate(ctx.get('authorization') || undefined);
+const VideoId = z.object({ id: z.string().meta({ description: 'Video id, `video_` and 32 hex digits.', example: 'video_0123456789abcdef0123456789abcdef' }) });
+const RETRY_AFTER = { 'Retry-After': { description: 'While queued or in_progress: seconds until the next useful poll.', schema: { type: 'integer' as const } } };
 
-  router.post('/v1/videos', async (ctx) => {
-    const who = await caller(ctx);
-    const body = parseVideoBody(await readBody(ctx));
-    const model = videos.model(body.model);
-    const request = validateVideo(body, model);
-    ctx.status = 200;
-    ctx.body = await videos.submit(who, model, request);
-  });
+export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): RouteDef[] {
+  return [
+    route({
+      method: 'post', route: '/v1/videos', operationId: 'createVideo', tags: ['videos'],
+      summary: 'Create a video task',
+      description: 'JSON, or multipart/form-data text fields as the OpenAI SDK sends them. `seconds` and `size` must be among the model\'s allowed values (the pro model: 10/15/25 and 1792x1024/1024x1792); refused values never reach the upstream.',
+      // Read as JSON or multipart by readBody; parseVideoBody validates with VideoBody.
+      request: { body: VideoBody, checkedByHandler: ['body'] },
+      responses: { 200: { description: 'The task, queued', schema: Video, links: {
+        GetVideo: { operationId: 'getVideo', parameters: { id: '$response.body#/id' }, description: 'Poll the task' },
+        GetVideoContent: { operationId: 'getVideoContent', parameters: { id: '$response.body#/id' }, description: 'The video, once completed' },
+      } } },
+      errors: ['invalid_request', 'prompt_too_long', 'invalid_reference_image_url', 'invalid_reference_image_scheme', 'request_too_large',
+        'unsupported_content_encoding', 'unsupported_media_type', 'model_not_found', 'queue_full', 'service_unavailable'],
+      handler: async (ctx, { caller }) => {
+        const body = parseVideoBody(await readBody(ctx));
+        const model = videos.model(body.model);
+        const request = validateVideo(body, model);
+        ctx.status = 200;
+        ctx.body = await videos.submit(caller, model, request);
+      },
+    }),
 
-  router.get('/v1/videos/:id', async (ctx) => {
-    const video = await videos.get(await caller(ctx), ctx.params.id);
-    if (video.status === 'queued' || video.status === 'in_progress') ctx.set('Retry-After', String(pollAfterSeconds));
-    ctx.body = video;
-  });
+    route({
+      method: 'get', route: '/v1/videos/:id', operationId: 'getVideo', tags: ['videos'],
+      summary: 'Poll a video task', request: { params: VideoId },
+      responses: { 200: { description: 'The task', schema: Video, headers: RETRY_AFTER } },
+      errors: ['not_found', 'rate_limited'],
+      handler: async (ctx, { caller, params }) => {
+        const video = await videos.get(caller, params.id);
+        if (UNFINISHED_STATUSES.includes(video.status)) ctx.set('Retry-After', String(pollAfterSeconds));
+        sendJsonText(ctx, video.json);
+      },
+    }),
 
-  router.get('/v1/videos/:id/content', async (ctx) => {
-    const variant = typeof ctx.query.variant === 'string' ? ctx.query.variant : ctx.query.variant === undefined ? 'video' : '';
-    const url = await videos.contentUrl(await caller(ctx), ctx.params.id, variant);
-    ctx.status = 302;
-    ctx.redirect(url);
-  });
-
-  const routes = router.routes() as Middleware;
-  const allowed = router.allowedMethods() as Middleware;
-  return (ctx, next) => routes(ctx, () => allowed(ctx, next));
+    route({
+      method: 'get', route: '/v1/videos/:id/content', operationId: 'getVideoContent', tags: ['videos'],
+      summary: 'Redirect to the finished video',
+      // The service refuses another variant with a message that names it.
+      request: { params: VideoId, query: z.object({ variant: z.literal('video').optional() }), checkedByHandler: ['query'] },
+      responses: { 302: { description: 'Location: the video URL', headers: { Location: { description: 'The video URL', schema: { type: 'string' } } } } },
+      errors: ['not_found', 'invalid_request', 'task_not_ready', 'task_failed'],
+      handler: async (ctx, { caller, params }) => {
+        const variant = typeof ctx.query.variant === 'string' ? ctx.query.variant : ctx.query.variant === undefined ? 'video' : '';
+        const url = await videos.contentUrl(caller, params.id, variant);
+        ctx.status = 302;
+        ctx.redirect(url);
+      },
+    }),
+  ];
 }

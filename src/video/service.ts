@@ -10,28 +10,26 @@ import { UNFINISHED_STATUSES } from '../shared/task.js';
 import { videoStatus, type VideoRequest, type VideoTaskRecord } from '../shared/video.js';
 import type { VideoTaskWorkflowInput } from '../../workflows/video-task.js';
 import type { Caller } from '../infra/auth.js';
-import { pollRecords, taskLimiterKey } from '../infra/poll.js';
+import { pollViews, taskLimiterKey, type ViewText } from '../infra/poll.js';
+import { videoView, type VideoView } from '../shared/views.js';
 import type { TaskStore } from '../infra/store.js';
-import { SA } from '../temporal/search-attributes.js';
+import { readFromTemporal, type FallbackKind } from '../temporal/fallback.js';
 import { taskSummary } from '../temporal/summary.js';
 
 export const VIDEO_ID = /^video_[a-f0-9]{32}$/;
 
-export type VideoView = ReturnType<typeof videoView>;
-
-/** The OpenAI video object, plus `uncertain`, `video_url` and (workflow-node) `results`. */
-export function videoView(r: VideoTaskRecord) {
-  const done = r.status === 'succeeded';
-  return {
-    id: r.id, object: 'video' as const, model: r.model, status: videoStatus(r.status),
-    progress: done ? 100 : r.progress, created_at: r.created_at, completed_at: r.completed_at,
-    expires_at: null, prompt: r.prompt, remixed_from_video_id: null, seconds: r.seconds, size: r.size,
-    error: r.status === 'failed' ? r.error : null,
-    ...(done && r.video_url ? { video_url: r.video_url } : {}),
-    ...(done && r.results ? { results: r.results } : {}),
-    ...(r.status === 'uncertain' ? { uncertain_reason: r.uncertain_reason } : {}),
-  };
-}
+const VIDEO_FALLBACK: FallbackKind<VideoTaskRecord> = {
+  workflowType: 'videoTaskWorkflow',
+  record: (f, wf) => {
+    // The memo is what a submit left for this moment (the payload codec applies: encrypted at rest).
+    const memo = (wf.memo ?? {}) as Partial<Pick<VideoTaskRecord, 'prompt' | 'seconds' | 'size'>>;
+    return {
+      id: f.id, kind: 'video', owner: f.owner, model: f.model, status: f.status, progress: 0,
+      prompt: memo.prompt ?? '', seconds: memo.seconds ?? '', size: memo.size ?? '',
+      created_at: f.created_at, completed_at: f.closed_at, error: f.error,
+    };
+  },
+};
 
 export class VideoService {
   constructor(
@@ -72,60 +70,39 @@ export class VideoService {
   }
 
   /** One video task, behind the per-task poll limiter. */
-  async get(caller: Caller, id: string): Promise<VideoView> {
-    return videoView(await this.read(caller, id, true));
+  async get(caller: Caller, id: string): Promise<ViewText> {
+    return this.read(caller, id, true);
   }
 
   /** Where the finished video is: the blob store's URL (never the upstream's expiring link). */
   async contentUrl(caller: Caller, id: string, variant: string): Promise<string> {
     if (variant !== 'video') throw new KilnError('invalid_request', `variant must be "video"; "${variant}" is not offered.`);
-    const r = await this.read(caller, id, false);
-    if (UNFINISHED_STATUSES.includes(r.status)) {
-      throw new KilnError('task_not_ready', `Video ${id} is ${videoStatus(r.status)}; its content is not ready yet.`, this.config.pollAfterSeconds);
+    const stored = await this.read(caller, id, false);
+    if (UNFINISHED_STATUSES.includes(stored.status)) {
+      throw new KilnError('task_not_ready', `Video ${id} is ${videoStatus(stored.status)}; its content is not ready yet.`, this.config.pollAfterSeconds);
     }
-    const url = r.video_url ?? r.results?.[0]?.url;
-    if (r.status !== 'succeeded' || !url) {
-      throw new KilnError('task_failed', `Video ${id} ended ${videoStatus(r.status)} and has no video${r.error ? `: ${r.error.message}` : '.'}`);
+    const view = JSON.parse(stored.json) as VideoView;
+    const url = view.video_url ?? view.results?.[0]?.url;
+    if (stored.status !== 'succeeded' || !url) {
+      throw new KilnError('task_failed', `Video ${id} ended ${videoStatus(stored.status)} and has no video${view.error ? `: ${view.error.message}` : '.'}`);
     }
     return url;
   }
 
-  private async read(caller: Caller, id: string, limited: boolean): Promise<VideoTaskRecord> {
-    const notFound = new KilnError('not_found', `Video ${id} was not found.`);
-    if (!VIDEO_ID.test(id)) throw notFound;
-    const [json] = await pollRecords(this.store, [id], limited ? taskLimiterKey(caller.owner, id) : null, limited ? this.config.rateLimitTaskMs : 0);
-    const record = json ? (JSON.parse(json) as VideoTaskRecord) : await this.fromTemporal(caller.owner, id);
-    if (!record || record.owner !== caller.owner || record.kind !== 'video') throw notFound;
-    return record;
+  private async read(caller: Caller, id: string, limited: boolean): Promise<ViewText> {
+    // Built only when needed: an Error's stack trace was a visible share of a poll's CPU.
+    const notFound = () => new KilnError('not_found', `Video ${id} was not found.`);
+    if (!VIDEO_ID.test(id)) throw notFound();
+    const [stored] = await pollViews(this.store, [id], caller.owner, 'video', limited ? taskLimiterKey(caller.owner, id) : null, limited ? this.config.rateLimitTaskMs : 0);
+    if (typeof stored === 'object') return { status: stored.status, json: stored.view };
+    if (stored === 'foreign') throw notFound();
+    const record = await this.fromTemporal(caller.owner, id);
+    if (!record || record.owner !== caller.owner || record.kind !== 'video') throw notFound();
+    return { status: record.status, json: JSON.stringify(videoView(record)) };
   }
 
-  /** Redis has no record (lost, or Redis down): the workflow's description answers, and Redis is repaired. */
+  /** Redis has no record (lost, or Redis down): Temporal answers, and Redis is repaired. */
   private async fromTemporal(owner: string, id: string): Promise<VideoTaskRecord | null> {
-    try {
-      const handle = this.temporal.workflow.getHandle(id);
-      const wf = await handle.describe();
-      if (wf.type !== 'videoTaskWorkflow' || wf.typedSearchAttributes.get(SA.owner) !== owner) return null;
-      let record: VideoTaskRecord;
-      if (wf.status.name === 'COMPLETED') {
-        record = (await handle.result()) as VideoTaskRecord;
-      } else {
-        const status = wf.typedSearchAttributes.get(SA.status);
-        const memo = (wf.memo ?? {}) as Partial<Pick<VideoTaskRecord, 'prompt' | 'seconds' | 'size'>>;
-        record = {
-          id, kind: 'video', owner, model: wf.typedSearchAttributes.get(SA.model) ?? 'unknown',
-          status: wf.status.name === 'RUNNING' ? (status === 'queued' || status === 'running' ? status : 'accepted') : 'failed',
-          progress: 0, prompt: memo.prompt ?? '', seconds: memo.seconds ?? '', size: memo.size ?? '', created_at: Math.floor(wf.startTime.getTime() / 1000), completed_at: null, error: null,
-        };
-        if (record.status === 'failed') {
-          record.completed_at = Math.floor((wf.closeTime ?? new Date()).getTime() / 1000);
-          record.error = { code: 'upstream_error', message: `The task's workflow ended ${wf.status.name.toLowerCase()} before a result.` };
-        }
-      }
-      await this.store.transition(record).catch(() => undefined);
-      return record;
-    } catch {
-      // Unknown to Temporal too, or Temporal unreachable: not_found rather than a failed read.
-      return null;
-    }
+    return (await readFromTemporal({ temporal: this.temporal, store: this.store }, VIDEO_FALLBACK, owner, [id])).get(id) ?? null;
   }
 }

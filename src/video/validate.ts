@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { videoOptions, type VideoModel } from '../config.js';
 import { KilnError } from '../shared/errors.js';
 import type { NodeInfo, VideoRequest } from '../shared/video.js';
-import { LIMITS } from '../image/validate.js';
+import { checkHttpUrl } from '../shared/http-url.js';
+import { chars, LIMITS } from '../shared/limits.js';
 
 const NodeInfoSchema = z.object({
   nodeId: z.string().min(1).max(100),
@@ -24,8 +25,6 @@ export const VideoBody = z.object({
   nodeInfoList: z.array(NodeInfoSchema).max(64).optional(),
 });
 export type VideoBody = z.infer<typeof VideoBody>;
-
-const chars = (s: string) => [...s].length;
 
 export function parseVideoBody(raw: unknown): VideoBody {
   const parsed = VideoBody.safeParse(raw);
@@ -58,7 +57,7 @@ export function validateVideo(body: VideoBody, model: VideoModel): VideoRequest 
     throw new KilnError('invalid_request', 'Send the reference image once: either image or input_reference.image_url.');
   }
   const image = body.image ?? body.input_reference?.image_url;
-  if (image !== undefined) checkImageUrl(image);
+  if (image !== undefined) checkHttpUrl(image, 'image');
   if (body.nodeInfoList && opts.form !== 'workflow-node') {
     throw new KilnError('invalid_request', `nodeInfoList is only accepted by workflow-node models; ${model.id} is not one.`);
   }
@@ -67,17 +66,4 @@ export function validateVideo(body: VideoBody, model: VideoModel): VideoRequest 
     ...(image !== undefined ? { image } : {}),
     ...(body.nodeInfoList ? { nodeInfoList: body.nodeInfoList as NodeInfo[] } : {}),
   };
-}
-
-function checkImageUrl(data: string): void {
-  if (data.trim() === '') throw new KilnError('invalid_reference_image_url', 'image must be an absolute http(s) URL; it is empty.');
-  let url: URL;
-  try {
-    url = new URL(data);
-  } catch {
-    throw new KilnError('invalid_reference_image_url', 'image must be an absolute http(s) URL.');
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new KilnError('invalid_reference_image_scheme', `image: the URL scheme must be http or https, not ${url.protocol.replace(/:$/, '')}.`);
-  }
 }

@@ -13,7 +13,7 @@ describe('lint rule for workflows/', () => {
     ["import { Redis } from 'ioredis';\nexport const r = Redis;", 'no-restricted-imports'],
     ["import Koa from 'koa';\nexport const k = Koa;", 'no-restricted-imports'],
     ["import { readFileSync } from 'node:fs';\nexport const f = readFileSync;", 'no-restricted-imports'],
-    ["import { createActivities } from '../../activities/image/index.js';\nexport const a = createActivities;", 'no-restricted-imports'],
+    ["import { createActivities } from '../activities/image/index.js';\nexport const a = createActivities;", 'no-restricted-imports'],
     ['export const e = process.env.X;', 'no-restricted-globals'],
     ["export const f = fetch('http://x');", 'no-restricted-globals'],
   ])('refuses %s', async (code, rule) => {
@@ -21,7 +21,7 @@ describe('lint rule for workflows/', () => {
   });
 
   it('allows @temporalio/workflow, shared constants and type-only activity imports', async () => {
-    const ok = "import { sleep } from '@temporalio/workflow';\nimport type { Activities } from '../../activities/image/index.js';\nimport { TASK_FAILURE_CODES } from '../../src/shared/errors.js';\nexport type A = Activities;\nexport const x = [sleep, TASK_FAILURE_CODES];";
+    const ok = "import { sleep } from '@temporalio/workflow';\nimport type { Activities } from '../activities/image/index.js';\nimport { TASK_FAILURE_CODES } from '../src/shared/errors.js';\nexport type A = Activities;\nexport const x = [sleep, TASK_FAILURE_CODES];";
     expect(await lint(ok)).toEqual([]);
     // The same imports outside workflows/ are fine.
     expect(await lint("import { Redis } from 'ioredis';\nexport const r = Redis;", 'src/probe.ts')).toEqual([]);

@@ -1,10 +1,9 @@
 // Graceful shutdown of the production entry points (src/worker.ts, src/server.ts) on SIGTERM, and
 // the worker's own Prometheus endpoint.
-import { spawn } from 'node:child_process';
 import { request } from 'node:http';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { freePort, ROOT } from '../../scripts/services.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { freePort } from '../../scripts/services.js';
+import { spawnEntry as spawnWith } from '../support/spawn-entry.js';
 import { startKiln, http, submitBody, waitForStatus, KEY_A, type Kiln } from '../support/kiln.js';
 
 const MODELS = [
@@ -14,27 +13,7 @@ const MODELS = [
 ];
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => { while (cleanups.length) await cleanups.pop()!().catch(() => undefined); });
-
-function spawnEntry(file: string, env: Record<string, string>, readyText: string) {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, file)], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  cleanups.push(async () => { if (child.exitCode === null) child.kill('SIGKILL'); });
-  const lines: any[] = [];
-  let buf = '';
-  child.stdout!.on('data', (d: Buffer) => {
-    buf += d.toString();
-    const parts = buf.split('\n');
-    buf = parts.pop()!;
-    for (const l of parts) { try { lines.push(JSON.parse(l)); } catch { /* not JSON */ } }
-  });
-  let err = '';
-  child.stderr!.on('data', (d: Buffer) => { err += d.toString(); });
-  const ready = new Promise<void>((resolve, reject) => {
-    const t = setInterval(() => { if (lines.some((l) => l.msg === readyText)) { clearInterval(t); resolve(); } }, 50);
-    child.once('exit', (code) => { clearInterval(t); reject(new Error(`${file} exited early (${code}): ${err}`)); });
-  });
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  return { child, lines, ready, exited };
-}
+const spawnEntry = (file: string, env: Record<string, string>, readyText: string) => spawnWith(file, env, readyText, cleanups);
 
 async function kiln(): Promise<Kiln> {
   const k = await startKiln({ models: MODELS, workers: false });
@@ -54,7 +33,8 @@ describe('worker SIGTERM', () => {
     await waitForStatus(() => api(`/v1/tasks/${quick.json.id}`), (s) => s === 'succeeded');
     const owner = (await k.api.store.get(quick.json.id))!.owner;
     // The worker's log: task lines carry the task id and owner hash, never the key or prompt.
-    expect(w.lines.find((l) => l.msg === 'task transition' && l.status === 'succeeded')).toMatchObject({ taskId: quick.json.id, owner, model: 'kiln-image-1' });
+    // Log lines are buffered for up to 100 ms (src/log.ts).
+    await vi.waitFor(() => expect(w.lines.find((l) => l.msg === 'task transition' && l.status === 'succeeded')).toMatchObject({ taskId: quick.json.id, owner, model: 'kiln-image-1' }), { timeout: 2000, interval: 50 });
     expect(JSON.stringify(w.lines)).not.toContain(KEY_A);
     const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
     expect(metrics).toMatch(/^kiln_tasks_finished_total\{[^}]*model="kiln-image-1"[^}]*outcome="succeeded"[^}]*\} 1$/m);

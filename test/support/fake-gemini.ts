@@ -1,8 +1,8 @@
 // A fake Gemini upstream for tests: a real HTTP server on 127.0.0.1 that speaks
 // `POST /v1beta/models/{model}:generateContent`, records every request it receives and answers
 // each call as programmed (queue of behaviours, a function of the call, or a default).
-import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { answerLater, closedPortUrl, FakeServer, readBody, sendJson } from './fake-server.js';
 
 export interface RecordedRequest {
   /** 1-based call number, in order of arrival. */
@@ -58,49 +58,31 @@ export const delayed = (delayMs: number, b: Behaviour): Behaviour => ({ ...b, de
 
 const PATH = /^\/v1beta\/models\/([^/:]+):generateContent$/;
 
-export class FakeGemini {
-  readonly requests: RecordedRequest[] = [];
+export class FakeGemini extends FakeServer<RecordedRequest> {
   private readonly queue: Program[] = [];
   private fallback: Program = ok();
-  private waiters: { count: number; resolve: (r: RecordedRequest[]) => void }[] = [];
-  private server: Server | null = null;
-  baseUrl = '';
 
-  /** Starts listening on a free port of 127.0.0.1. */
-  async start(): Promise<this> {
-    const server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        const raw = Buffer.concat(chunks).toString('utf8');
-        let body: unknown = null;
-        try { body = JSON.parse(raw); } catch { /* not JSON */ }
-        const url = new URL(req.url ?? '/', 'http://fake');
-        const m = PATH.exec(url.pathname);
-        const call: RecordedRequest = {
-          n: this.requests.length + 1, method: req.method ?? '', path: url.pathname,
-          model: m ? decodeURIComponent(m[1]) : null, headers: req.headers, raw, body, at: Date.now(),
-        };
-        this.requests.push(call);
-        this.notify();
-        if (req.method !== 'POST' || !m) {
-          return send(res, 404, { error: { code: 404, message: `no route ${req.method} ${url.pathname}`, status: 'NOT_FOUND' } });
-        }
-        const program = this.queue.shift() ?? this.fallback;
-        const b = typeof program === 'function' ? program(call) : program;
-        const act = () => {
-          if (b.kind === 'ok' && b.hold) void b.hold.then(() => this.answer(call, b, res));
-          else this.answer(call, b, res);
-        };
-        if (b.delayMs) setTimeout(act, b.delayMs); else act();
+  constructor() { super('fake gemini'); }
+
+  protected handle(req: IncomingMessage, res: ServerResponse): void {
+    readBody(req, (raw, body) => {
+      const url = new URL(req.url ?? '/', 'http://fake');
+      const m = PATH.exec(url.pathname);
+      const call: RecordedRequest = {
+        n: this.requests.length + 1, method: req.method ?? '', path: url.pathname,
+        model: m ? decodeURIComponent(m[1]) : null, headers: req.headers, raw, body, at: Date.now(),
+      };
+      this.record(call);
+      if (req.method !== 'POST' || !m) {
+        return send(res, 404, { error: { code: 404, message: `no route ${req.method} ${url.pathname}`, status: 'NOT_FOUND' } });
+      }
+      const program = this.queue.shift() ?? this.fallback;
+      const b = typeof program === 'function' ? program(call) : program;
+      answerLater(res, { delayMs: b.delayMs, drop: b.kind === 'drop' }, () => {
+        if (b.kind === 'ok' && b.hold) void b.hold.then(() => answerLater(res, {}, () => this.answer(call, b, res)));
+        else this.answer(call, b, res);
       });
     });
-    // Keep-alive sockets must not keep close() waiting.
-    server.keepAliveTimeout = 1000;
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    this.server = server;
-    this.baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    return this;
   }
 
   /** Behaviours for the next calls, in order; once used up, the default answers. */
@@ -117,19 +99,9 @@ export class FakeGemini {
 
   /** Forgets recorded requests and queued behaviours; the default goes back to `ok()`. */
   reset(): void {
-    this.requests.length = 0;
+    this.forget();
     this.queue.length = 0;
     this.fallback = ok();
-    this.waiters = [];
-  }
-
-  /** Resolves once `count` requests in total have arrived (since the last reset). */
-  waitForRequests(count: number, timeoutMs = 20_000): Promise<RecordedRequest[]> {
-    if (this.requests.length >= count) return Promise.resolve([...this.requests]);
-    return new Promise((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`fake gemini: ${this.requests.length} of ${count} requests after ${timeoutMs} ms`)), timeoutMs);
-      this.waiters.push({ count, resolve: (r) => { clearTimeout(t); resolve(r); } });
-    });
   }
 
   /** Resolves with the next request to arrive. */
@@ -138,26 +110,8 @@ export class FakeGemini {
     return all[all.length - 1];
   }
 
-  async close(): Promise<void> {
-    const s = this.server;
-    if (!s) return;
-    this.server = null;
-    s.closeAllConnections();
-    await new Promise<void>((r) => s.close(() => r()));
-  }
-
-  private notify(): void {
-    const ready = this.waiters.filter((w) => this.requests.length >= w.count);
-    this.waiters = this.waiters.filter((w) => this.requests.length < w.count);
-    for (const w of ready) w.resolve([...this.requests]);
-  }
-
   private answer(call: RecordedRequest, b: Behaviour, res: ServerResponse): void {
-    if (res.destroyed || res.socket?.destroyed) return; // the client gave up (e.g. its timeout)
-    if (b.kind === 'drop') {
-      res.socket?.destroy();
-      return;
-    }
+    if (b.kind === 'drop') return;
     if (b.kind === 'error') {
       const headers: Record<string, string> = b.retryAfter !== undefined ? { 'retry-after': b.retryAfter } : {};
       send(res, b.status, { error: { code: b.status, message: b.message, status: b.googleStatus ?? GOOGLE_STATUS[b.status] ?? 'UNKNOWN' } }, headers);
@@ -172,21 +126,11 @@ export class FakeGemini {
   }
 }
 
-function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=UTF-8', 'content-length': Buffer.byteLength(text), ...headers });
-  res.end(text);
-}
+const send = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) =>
+  sendJson(res, status, body, headers, 'application/json; charset=UTF-8');
 
 export async function startFakeGemini(): Promise<FakeGemini> {
   return new FakeGemini().start();
 }
 
-/** A URL on 127.0.0.1 where nothing listens (a port that was free a moment ago). */
-export async function closedPortUrl(): Promise<string> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return `http://127.0.0.1:${port}`;
-}
+export { closedPortUrl };

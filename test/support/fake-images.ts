@@ -3,59 +3,45 @@
 //   /ok.png              a PNG                      /img?type=T&bytes=N   N bytes served as type T
 //   /chunked?bytes=N     N bytes, no content-length /redirect?to=URL      302 to URL
 //   /hops?n=N            a chain of N redirects to /ok.png               /missing  404
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { TINY_PNG } from './fake-gemini.js';
+import { FakeServer } from './fake-server.js';
 
-export class FakeImageHost {
-  readonly requests: string[] = [];
-  private server: Server | null = null;
-  baseUrl = '';
-  port = 0;
+export class FakeImageHost extends FakeServer<string> {
+  constructor() { super('fake image host'); }
 
-  async start(host = '127.0.0.2', port = 0): Promise<this> {
-    const server = createServer((req, res) => {
-      const url = new URL(req.url ?? '/', 'http://x');
-      this.requests.push(url.pathname + url.search);
-      const bytes = Number(url.searchParams.get('bytes') ?? 0);
-      switch (url.pathname) {
-        case '/ok.png':
-          res.writeHead(200, { 'content-type': 'image/png', 'content-length': TINY_PNG.length }).end(TINY_PNG);
-          return;
-        case '/img':
-          res.writeHead(200, { 'content-type': url.searchParams.get('type') ?? 'image/png', 'content-length': bytes }).end(Buffer.alloc(bytes, 7));
-          return;
-        case '/chunked': {
-          res.writeHead(200, { 'content-type': 'image/jpeg' });
-          const chunk = Buffer.alloc(1024, 1);
-          for (let sent = 0; sent < bytes; sent += chunk.length) res.write(chunk.subarray(0, Math.min(chunk.length, bytes - sent)));
-          res.end();
-          return;
-        }
-        case '/redirect':
-          res.writeHead(302, { location: url.searchParams.get('to') ?? '/ok.png' }).end();
-          return;
-        case '/hops': {
-          const n = Number(url.searchParams.get('n') ?? 0);
-          res.writeHead(302, { location: n <= 1 ? '/ok.png' : `/hops?n=${n - 1}` }).end();
-          return;
-        }
-        default:
-          res.writeHead(404, { 'content-type': 'text/plain' }).end('not here');
-      }
-    });
-    await new Promise<void>((r) => server.listen(port, host, r));
-    this.server = server;
-    this.port = (server.address() as AddressInfo).port;
-    this.baseUrl = `http://${host}:${this.port}`;
-    return this;
+  override start(host = '127.0.0.2', port = 0): Promise<this> {
+    return super.start(host, port);
   }
 
-  async close(): Promise<void> {
-    const s = this.server;
-    if (!s) return;
-    this.server = null;
-    s.closeAllConnections();
-    await new Promise<void>((r) => s.close(() => r()));
+  protected handle(req: IncomingMessage, res: ServerResponse): void {
+    const url = new URL(req.url ?? '/', 'http://x');
+    this.record(url.pathname + url.search);
+    const bytes = Number(url.searchParams.get('bytes') ?? 0);
+    switch (url.pathname) {
+      case '/ok.png':
+        res.writeHead(200, { 'content-type': 'image/png', 'content-length': TINY_PNG.length }).end(TINY_PNG);
+        return;
+      case '/img':
+        res.writeHead(200, { 'content-type': url.searchParams.get('type') ?? 'image/png', 'content-length': bytes }).end(Buffer.alloc(bytes, 7));
+        return;
+      case '/chunked': {
+        res.writeHead(200, { 'content-type': 'image/jpeg' });
+        const chunk = Buffer.alloc(1024, 1);
+        for (let sent = 0; sent < bytes; sent += chunk.length) res.write(chunk.subarray(0, Math.min(chunk.length, bytes - sent)));
+        res.end();
+        return;
+      }
+      case '/redirect':
+        res.writeHead(302, { location: url.searchParams.get('to') ?? '/ok.png' }).end();
+        return;
+      case '/hops': {
+        const n = Number(url.searchParams.get('n') ?? 0);
+        res.writeHead(302, { location: n <= 1 ? '/ok.png' : `/hops?n=${n - 1}` }).end();
+        return;
+      }
+      default:
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('not here');
+    }
   }
 }

@@ -1,8 +1,8 @@
 // A fake OpenAI-compatible upstream for tests: a real HTTP server on 127.0.0.1 that speaks
 // `POST /v1/chat/completions` (JSON, or server-sent events when the request says `stream: true`),
 // records every request and how its connection ended, and answers each call as programmed.
-import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { answerLater, FakeServer, readBody, sendJson } from './fake-server.js';
 
 export interface RecordedChat {
   n: number;
@@ -40,35 +40,20 @@ export const fail = (status: number, message: string, extra: Partial<Extract<Cha
 
 const ERROR_TYPE: Record<number, string> = { 400: 'invalid_request_error', 401: 'authentication_error', 402: 'insufficient_quota', 429: 'rate_limit_exceeded', 500: 'server_error' };
 
-export class FakeOpenAI {
-  readonly requests: RecordedChat[] = [];
+export class FakeOpenAI extends FakeServer<RecordedChat> {
   private readonly queue: ChatBehaviour[] = [];
-  private waiters: { count: number; resolve: () => void }[] = [];
-  private server: Server | null = null;
-  baseUrl = '';
 
-  async start(): Promise<this> {
-    const server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        let body: any = null;
-        try { body = JSON.parse(Buffer.concat(chunks).toString('utf8')); } catch { /* not JSON */ }
-        const ended = new Promise<'finished' | 'aborted'>((r) => res.once('close', () => r(res.writableFinished ? 'finished' : 'aborted')));
-        const call: RecordedChat = { n: this.requests.length + 1, method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, ended };
-        this.requests.push(call);
-        this.notify();
-        if (req.method !== 'POST' || req.url !== '/v1/chat/completions') return json(res, 404, { error: { message: `no route ${req.method} ${req.url}`, type: 'not_found' } });
-        const b = this.queue.shift() ?? ok();
-        const delay = 'delayMs' in b && b.delayMs ? b.delayMs : 0;
-        setTimeout(() => { void this.answer(call, b, res); }, delay);
-      });
+  constructor() { super('fake openai'); }
+
+  protected handle(req: IncomingMessage, res: ServerResponse): void {
+    readBody(req, (_raw, body) => {
+      const ended = new Promise<'finished' | 'aborted'>((r) => res.once('close', () => r(res.writableFinished ? 'finished' : 'aborted')));
+      const call: RecordedChat = { n: this.requests.length + 1, method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, ended };
+      this.record(call);
+      if (req.method !== 'POST' || req.url !== '/v1/chat/completions') return sendJson(res, 404, { error: { message: `no route ${req.method} ${req.url}`, type: 'not_found' } });
+      const b = this.queue.shift() ?? ok();
+      answerLater(res, { delayMs: 'delayMs' in b ? b.delayMs : undefined }, () => { void this.answer(call, b, res); });
     });
-    server.keepAliveTimeout = 1000;
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    this.server = server;
-    this.baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    return this;
   }
 
   /** Behaviours for the next calls, in order; once used up, `ok()` answers. */
@@ -78,34 +63,13 @@ export class FakeOpenAI {
   }
 
   reset(): void {
-    this.requests.length = 0;
+    this.forget();
     this.queue.length = 0;
-    this.waiters = [];
   }
 
   /** Resolves with the `n`-th request (1-based, since the last reset) once it has arrived. */
   async request(n: number, timeoutMs = 10_000): Promise<RecordedChat> {
-    if (this.requests.length < n) {
-      await new Promise<void>((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`fake openai: ${this.requests.length} of ${n} requests after ${timeoutMs} ms`)), timeoutMs);
-        this.waiters.push({ count: n, resolve: () => { clearTimeout(t); resolve(); } });
-      });
-    }
-    return this.requests[n - 1];
-  }
-
-  async close(): Promise<void> {
-    const s = this.server;
-    if (!s) return;
-    this.server = null;
-    s.closeAllConnections();
-    await new Promise<void>((r) => s.close(() => r()));
-  }
-
-  private notify(): void {
-    const ready = this.waiters.filter((w) => this.requests.length >= w.count);
-    this.waiters = this.waiters.filter((w) => this.requests.length < w.count);
-    for (const w of ready) w.resolve();
+    return (await this.waitForRequests(n, timeoutMs))[n - 1];
   }
 
   private async answer(call: RecordedChat, b: ChatBehaviour, res: ServerResponse): Promise<void> {
@@ -120,14 +84,14 @@ export class FakeOpenAI {
         return;
       case 'error': {
         const headers: Record<string, string> = b.retryAfter !== undefined ? { 'retry-after': b.retryAfter } : {};
-        json(res, b.status, { error: { message: b.message, type: ERROR_TYPE[b.status] ?? 'api_error', code: null } }, headers);
+        sendJson(res, b.status, { error: { message: b.message, type: ERROR_TYPE[b.status] ?? 'api_error', code: null } }, headers);
         return;
       }
       default: break;
     }
     const content = b.kind === 'ok' ? b.content : 'partial answer before trouble';
     if (call.body?.stream !== true && b.kind === 'ok') {
-      json(res, 200, {
+      sendJson(res, 200, {
         id, object: 'chat.completion', created: 1_700_000_000, model, system_fingerprint: 'fp_fake',
         choices: [{ index: 0, message: { role: 'assistant', content, refusal: null }, logprobs: null, finish_reason: b.finishReason ?? 'stop' }],
         usage: { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 },
@@ -163,12 +127,6 @@ export class FakeOpenAI {
     res.write(chunk({}, b.finishReason ?? 'stop'));
     res.end(b.done === false ? '' : 'data: [DONE]\n\n');
   }
-}
-
-function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
-  res.end(text);
 }
 
 export async function startFakeOpenAI(): Promise<FakeOpenAI> {

@@ -3,8 +3,8 @@
 // workflow API (POST /task/openapi/{create,status,outputs}, files under /files/). It records every
 // request and answers as programmed: create behaviours, per-job status scripts, fault injection.
 import { randomBytes } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { answerLater, FakeServer, readBody, sendJson as json } from './fake-server.js';
 
 export interface Recorded {
   n: number;
@@ -41,8 +41,7 @@ export const envelope = (code: number, msg: string): Fault => ({ kind: 'envelope
 
 interface Job { id: string; script: Script; checks: number; outputs: { name: string; fileType: string }[] }
 
-export class FakeVideos {
-  readonly requests: Recorded[] = [];
+export class FakeVideos extends FakeServer<Recorded> {
   /** Bytes of the finished video (OpenAI content and RunningHub mp4 outputs). */
   video = Buffer.concat([Buffer.from('\x00\x00\x00\x18ftypmp42'), randomBytes(4096)]);
   image = Buffer.from('fake-png-output');
@@ -52,28 +51,16 @@ export class FakeVideos {
   private rhScript: Script = ['QUEUED', 'RUNNING', 'SUCCESS'];
   private rhOutputs = [{ name: 'out.mp4', fileType: 'mp4' }, { name: 'cover.png', fileType: 'png' }];
   private readonly jobs = new Map<string, Job>();
-  private server: Server | null = null;
-  baseUrl = '';
 
-  async start(): Promise<this> {
-    const server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        const raw = Buffer.concat(chunks).toString('utf8');
-        let body: any = null;
-        try { body = JSON.parse(raw); } catch { /* not JSON */ }
-        const url = new URL(req.url ?? '/', 'http://fake');
-        const call: Recorded = { n: this.requests.length + 1, method: req.method ?? '', path: url.pathname, query: url.searchParams, headers: req.headers, body, at: Date.now() };
-        this.requests.push(call);
-        this.route(call, res);
-      });
+  constructor() { super('fake videos'); }
+
+  protected handle(req: IncomingMessage, res: ServerResponse): void {
+    readBody(req, (_raw, body) => {
+      const url = new URL(req.url ?? '/', 'http://fake');
+      const call: Recorded = { n: this.requests.length + 1, method: req.method ?? '', path: url.pathname, query: url.searchParams, headers: req.headers, body, at: Date.now() };
+      this.record(call);
+      this.route(call, res);
     });
-    server.keepAliveTimeout = 1000;
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    this.server = server;
-    this.baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    return this;
   }
 
   /** Answers for the next create calls (either API), in order; then `ok`. */
@@ -86,7 +73,7 @@ export class FakeVideos {
   setWorkflow(s: Script, outputs = this.rhOutputs): this { this.rhScript = s; this.rhOutputs = outputs; return this; }
 
   reset(): void {
-    this.requests.length = 0;
+    this.forget();
     this.createFaults = [];
     this.checkFaults = [];
     this.script = ['queued', 'in_progress:40', 'completed'];
@@ -96,14 +83,6 @@ export class FakeVideos {
 
   creates(): Recorded[] {
     return this.requests.filter((r) => r.method === 'POST' && (r.path === '/v1/videos' || r.path === '/task/openapi/create'));
-  }
-
-  async close(): Promise<void> {
-    const s = this.server;
-    if (!s) return;
-    this.server = null;
-    s.closeAllConnections();
-    await new Promise<void>((r) => s.close(() => r()));
   }
 
   private route(call: Recorded, res: ServerResponse): void {
@@ -131,15 +110,11 @@ export class FakeVideos {
 
   private fault(queue: Fault[], res: ServerResponse, answer: () => void): void {
     const f = queue.shift() ?? ok();
-    const act = () => {
-      if (res.destroyed || res.socket?.destroyed) return;
-      if (f.kind === 'drop') return void res.socket?.destroy();
+    answerLater(res, { delayMs: 'delayMs' in f ? f.delayMs : undefined, drop: f.kind === 'drop' }, () => {
       if (f.kind === 'error') return json(res, f.status, { error: { message: f.message, type: 'fake_error' } });
       if (f.kind === 'envelope') return json(res, 200, { code: f.code, msg: f.msg, data: null });
       answer();
-    };
-    const delay = 'delayMs' in f ? f.delayMs : undefined;
-    if (delay) setTimeout(act, delay); else act();
+    });
   }
 
   private step(job: Job): string {
@@ -192,12 +167,6 @@ export class FakeVideos {
     if (last !== 'SUCCESS') return json(res, 200, { code: 804, msg: 'APIKEY_TASK_IS_RUNNING', data: null });
     json(res, 200, { code: 0, msg: 'success', data: job.outputs.map((o, i) => ({ fileUrl: `${this.baseUrl}/files/${job.id}/${o.name}`, fileType: o.fileType, taskCostTime: '3', nodeId: String(9 + i) })) });
   }
-}
-
-function json(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
 }
 
 export async function startFakeVideos(): Promise<FakeVideos> {

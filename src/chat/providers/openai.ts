@@ -2,20 +2,12 @@
 // Replies keep the upstream's fields; `model` becomes Kiln's public model id.
 import { EventSourceParserStream } from 'eventsource-parser/stream';
 import { KilnError } from '../../shared/errors.js';
+import { parseRetryAfter } from '../../shared/retry-after.js';
 import { causeCode, statusToCode, upstreamMessage } from '../../shared/upstream.js';
 import type { ChatCall, ChatChunk, ChatCompletion, ChatProvider } from '../types.js';
 
 /** One SSE event may not grow past this: a hostile or broken upstream cannot exhaust memory. */
 const MAX_EVENT_BYTES = 4 * 1024 * 1024;
-
-/** Retry-After in seconds (delta-seconds or an HTTP date), if the upstream sent a usable one. */
-function retryAfter(header: string | null): number | undefined {
-  if (!header) return undefined;
-  const s = Number(header);
-  if (Number.isFinite(s) && s >= 0) return s;
-  const at = Date.parse(header);
-  return Number.isNaN(at) ? undefined : Math.max(1, (at - Date.now()) / 1000);
-}
 
 function transportFailure(err: unknown, phase: string): KilnError {
   const code = causeCode(err);
@@ -74,7 +66,7 @@ export class OpenAIChatProvider implements ChatProvider {
     }
     const code = statusToCode(res.status);
     throw new KilnError(code, `The upstream answered ${res.status}: ${upstreamMessage(text, credential)}`,
-      code === 'upstream_rate_limited' ? retryAfter(res.headers.get('retry-after')) : undefined);
+      code === 'upstream_rate_limited' ? parseRetryAfter(res.headers.get('retry-after')) : undefined);
   }
 }
 

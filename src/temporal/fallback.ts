@@ -1,0 +1,85 @@
+// Reads for ids the Redis read model does not know (a lost record, one not written yet, or Redis
+// down): Temporal answers, and each record found is written back to Redis. One path for image and
+// video tasks.
+import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
+import type { TaskStore } from '../infra/store.js';
+import type { ErrorBody } from '../shared/errors.js';
+import { SEARCH_ATTRIBUTES } from '../shared/task.js';
+import type { AnyTaskRecord } from '../shared/video.js';
+import { SA } from './search-attributes.js';
+
+/** What Temporal tells about a task whose workflow has no result. */
+export interface WorkflowFacts {
+  id: string;
+  owner: string;
+  model: string;
+  created_at: number;
+  /** Running: from the workflow's status search attribute. Ended without a result: failed. */
+  status: 'accepted' | 'queued' | 'running' | 'failed';
+  /** When a failed workflow closed; null while it runs. */
+  closed_at: number | null;
+  error: ErrorBody | null;
+}
+
+export interface FallbackKind<R> {
+  /** Only workflows of this type answer. */
+  workflowType: string;
+  /** The kind's record of a workflow without a result (running, or terminated / cancelled / timed out). */
+  record(facts: WorkflowFacts, wf: WorkflowExecutionInfo): R;
+}
+
+type FallbackStore = Pick<TaskStore, 'transition' | 'recentlyMissing' | 'rememberMissing'>;
+
+/**
+ * The owner's records among `ids`, found with one visibility query and written back to Redis.
+ * Ids Temporal did not know a moment ago are not asked again: a client polling unknown ids must not
+ * turn every poll into a visibility query. Temporal unreachable too: the ids stay unknown rather
+ * than failing the whole read.
+ */
+export async function readFromTemporal<R extends AnyTaskRecord>(
+  deps: { temporal: Client; store: FallbackStore }, kind: FallbackKind<R>, owner: string, ids: string[],
+): Promise<Map<string, R>> {
+  const { temporal, store } = deps;
+  const out = new Map<string, R>();
+  const recentlyMissing = await store.recentlyMissing(owner, ids).catch(() => new Set<string>());
+  const ask = ids.filter((id) => !recentlyMissing.has(id));
+  if (ask.length === 0) return out;
+  const quoted = ask.map((id) => `'${id}'`).join(', ');
+  try {
+    for await (const wf of temporal.workflow.list({ query: `WorkflowId IN (${quoted}) AND ${SEARCH_ATTRIBUTES.owner} = '${owner.replace(/'/g, '')}'` })) {
+      if (wf.type !== kind.workflowType) continue;
+      const record = wf.status.name === 'COMPLETED'
+        ? (await temporal.workflow.getHandle(wf.workflowId).result()) as R | null
+        : kind.record(factsOf(wf, owner), wf);
+      if (!record) continue;
+      out.set(record.id, record);
+      // Only a finished record is written back. Visibility can still say RUNNING for a workflow
+      // that has just completed: a record rebuilt from it, written to Redis, would stay there
+      // unfinished with nobody left to move it on. An unfinished answer is served, not stored;
+      // the workflow's own next transition writes the record.
+      if (record.status !== 'accepted' && record.status !== 'queued' && record.status !== 'running') {
+        await store.transition(record).catch(() => undefined);
+      }
+    }
+    await store.rememberMissing(owner, ask.filter((id) => !out.has(id))).catch(() => undefined);
+  } catch {
+    // Temporal unreachable: see above.
+  }
+  return out;
+}
+
+function factsOf(wf: WorkflowExecutionInfo, owner: string): WorkflowFacts {
+  const base = {
+    id: wf.workflowId, owner, model: wf.typedSearchAttributes.get(SA.model) ?? 'unknown',
+    created_at: Math.floor(wf.startTime.getTime() / 1000),
+  };
+  if (wf.status.name === 'RUNNING') {
+    const status = wf.typedSearchAttributes.get(SA.status);
+    return { ...base, status: status === 'queued' || status === 'running' ? status : 'accepted', closed_at: null, error: null };
+  }
+  // Terminated, cancelled or timed out by an operator: the task did not complete.
+  return {
+    ...base, status: 'failed', closed_at: Math.floor((wf.closeTime ?? new Date()).getTime() / 1000),
+    error: { code: 'upstream_error', message: `The task's workflow ended ${wf.status.name.toLowerCase()} before a result.` },
+  };
+}

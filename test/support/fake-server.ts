@@ -1,0 +1,101 @@
+// The base of the fake upstreams and hosts in test/support: a real HTTP server on a loopback address
+// that records every request it receives and lets a test wait for them, plus the answer and fault
+// helpers the fakes share.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export abstract class FakeServer<R> {
+  readonly requests: R[] = [];
+  baseUrl = '';
+  port = 0;
+  private server: Server | null = null;
+  private waiters: { count: number; resolve: () => void }[] = [];
+
+  /** `name` appears in the error of a wait that timed out. */
+  constructor(private readonly name: string) {}
+
+  protected abstract handle(req: IncomingMessage, res: ServerResponse): void;
+
+  /** Starts listening on `host` (a free port unless one is given). */
+  async start(host = '127.0.0.1', port = 0): Promise<this> {
+    const server = createServer((req, res) => this.handle(req, res));
+    // Keep-alive sockets must not keep close() waiting.
+    server.keepAliveTimeout = 1000;
+    await new Promise<void>((r) => server.listen(port, host, r));
+    this.server = server;
+    this.port = (server.address() as AddressInfo).port;
+    this.baseUrl = `http://${host}:${this.port}`;
+    return this;
+  }
+
+  async close(): Promise<void> {
+    const s = this.server;
+    if (!s) return;
+    this.server = null;
+    s.closeAllConnections();
+    await new Promise<void>((r) => s.close(() => r()));
+  }
+
+  /** Resolves once `count` requests in total have arrived (since the last reset). */
+  waitForRequests(count: number, timeoutMs = 20_000): Promise<R[]> {
+    if (this.requests.length >= count) return Promise.resolve([...this.requests]);
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`${this.name}: ${this.requests.length} of ${count} requests after ${timeoutMs} ms`)), timeoutMs);
+      this.waiters.push({ count, resolve: () => { clearTimeout(t); resolve([...this.requests]); } });
+    });
+  }
+
+  /** Records a request and wakes the waits it completes. */
+  protected record(call: R): void {
+    this.requests.push(call);
+    const ready = this.waiters.filter((w) => this.requests.length >= w.count);
+    this.waiters = this.waiters.filter((w) => this.requests.length < w.count);
+    for (const w of ready) w.resolve();
+  }
+
+  /** Forgets recorded requests and pending waits. */
+  protected forget(): void {
+    this.requests.length = 0;
+    this.waiters = [];
+  }
+}
+
+/** The whole request body: its text, and the parsed JSON (null when it is not JSON). */
+export function readBody(req: IncomingMessage, then: (raw: string, body: any) => void): void {
+  const chunks: Buffer[] = [];
+  req.on('data', (c: Buffer) => chunks.push(c));
+  req.on('end', () => {
+    const raw = Buffer.concat(chunks).toString('utf8');
+    let body: any = null;
+    try { body = JSON.parse(raw); } catch { /* not JSON */ }
+    then(raw, body);
+  });
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}, contentType = 'application/json'): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+/**
+ * Fault injection: runs `answer` after `delayMs`, unless the client has gone by then (e.g. its
+ * timeout); `drop` destroys the socket instead of answering.
+ */
+export function answerLater(res: ServerResponse, fault: { delayMs?: number; drop?: boolean }, answer: () => void): void {
+  const act = () => {
+    if (res.destroyed || res.socket?.destroyed) return;
+    if (fault.drop) return void res.socket?.destroy();
+    answer();
+  };
+  if (fault.delayMs) setTimeout(act, fault.delayMs); else act();
+}
+
+/** A URL on 127.0.0.1 where nothing listens (a port that was free a moment ago). */
+export async function closedPortUrl(): Promise<string> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return `http://127.0.0.1:${port}`;
+}

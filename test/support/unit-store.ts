@@ -1,0 +1,109 @@
+// Unit tier: an in-memory stand-in for the Redis read model (src/infra/store.ts). It keeps the
+// rules callers rely on (transitions only move forward, one reservation per task, the dispatch
+// mark, the poll limiter) and records every write so tests can assert the sequence of states.
+// Integration tests use the real store on a real redis-server.
+import type { ReadOutcome, StoredView, TaskStore } from '../../src/infra/store.js';
+import { STATUS_RANK, TERMINAL_STATUSES } from '../../src/shared/task.js';
+import type { AnyTaskRecord } from '../../src/shared/video.js';
+import { storedViews } from '../../src/shared/views.js';
+
+type StoreApi = Pick<TaskStore,
+  'transition' | 'get' | 'reserve' | 'release' | 'unfinishedCount' | 'read' | 'list'
+  | 'markDispatched' | 'clearDispatched' | 'wasDispatched' | 'recentlyMissing' | 'rememberMissing'>;
+
+export class MemoryStore implements StoreApi {
+  readonly records = new Map<string, AnyTaskRecord>();
+  /** Every accepted transition, in order: `${id} ${status}`. */
+  readonly writes: string[] = [];
+  readonly dispatched = new Map<string, number>();
+  readonly unfinished = new Set<string>();
+  private readonly limiter = new Map<string, number>();
+  private readonly missing = new Set<string>();
+  /** Set to make every call fail as an unreachable Redis would. */
+  down: Error | null = null;
+
+  private check() { if (this.down) throw this.down; }
+
+  /** The statuses one task went through, in order. */
+  statuses(id: string): string[] {
+    return this.writes.filter((w) => w.startsWith(`${id} `)).map((w) => w.slice(id.length + 1));
+  }
+
+  async transition(record: AnyTaskRecord): Promise<boolean> {
+    this.check();
+    const prev = this.records.get(record.id);
+    const terminal = TERMINAL_STATUSES.includes(record.status);
+    // As the store's script: never backwards; a repeated unfinished state (progress) goes through.
+    const cur = prev ? STATUS_RANK[prev.status] : undefined;
+    const rank = STATUS_RANK[record.status];
+    if (cur !== undefined && (cur > rank || (cur === rank && terminal))) return false;
+    this.records.set(record.id, structuredClone(record));
+    if (terminal) this.unfinished.delete(record.id);
+    if (prev?.status !== record.status) this.writes.push(`${record.id} ${record.status}`);
+    return true;
+  }
+
+  async get(id: string) {
+    this.check();
+    const r = this.records.get(id);
+    return r && r.kind === 'image' ? structuredClone(r) : null;
+  }
+
+  async reserve(id: string, max: number): Promise<boolean> {
+    this.check();
+    if (this.unfinished.size >= max) return false;
+    this.unfinished.add(id);
+    return true;
+  }
+
+  async release(id: string): Promise<void> { this.check(); this.unfinished.delete(id); }
+
+  async unfinishedCount(): Promise<number> { this.check(); return this.unfinished.size; }
+
+  /** As the store's read script: the limiter first, then each id's stored view for this owner and kind. */
+  async read(ids: string[], owner: string, kind: AnyTaskRecord['kind'], limiterKey: string | null, intervalMs: number): Promise<ReadOutcome> {
+    this.check();
+    if (limiterKey !== null && intervalMs > 0) {
+      const now = Date.now();
+      const until = this.limiter.get(limiterKey);
+      if (until !== undefined && until > now) return { limited: true, retryAfterMs: until - now };
+      this.limiter.set(limiterKey, now + intervalMs);
+    }
+    return {
+      limited: false,
+      views: ids.map((id): StoredView => {
+        const r = this.records.get(id);
+        if (!r) return 'absent';
+        if (r.owner !== owner || r.kind !== kind) return 'foreign';
+        return { status: r.status, view: storedViews(r).view };
+      }),
+    };
+  }
+
+  /** Newest first: the stored list items (JSON text) of the owner's image tasks. */
+  async list(owner: string, _max: string, _min: string, limit: number): Promise<string[]> {
+    this.check();
+    return [...this.records.values()]
+      .filter((r) => r.owner === owner && r.kind === 'image')
+      .sort((a, b) => b.created_at - a.created_at || b.id.localeCompare(a.id))
+      .slice(0, limit)
+      .map((r) => storedViews(r).item);
+  }
+
+  async markDispatched(id: string, attempt: number): Promise<void> { this.check(); this.dispatched.set(id, attempt); }
+  async clearDispatched(id: string): Promise<void> { this.check(); this.dispatched.delete(id); }
+  async wasDispatched(id: string): Promise<boolean> { this.check(); return this.dispatched.has(id); }
+
+  async recentlyMissing(owner: string, ids: string[]): Promise<Set<string>> {
+    this.check();
+    return new Set(ids.filter((id) => this.missing.has(`${owner} ${id}`)));
+  }
+
+  async rememberMissing(owner: string, ids: string[]): Promise<void> {
+    this.check();
+    for (const id of ids) this.missing.add(`${owner} ${id}`);
+  }
+
+  /** For code that takes the real class: only the methods above exist. */
+  asTaskStore(): TaskStore { return this as unknown as TaskStore; }
+}

@@ -1,0 +1,137 @@
+// imageTaskWorkflow on the time-skipping test server, with plain functions as its activities:
+// the task's states, the failure codes, and when a task ends uncertain. Retry back-offs are skipped.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApplicationFailure } from '@temporalio/activity';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { Activities } from '../../activities/image/index.js';
+import type { ImageTaskWorkflowInput } from '../../workflows/image-task.js';
+import type { GenerationResult, ImageTaskInput, TaskRecord } from '../../src/shared/task.js';
+import { SEARCH_ATTRIBUTES } from '../../src/shared/task.js';
+import { MemoryStore } from '../support/unit-store.js';
+import { startWorker, timeSkippingEnv, unitQueue } from '../support/unit-temporal.js';
+
+/** What one test's task does: its upstream stand-in, its read model and the calls counted. */
+interface Case {
+  generate: (input: ImageTaskInput) => Promise<GenerationResult>;
+  store: MemoryStore;
+  calls: { generateImage: number; mayHaveReachedUpstream: number };
+}
+const cases = new Map<string, Case>();
+const caseOf = (id: string) => cases.get(id) ?? expect.unreachable(`no test case for ${id}`);
+
+// The activities as the worker sees them: plain functions, routed to the test that owns the task.
+// The local activities write to an in-memory read model as the real ones write to Redis.
+const activities: Activities = {
+  recordTransition: (r) => caseOf(r.id).store.transition(r),
+  mayHaveReachedUpstream: async (i) => { const c = caseOf(i.id); c.calls.mayHaveReachedUpstream++; return c.store.wasDispatched(i.id); },
+  generateImage: async (i) => {
+    const c = caseOf(i.id);
+    c.calls.generateImage++;
+    await c.store.transition({ id: i.id, kind: 'image', owner: i.owner, model: i.model, status: 'running', created_at: i.created_at, finished_at: null, candidates: null, error: null });
+    return c.generate(i);
+  },
+};
+
+const QUEUE = unitQueue('image');
+let env: TestWorkflowEnvironment;
+let worker: { stop(): Promise<void> } | undefined;
+beforeAll(async () => {
+  env = await timeSkippingEnv();
+  worker = await startWorker(env, QUEUE, activities);
+});
+afterAll(async () => {
+  await worker?.stop();
+  await env?.teardown();
+});
+
+const RESULT: GenerationResult = {
+  response_id: 'resp-1', model_version: 'fake-1',
+  candidates: [{ content: { role: 'model', parts: [{ inlineData: { mimeType: 'image/png', data: 'https://blobs.example/a.png' } }] }, finishReason: 'STOP', index: 0 }],
+};
+
+let n = 0;
+/** Runs one task with `generate` standing in for the upstream call. */
+async function run(generate: Case['generate'], store = new MemoryStore()) {
+  const task: ImageTaskInput = {
+    id: `task_${String(++n).padStart(32, '0')}`, owner: 'owner-1', model: 'fake-image', created_at: 1_700_000_000,
+    request: { contents: [{ role: 'user', parts: [{ text: 'a kiln' }] }] },
+  };
+  const c: Case = { generate, store, calls: { generateImage: 0, mayHaveReachedUpstream: 0 } };
+  cases.set(task.id, c);
+  // The API writes `accepted` when it starts the workflow.
+  await store.transition({ id: task.id, kind: 'image', owner: task.owner, model: task.model, status: 'accepted', created_at: task.created_at, finished_at: null, candidates: null, error: null });
+  const input: ImageTaskWorkflowInput = { task, policy: { timeoutMs: 30_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3 }, activityQueue: QUEUE };
+  const handle = await env.client.workflow.start('imageTaskWorkflow', { workflowId: task.id, taskQueue: QUEUE, args: [input] });
+  const record = (await handle.result()) as TaskRecord;
+  const status = (await handle.describe()).searchAttributes[SEARCH_ATTRIBUTES.status];
+  return { task, record, status, calls: c.calls, store };
+}
+
+describe('imageTaskWorkflow', () => {
+  it('goes accepted → queued → running → succeeded and returns the candidates', async () => {
+    const { task, record, status, calls, store } = await run(async () => RESULT);
+    expect(store.statuses(task.id)).toEqual(['accepted', 'queued', 'running', 'succeeded']);
+    expect(record).toMatchObject({ id: task.id, kind: 'image', status: 'succeeded', error: null, response_id: 'resp-1', candidates: RESULT.candidates });
+    expect(record.finished_at).toEqual(expect.any(Number));
+    expect(store.records.get(task.id)).toEqual(record);
+    expect(status).toEqual(['succeeded']);
+    expect(calls).toEqual({ generateImage: 1, mayHaveReachedUpstream: 0 });
+  });
+
+  it.each(['auth_failed', 'insufficient_balance', 'upstream_rate_limited', 'invalid_request', 'upstream_timeout'])(
+    'ends failed with the activity\'s code %s, without retrying', async (code) => {
+      const { task, record, status, calls, store } = await run(async () => { throw ApplicationFailure.nonRetryable(`upstream said ${code}`, code); });
+      expect(record).toMatchObject({ status: 'failed', candidates: null, error: { code, message: `upstream said ${code}` } });
+      expect(store.statuses(task.id)).toEqual(['accepted', 'queued', 'running', 'failed']);
+      expect(status).toEqual(['failed']);
+      expect(calls.generateImage).toBe(1);
+    });
+
+  it('retries a transient failure up to maxAttempts, then ends failed / upstream_error', async () => {
+    const { record, calls } = await run(async () => { throw ApplicationFailure.retryable('503 from upstream', 'upstream_error_retryable'); });
+    expect(calls.generateImage).toBe(3);
+    // Nothing was dispatched: a failure, not an uncertain outcome.
+    expect(calls.mayHaveReachedUpstream).toBe(1);
+    expect(record.status).toBe('failed');
+    expect(record.error).toEqual({ code: 'upstream_error', message: expect.stringContaining('503 from upstream') });
+  });
+
+  it('succeeds when a later attempt does', async () => {
+    let attempts = 0;
+    const { record, calls } = await run(async () => {
+      if (++attempts < 3) throw new Error('connection reset');
+      return RESULT;
+    });
+    expect(calls.generateImage).toBe(3);
+    expect(record).toMatchObject({ status: 'succeeded', error: null });
+  });
+
+  it('ends uncertain when the activity says so, and asks nothing more', async () => {
+    const { task, record, status, calls, store } = await run(async () => {
+      throw ApplicationFailure.nonRetryable('sent, then the connection dropped', 'uncertain');
+    });
+    expect(record).toMatchObject({ status: 'uncertain', error: null, candidates: null, uncertain_reason: 'sent, then the connection dropped' });
+    expect(store.statuses(task.id)).toEqual(['accepted', 'queued', 'running', 'uncertain']);
+    expect(status).toEqual(['uncertain']);
+    expect(calls).toEqual({ generateImage: 1, mayHaveReachedUpstream: 0 });
+  });
+
+  it('ends uncertain when retries run out after a request was dispatched', async () => {
+    const store = new MemoryStore();
+    const { record, calls } = await run(async (i) => {
+      await store.markDispatched(i.id, 1);
+      throw new Error('socket hang up');
+    }, store);
+    expect(calls.mayHaveReachedUpstream).toBe(1);
+    expect(record.status).toBe('uncertain');
+    expect(record.error).toBeNull();
+    expect(record.uncertain_reason).toContain('socket hang up');
+  });
+
+  it('ends failed, not uncertain, when retries run out before anything was dispatched', async () => {
+    const { record, calls } = await run(async () => { throw new Error('ECONNREFUSED'); });
+    expect(calls.mayHaveReachedUpstream).toBe(1);
+    expect(record).toMatchObject({ status: 'failed', error: { code: 'upstream_error' } });
+    expect(record.uncertain_reason).toBeUndefined();
+  });
+});

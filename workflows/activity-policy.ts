@@ -1,0 +1,28 @@
+// How image and video workflows run their activities: one retry policy for both kinds of task.
+import type { ActivityOptions, LocalActivityOptions } from '@temporalio/workflow';
+import { TASK_FAILURE_CODES, UNCERTAIN_FAILURE_TYPE } from '../src/shared/errors.js';
+import type { ActivityPolicy } from '../src/shared/task.js';
+
+/** Read-model writes and the may-have-reached question, run as local activities. */
+export const LOCAL_ACTIVITY: LocalActivityOptions = {
+  startToCloseTimeout: '10s',
+  // The read model must catch up even through a long Redis outage: retry without a limit.
+  retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '30s' },
+};
+
+/** Upstream calls, on the model's activity queue (where its concurrency and rate are set). */
+export function upstreamActivity(policy: ActivityPolicy, taskQueue: string): ActivityOptions {
+  return {
+    taskQueue,
+    // Providers abort at timeoutMs themselves; this bound only catches a worker that vanished.
+    startToCloseTimeout: policy.timeoutMs + 15_000,
+    heartbeatTimeout: policy.heartbeatTimeoutMs,
+    retry: {
+      initialInterval: '1s',
+      backoffCoefficient: 2,
+      maximumAttempts: policy.maxAttempts,
+      // A task failure code or uncertain is the attempt's answer: resending cannot change it.
+      nonRetryableErrorTypes: [...TASK_FAILURE_CODES, UNCERTAIN_FAILURE_TYPE],
+    },
+  };
+}
