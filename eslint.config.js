@@ -35,18 +35,51 @@ export default tseslint.config(
     // are imported as types.
     files: ['workflows/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', {
-        patterns: [
-          { group: ['ioredis', 'ioredis/*', 'koa', 'koa-*', '@koa/*', 'undici', 'node-fetch', 'axios', 'node:*', 'http', 'https', 'net', 'fs', 'child_process', '@temporalio/client', '@temporalio/worker', '@temporalio/activity', 'pino'],
-            message: 'Workflow code must stay deterministic: no Redis, HTTP, Koa, Node built-ins or non-workflow Temporal packages.' },
-          { group: ['../activities/*', '../activities/**', '../src/*', '!../src/shared', '!../src/shared/*'], allowTypeImports: true,
-            message: 'Import activities (and other runtime modules) as types only; value-import only src/shared.' },
-        ],
-      }],
-      'no-restricted-globals': ['error',
-        { name: 'process', message: 'process.env does not belong in workflow code; pass configuration as workflow input.' },
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: [
+                'ioredis',
+                'ioredis/*',
+                'koa',
+                'koa-*',
+                '@koa/*',
+                'undici',
+                'node-fetch',
+                'axios',
+                'node:*',
+                'http',
+                'https',
+                'net',
+                'fs',
+                'child_process',
+                '@temporalio/client',
+                '@temporalio/worker',
+                '@temporalio/activity',
+                'pino',
+              ],
+              message:
+                'Workflow code must stay deterministic: no Redis, HTTP, Koa, Node built-ins or non-workflow Temporal packages.',
+            },
+            {
+              group: ['../activities/*', '../activities/**', '../src/*', '!../src/shared', '!../src/shared/*'],
+              allowTypeImports: true,
+              message: 'Import activities (and other runtime modules) as types only; value-import only src/shared.',
+            },
+          ],
+        },
+      ],
+      'no-restricted-globals': [
+        'error',
+        {
+          name: 'process',
+          message: 'process.env does not belong in workflow code; pass configuration as workflow input.',
+        },
         { name: 'fetch', message: 'HTTP belongs in activities.' },
-        { name: 'setInterval', message: 'Use workflow timers (sleep).' }],
+        { name: 'setInterval', message: 'Use workflow timers (sleep).' },
+      ],
     },
   },
 );

@@ -17,20 +17,26 @@ export interface UpstreamModel {
 type DispatchStore = Pick<TaskStore, 'wasDispatched' | 'markDispatched' | 'clearDispatched'>;
 
 /** Heartbeat details: for operators (the Web UI shows them); the Redis mark is what decides uncertain. */
-interface DispatchMark { dispatched: boolean }
+interface DispatchMark {
+  dispatched: boolean;
+}
 
 /** Must be awaited right before the request can reach the upstream: it makes `uncertain` decidable. */
 export type Dispatching = () => Promise<void>;
 
 /** A task as the calls see it: its id and its model's id. */
-interface TaskRef { id: string; model: string }
+interface TaskRef {
+  id: string;
+  model: string;
+}
 
 /** Upstream calls for the tasks of a worker's `models` (one kind: image or video). */
 export function upstreamCalls<M extends UpstreamModel & { id: string }>(store: DispatchStore, models: M[]) {
   const byId = new Map(models.map((m) => [m.id, m]));
   const modelOf = (id: string): M => {
     const model = byId.get(id);
-    if (!model) throw ApplicationFailure.nonRetryable(`model ${id} is not configured on this worker`, 'invalid_request');
+    if (!model)
+      throw ApplicationFailure.nonRetryable(`model ${id} is not configured on this worker`, 'invalid_request');
     return model;
   };
 
@@ -51,34 +57,60 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(store: D
      * non-idempotent upstream, or that loses its answer after sending, ends the task uncertain.
      */
     async send<T>(
-      task: TaskRef, wording: CallWording, started: () => Promise<unknown>,
+      task: TaskRef,
+      wording: CallWording,
+      started: () => Promise<unknown>,
       call: (model: M, signal: AbortSignal, dispatching: Dispatching) => Promise<T>,
     ): Promise<T> {
       const model = modelOf(task.model);
       const attempt = Context.current().info.attempt;
       // The Redis mark is awaited before sending, unlike heartbeats, which are throttled and may be lost with the worker.
-      if (attempt > 1 && !model.idempotent && await store.wasDispatched(task.id)) {
-        throw ApplicationFailure.nonRetryable(notResent(wording, 'the attempt ended before its answer arrived'), UNCERTAIN_FAILURE_TYPE);
+      if (attempt > 1 && !model.idempotent && (await store.wasDispatched(task.id))) {
+        throw ApplicationFailure.nonRetryable(
+          notResent(wording, 'the attempt ended before its answer arrived'),
+          UNCERTAIN_FAILURE_TYPE,
+        );
       }
       await started();
-      return underBudget(model, wording, { dispatched: false }, (signal, beat) => call(model, signal, async () => {
-        beat({ dispatched: true });
-        await store.markDispatched(task.id, attempt);
-      }), async (err) => {
-        if (!(err instanceof TransportFailure)) return;
-        if (!err.dispatched) await store.clearDispatched(task.id);
-        else if (!model.idempotent) {
-          throw ApplicationFailure.nonRetryable(`${err.message} after the ${wording.request} was sent; the outcome cannot be confirmed.`, UNCERTAIN_FAILURE_TYPE);
-        }
-      });
+      return underBudget(
+        model,
+        wording,
+        { dispatched: false },
+        (signal, beat) =>
+          call(model, signal, async () => {
+            beat({ dispatched: true });
+            await store.markDispatched(task.id, attempt);
+          }),
+        async (err) => {
+          if (!(err instanceof TransportFailure)) return;
+          if (!err.dispatched) await store.clearDispatched(task.id);
+          else if (!model.idempotent) {
+            throw ApplicationFailure.nonRetryable(
+              `${err.message} after the ${wording.request} was sent; the outcome cannot be confirmed.`,
+              UNCERTAIN_FAILURE_TYPE,
+            );
+          }
+        },
+      );
     },
 
     /** A read (status check, download): safe to repeat, so a long job does not end on one passing fault. */
-    async read<T>(task: TaskRef, wording: CallWording, call: (model: M, signal: AbortSignal) => Promise<T>): Promise<T> {
+    async read<T>(
+      task: TaskRef,
+      wording: CallWording,
+      call: (model: M, signal: AbortSignal) => Promise<T>,
+    ): Promise<T> {
       const model = modelOf(task.model);
-      return underBudget(model, wording, undefined, (signal) => call(model, signal), async (err) => {
-        if (err instanceof UpstreamFailure && err.transient) throw ApplicationFailure.retryable(err.message, 'upstream_transient');
-      });
+      return underBudget(
+        model,
+        wording,
+        undefined,
+        (signal) => call(model, signal),
+        async (err) => {
+          if (err instanceof UpstreamFailure && err.transient)
+            throw ApplicationFailure.retryable(err.message, 'upstream_transient');
+        },
+      );
     },
   };
 }
@@ -88,7 +120,9 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(store: D
  * may turn a failure into the attempt's outcome first; failures mapped by no one are retried.
  */
 async function underBudget<T>(
-  model: UpstreamModel, wording: CallWording, initial: DispatchMark | undefined,
+  model: UpstreamModel,
+  wording: CallWording,
+  initial: DispatchMark | undefined,
   run: (signal: AbortSignal, beat: (details: DispatchMark) => void) => Promise<T>,
   map: (err: unknown) => Promise<void>,
 ): Promise<T> {
@@ -99,15 +133,23 @@ async function underBudget<T>(
   let details = initial;
   const timer = setInterval(() => ctx.heartbeat(details), Math.max(200, Math.floor(model.heartbeatTimeoutMs / 3)));
   try {
-    return await run(signal, (d) => { details = d; ctx.heartbeat(d); });
+    return await run(signal, (d) => {
+      details = d;
+      ctx.heartbeat(d);
+    });
   } catch (err) {
     if (timeout.aborted) {
-      throw ApplicationFailure.nonRetryable(`The ${wording.upstream} gave no ${wording.answer} within ${model.timeoutMs} ms.`, 'upstream_timeout');
+      throw ApplicationFailure.nonRetryable(
+        `The ${wording.upstream} gave no ${wording.answer} within ${model.timeoutMs} ms.`,
+        'upstream_timeout',
+      );
     }
     await map(err);
     if (err instanceof UpstreamFailure) {
       // A retryable type outside TASK_FAILURE_CODES: once retries run out the workflow reports upstream_error.
-      throw err.retryable ? ApplicationFailure.retryable(err.message, `${err.code}_retryable`) : ApplicationFailure.nonRetryable(err.message, err.code);
+      throw err.retryable
+        ? ApplicationFailure.retryable(err.message, `${err.code}_retryable`)
+        : ApplicationFailure.nonRetryable(err.message, err.code);
     }
     throw err; // retryable: a transport failure before dispatch, a read, or an idempotent upstream
   } finally {

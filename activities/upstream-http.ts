@@ -8,31 +8,46 @@ import { causeCode, NOT_DISPATCHED_CODES } from '../src/shared/upstream.js';
  * idempotent upstream), when Temporal retries the attempt first.
  */
 export class UpstreamFailure extends Error {
-  constructor(readonly code: TaskFailureCode, message: string, readonly retryable = false) {
+  constructor(
+    readonly code: TaskFailureCode,
+    message: string,
+    readonly retryable = false,
+  ) {
     super(message);
     this.name = 'UpstreamFailure';
   }
   /** A passing fault: worth asking again when the request is a read (status checks, downloads). */
-  get transient(): boolean { return false; }
+  get transient(): boolean {
+    return false;
+  }
 }
 
 /** A transport failure: `dispatched` says whether the request may have reached the upstream. */
 export class TransportFailure extends Error {
-  constructor(message: string, readonly dispatched: boolean) {
+  constructor(
+    message: string,
+    readonly dispatched: boolean,
+  ) {
     super(message);
     this.name = 'TransportFailure';
   }
 }
 
 /** Sends the request and reads the whole answer; an abort (timeout, cancellation) is rethrown as is. */
-export async function fetchText(url: string, init: RequestInit & { signal: AbortSignal }): Promise<{ res: Response; text: string }> {
+export async function fetchText(
+  url: string,
+  init: RequestInit & { signal: AbortSignal },
+): Promise<{ res: Response; text: string }> {
   try {
     const res = await fetch(url, init);
     return { res, text: await res.text() };
   } catch (err) {
     if (init.signal.aborted) throw err;
     const code = causeCode(err);
-    throw new TransportFailure(`upstream connection failed (${code ?? (err as Error).message})`, !NOT_DISPATCHED_CODES.has(code ?? ''));
+    throw new TransportFailure(
+      `upstream connection failed (${code ?? (err as Error).message})`,
+      !NOT_DISPATCHED_CODES.has(code ?? ''),
+    );
   }
 }
 

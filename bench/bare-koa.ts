@@ -14,6 +14,9 @@ if (process.env.BARE_REDIS_URL) {
     ctx.body = JSON.parse(j ?? '{}');
   });
 } else {
-  app.use((ctx) => { ctx.type = 'application/json'; ctx.body = body; });
+  app.use((ctx) => {
+    ctx.type = 'application/json';
+    ctx.body = body;
+  });
 }
 app.listen(Number(process.env.PORT), '127.0.0.1');

@@ -5,10 +5,19 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { ROOT } from '../scripts/services.js';
 
-export interface LoadResult { rps: number; p50: number; p99: number; errors: number; non2xx: number }
+export interface LoadResult {
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  non2xx: number;
+}
 
 export function spawnTs(file: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): ChildProcess {
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', join(ROOT, file)], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', join(ROOT, file)], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
   process.once('exit', () => child.kill('SIGKILL'));
   return child;
 }
@@ -16,7 +25,13 @@ export function spawnTs(file: string, env: NodeJS.ProcessEnv, nodeArgs: string[]
 export async function waitHttp(url: string, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (await fetch(url).then((r) => r.ok, () => false)) return;
+    if (
+      await fetch(url).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return;
     await sleep(100);
   }
   throw new Error(`${url} did not answer within ${timeoutMs} ms`);
@@ -25,12 +40,31 @@ export async function waitHttp(url: string, timeoutMs = 60_000): Promise<void> {
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** HTTP load with autocannon: fixed duration, fixed connections. */
-export async function load(opts: { url: string; connections: number; seconds: number; method?: 'GET' | 'POST'; headers?: Record<string, string>; body?: string; requests?: autocannon.Request[] }): Promise<LoadResult> {
+export async function load(opts: {
+  url: string;
+  connections: number;
+  seconds: number;
+  method?: 'GET' | 'POST';
+  headers?: Record<string, string>;
+  body?: string;
+  requests?: autocannon.Request[];
+}): Promise<LoadResult> {
   const r = await autocannon({
-    url: opts.url, connections: opts.connections, duration: opts.seconds, method: opts.method ?? 'GET',
-    headers: opts.headers, body: opts.body, requests: opts.requests,
+    url: opts.url,
+    connections: opts.connections,
+    duration: opts.seconds,
+    method: opts.method ?? 'GET',
+    headers: opts.headers,
+    body: opts.body,
+    requests: opts.requests,
   });
-  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx };
+  return {
+    rps: r.requests.average,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    errors: r.errors + r.timeouts,
+    non2xx: r.non2xx,
+  };
 }
 
 /** In-process load: `fn` called by `concurrency` loops for `seconds`; latency per call in ms. */
@@ -38,13 +72,19 @@ export async function loop(concurrency: number, seconds: number, fn: () => Promi
   const lat: number[] = [];
   let errors = 0;
   const end = performance.now() + seconds * 1000;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (performance.now() < end) {
-      const t = performance.now();
-      try { await fn(); } catch { errors++; }
-      lat.push(performance.now() - t);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < end) {
+        const t = performance.now();
+        try {
+          await fn();
+        } catch {
+          errors++;
+        }
+        lat.push(performance.now() - t);
+      }
+    }),
+  );
   return { rps: lat.length / seconds, p50: pct(lat, 50), p99: pct(lat, 99), errors, non2xx: 0 };
 }
 

@@ -8,8 +8,18 @@ export interface ProfileSummary {
   areas: [string, number][];
 }
 
-interface Node { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; hitCount?: number }
-interface CpuProfile { nodes: Node[]; startTime: number; endTime: number; samples: number[]; timeDeltas: number[] }
+interface Node {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  hitCount?: number;
+}
+interface CpuProfile {
+  nodes: Node[];
+  startTime: number;
+  endTime: number;
+  samples: number[];
+  timeDeltas: number[];
+}
 
 const IDLE = new Set(['(idle)', '(program)']);
 
@@ -51,7 +61,13 @@ export function summarise(p: CpuProfile, requests: number, windowMs = Infinity, 
     wallMs: Math.min(windowMs, (p.endTime - p.startTime) / 1000),
     busyMs: busyUs / 1000,
     usPerRequest: per(busyUs),
-    top: [...frames].sort((a, b) => b[1] - a[1]).slice(0, topN).map(([name, us]) => ({ name, usPerRequest: per(us), share: us / busyUs })),
-    areas: [...areas].sort((a, b) => b[1] - a[1]).slice(0, 12).map(([a, us]) => [a, per(us)]),
+    top: [...frames]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, topN)
+      .map(([name, us]) => ({ name, usPerRequest: per(us), share: us / busyUs })),
+    areas: [...areas]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 12)
+      .map(([a, us]) => [a, per(us)]),
   };
 }

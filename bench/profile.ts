@@ -24,7 +24,13 @@ function cpuMs(pid: number): number {
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const KEY = 'bench-key-owner-0000000000';
 
-interface Scenario { name: string; connections: number; url: string; method?: 'GET' | 'POST'; body?: string }
+interface Scenario {
+  name: string;
+  connections: number;
+  url: string;
+  method?: 'GET' | 'POST';
+  body?: string;
+}
 
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'kiln-profile-'));
@@ -32,15 +38,30 @@ async function main() {
     startRedis({ dir: join(dir, 'redis'), persist: false }),
     startTemporal({ dbFile: join(dir, 'temporal.sqlite') }),
   ]);
-  writeFileSync(join(dir, 'models.json'), JSON.stringify({ models: [
-    { id: 'bench-image', provider: 'local', latencyMs: 0 }, { id: 'bench-video', kind: 'video', provider: 'local' },
-  ] }));
+  writeFileSync(
+    join(dir, 'models.json'),
+    JSON.stringify({
+      models: [
+        { id: 'bench-image', provider: 'local', latencyMs: 0 },
+        { id: 'bench-video', kind: 'video', provider: 'local' },
+      ],
+    }),
+  );
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const env = {
-    KILN_SECRET: randomBytes(32).toString('hex'), REDIS_URL: redisSvc.url, TEMPORAL_ADDRESS: temporal.url,
-    MODELS_FILE: join(dir, 'models.json'), PORT: String(port), HOST: '127.0.0.1', PUBLIC_BASE_URL: base,
-    BLOB_DIR: join(dir, 'blobs'), RATE_LIMIT_TASK_MS: '0', RATE_LIMIT_BATCH_MS: '0', LOG_LEVEL: process.env.LOG_LEVEL ?? 'info', API_PROCESSES: '1',
+    KILN_SECRET: randomBytes(32).toString('hex'),
+    REDIS_URL: redisSvc.url,
+    TEMPORAL_ADDRESS: temporal.url,
+    MODELS_FILE: join(dir, 'models.json'),
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    PUBLIC_BASE_URL: base,
+    BLOB_DIR: join(dir, 'blobs'),
+    RATE_LIMIT_TASK_MS: '0',
+    RATE_LIMIT_BATCH_MS: '0',
+    LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+    API_PROCESSES: '1',
   };
   const config = loadConfig({ ...process.env, ...env });
   const redis = new Redis(redisSvc.url);
@@ -48,17 +69,47 @@ async function main() {
   const owner = ownerOfKey(config.ownerKey, KEY);
   const now = Math.floor(Date.now() / 1000);
   const image = (i: number): TaskRecord => ({
-    id: `task_${randomBytes(16).toString('hex')}`, kind: 'image', owner, model: 'bench-image', status: 'succeeded',
-    created_at: now - i, finished_at: now, response_id: 'resp', model_version: 'bench',
-    candidates: [{ content: { role: 'model', parts: [{ inlineData: { mimeType: 'image/png', data: `${base}/v1/files/${randomBytes(16).toString('hex')}.png` } }] }, finishReason: 'STOP', index: 0 }],
+    id: `task_${randomBytes(16).toString('hex')}`,
+    kind: 'image',
+    owner,
+    model: 'bench-image',
+    status: 'succeeded',
+    created_at: now - i,
+    finished_at: now,
+    response_id: 'resp',
+    model_version: 'bench',
+    candidates: [
+      {
+        content: {
+          role: 'model',
+          parts: [
+            { inlineData: { mimeType: 'image/png', data: `${base}/v1/files/${randomBytes(16).toString('hex')}.png` } },
+          ],
+        },
+        finishReason: 'STOP',
+        index: 0,
+      },
+    ],
     error: null,
   });
   // The list owner has 2,000 tasks, as in the peer comparison.
   const records = Array.from({ length: 2000 }, (_, i) => image(i));
-  for (let i = 0; i < records.length; i += 200) await Promise.all(records.slice(i, i + 200).map((r) => store.transition(r)));
+  for (let i = 0; i < records.length; i += 200)
+    await Promise.all(records.slice(i, i + 200).map((r) => store.transition(r)));
   const video: VideoTaskRecord = {
-    id: `video_${randomBytes(16).toString('hex')}`, kind: 'video', owner, model: 'bench-video', status: 'succeeded', progress: 100,
-    prompt: 'bench', seconds: '4', size: '720x1280', created_at: now, completed_at: now, video_url: `${base}/v1/files/x.mp4`, error: null,
+    id: `video_${randomBytes(16).toString('hex')}`,
+    kind: 'video',
+    owner,
+    model: 'bench-video',
+    status: 'succeeded',
+    progress: 100,
+    prompt: 'bench',
+    seconds: '4',
+    size: '720x1280',
+    created_at: now,
+    completed_at: now,
+    video_url: `${base}/v1/files/x.mp4`,
+    error: null,
   };
   await store.transition(video);
   const ids = records.slice(0, 100).map((r) => r.id);
@@ -66,7 +117,13 @@ async function main() {
   const scenarios: Scenario[] = [
     { name: 'poll one finished task', connections: 32, url: `/v1/tasks/${ids[0]}` },
     { name: 'poll one finished video', connections: 32, url: `/v1/videos/${video.id}` },
-    { name: 'batch-get of 100 ids', connections: 32, url: '/v1/tasks/batch-get', method: 'POST', body: JSON.stringify({ ids }) },
+    {
+      name: 'batch-get of 100 ids',
+      connections: 32,
+      url: '/v1/tasks/batch-get',
+      method: 'POST',
+      body: JSON.stringify({ ids }),
+    },
     { name: 'list limit=100 (owner with 2,000 tasks)', connections: 16, url: '/v1/tasks?limit=100' },
   ];
   const out: { s: Scenario; load: LoadResult; cpuUs: number; prof: ProfileSummary }[] = [];
@@ -75,11 +132,25 @@ async function main() {
     const api = spawnTs('src/server.ts', env, ['--cpu-prof', `--cpu-prof-dir=${profDir}`]);
     await waitHttp(`${base}/healthz`);
     const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
-    const warm = await load({ url: base + s.url, method: s.method, headers, body: s.body, connections: s.connections, seconds: 2 });
+    const warm = await load({
+      url: base + s.url,
+      method: s.method,
+      headers,
+      body: s.body,
+      connections: s.connections,
+      seconds: 2,
+    });
     void warm;
     const cpuBefore = cpuMs(api.pid!);
     const t0 = performance.now();
-    const r = await load({ url: base + s.url, method: s.method, headers, body: s.body, connections: s.connections, seconds: SECONDS });
+    const r = await load({
+      url: base + s.url,
+      method: s.method,
+      headers,
+      body: s.body,
+      connections: s.connections,
+      seconds: SECONDS,
+    });
     const cpu = cpuMs(api.pid!) - cpuBefore;
     const exited = new Promise((res) => api.once('exit', res));
     api.kill('SIGTERM');
@@ -90,15 +161,27 @@ async function main() {
     if (!file) throw new Error(`no CPU profile written for ${s.name}`);
     const requests = Math.round(r.rps * SECONDS);
     // Only samples of the measured load (start-up and warm-up cut off by time from the profile's end).
-    out.push({ s, load: r, cpuUs: (cpu * 1000) / requests, prof: summarise(JSON.parse(readFileSync(join(profDir, file), 'utf8')), requests, windowMs) });
+    out.push({
+      s,
+      load: r,
+      cpuUs: (cpu * 1000) / requests,
+      prof: summarise(JSON.parse(readFileSync(join(profDir, file), 'utf8')), requests, windowMs),
+    });
   }
 
-  console.log(`# API read-path profile (${new Date().toISOString().slice(0, 10)}, ${SECONDS} s per scenario, LOG_LEVEL=${env.LOG_LEVEL})\n`);
+  console.log(
+    `# API read-path profile (${new Date().toISOString().slice(0, 10)}, ${SECONDS} s per scenario, LOG_LEVEL=${env.LOG_LEVEL})\n`,
+  );
   for (const { s, load: l, cpuUs, prof } of out) {
-    console.log(`## ${s.name} (${s.connections} connections): ${l.rps.toFixed(0)} req/s, p50 ${l.p50} ms, p99 ${l.p99} ms`);
-    console.log(`CPU per request: **${cpuUs.toFixed(0)} µs** (user + system, /proc); profiled busy ${prof.usPerRequest.toFixed(0)} µs/req\n`);
+    console.log(
+      `## ${s.name} (${s.connections} connections): ${l.rps.toFixed(0)} req/s, p50 ${l.p50} ms, p99 ${l.p99} ms`,
+    );
+    console.log(
+      `CPU per request: **${cpuUs.toFixed(0)} µs** (user + system, /proc); profiled busy ${prof.usPerRequest.toFixed(0)} µs/req\n`,
+    );
     console.log('| self µs/req | share | frame |\n|---:|---:|---|');
-    for (const f of prof.top) console.log(`| ${f.usPerRequest.toFixed(1)} | ${(f.share * 100).toFixed(1)} % | ${f.name} |`);
+    for (const f of prof.top)
+      console.log(`| ${f.usPerRequest.toFixed(1)} | ${(f.share * 100).toFixed(1)} % | ${f.name} |`);
     console.log('\n| by area | µs/req |\n|---|---:|');
     for (const [area, us] of prof.areas) console.log(`| ${area} | ${us.toFixed(1)} |`);
     console.log('');
@@ -107,4 +190,10 @@ async function main() {
   await Promise.all([redisSvc.stop(), temporal.stop()]);
 }
 
-main().then(() => process.exit(0), (err) => { console.error(err); process.exit(1); });
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

@@ -26,14 +26,28 @@ async function main() {
   ]);
   const [apiPort, barePort] = [await freePort(), await freePort()];
   const base = `http://127.0.0.1:${apiPort}`;
-  writeFileSync(join(dir, 'models.json'), JSON.stringify({ models: [
-    { id: 'bench-image', provider: 'local', latencyMs: 0, idempotent: true, concurrency: 64 },
-    { id: 'bench-video', kind: 'video', provider: 'local', latencyMs: 0, pollIntervalMs: 100 },
-  ] }));
+  writeFileSync(
+    join(dir, 'models.json'),
+    JSON.stringify({
+      models: [
+        { id: 'bench-image', provider: 'local', latencyMs: 0, idempotent: true, concurrency: 64 },
+        { id: 'bench-video', kind: 'video', provider: 'local', latencyMs: 0, pollIntervalMs: 100 },
+      ],
+    }),
+  );
   const env = {
-    KILN_SECRET: randomBytes(32).toString('hex'), REDIS_URL: redisSvc.url, TEMPORAL_ADDRESS: temporal.url,
-    MODELS_FILE: join(dir, 'models.json'), PORT: String(apiPort), HOST: '127.0.0.1', PUBLIC_BASE_URL: base,
-    BLOB_DIR: join(dir, 'blobs'), RATE_LIMIT_TASK_MS: '0', RATE_LIMIT_BATCH_MS: '0', MAX_UNFINISHED_TASKS: '1000000', LOG_LEVEL: 'warn',
+    KILN_SECRET: randomBytes(32).toString('hex'),
+    REDIS_URL: redisSvc.url,
+    TEMPORAL_ADDRESS: temporal.url,
+    MODELS_FILE: join(dir, 'models.json'),
+    PORT: String(apiPort),
+    HOST: '127.0.0.1',
+    PUBLIC_BASE_URL: base,
+    BLOB_DIR: join(dir, 'blobs'),
+    RATE_LIMIT_TASK_MS: '0',
+    RATE_LIMIT_BATCH_MS: '0',
+    MAX_UNFINISHED_TASKS: '1000000',
+    LOG_LEVEL: 'warn',
   };
   const config = loadConfig({ ...process.env, ...env });
   const worker = spawnTs('src/worker.ts', env);
@@ -47,10 +61,28 @@ async function main() {
   const owner = ownerOfKey(config.ownerKey, KEY);
   const auth = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
   // A 1024×10 picture: the "upstream" costs next to nothing, so Kiln and Temporal are what is measured.
-  const submitBody = JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'bench' }] }], generationConfig: { imageConfig: { aspectRatio: '99:1', output: 'url' } } });
-  const rows: { what: string; kiln: LoadResult | string; base?: LoadResult | string; baseName?: string; note?: string }[] = [];
-  const submitOne = async (key = KEY) => (await (await fetch(`${base}/v1beta/models/bench-image:generateContent`, { method: 'POST', headers: { ...auth, authorization: `Bearer ${key}` }, body: submitBody })).json()) as { id: string };
-  const drain = async () => { while ((await store.unfinishedCount()) > 0) await sleep(200); };
+  const submitBody = JSON.stringify({
+    contents: [{ role: 'user', parts: [{ text: 'bench' }] }],
+    generationConfig: { imageConfig: { aspectRatio: '99:1', output: 'url' } },
+  });
+  const rows: {
+    what: string;
+    kiln: LoadResult | string;
+    base?: LoadResult | string;
+    baseName?: string;
+    note?: string;
+  }[] = [];
+  const submitOne = async (key = KEY) =>
+    (await (
+      await fetch(`${base}/v1beta/models/bench-image:generateContent`, {
+        method: 'POST',
+        headers: { ...auth, authorization: `Bearer ${key}` },
+        body: submitBody,
+      })
+    ).json()) as { id: string };
+  const drain = async () => {
+    while ((await store.unfinishedCount()) > 0) await sleep(200);
+  };
   let submitted = 0;
 
   // Warm up: JIT, connections, the workflow cache.
@@ -59,14 +91,35 @@ async function main() {
   await drain();
 
   // 1. Submit over HTTP vs a raw workflow start of the same workflow and input.
-  const sub = await load({ url: `${base}/v1beta/models/bench-image:generateContent`, method: 'POST', headers: auth, body: submitBody, connections: 16, seconds: SECONDS });
+  const sub = await load({
+    url: `${base}/v1beta/models/bench-image:generateContent`,
+    method: 'POST',
+    headers: auth,
+    body: submitBody,
+    connections: 16,
+    seconds: SECONDS,
+  });
   submitted += Math.round(sub.rps * SECONDS);
   await drain();
   const input = (id: string) => ({
-    task: { id, owner, model: 'bench-image', created_at: Math.floor(Date.now() / 1000), request: JSON.parse(submitBody) },
-    policy: { timeoutMs: 120_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3 }, activityQueue: modelTaskQueue(config.temporal.taskQueue, 'bench-image'),
+    task: {
+      id,
+      owner,
+      model: 'bench-image',
+      created_at: Math.floor(Date.now() / 1000),
+      request: JSON.parse(submitBody),
+    },
+    policy: { timeoutMs: 120_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3 },
+    activityQueue: modelTaskQueue(config.temporal.taskQueue, 'bench-image'),
   });
-  const raw = await loop(16, SECONDS, () => { const id = `task_${randomBytes(16).toString('hex')}`; return client.workflow.start('imageTaskWorkflow', { workflowId: id, taskQueue: config.temporal.taskQueue, args: [input(id)] }); });
+  const raw = await loop(16, SECONDS, () => {
+    const id = `task_${randomBytes(16).toString('hex')}`;
+    return client.workflow.start('imageTaskWorkflow', {
+      workflowId: id,
+      taskQueue: config.temporal.taskQueue,
+      args: [input(id)],
+    });
+  });
   submitted += Math.round(raw.rps * SECONDS);
   rows.push({ what: 'submit (16 connections)', kiln: sub, base: raw, baseName: 'raw client.workflow.start' });
   await drain();
@@ -86,7 +139,11 @@ async function main() {
   const pollBody = await (await fetch(pollUrl, { headers: auth })).text();
   const bare = spawnTs('bench/bare-koa.ts', { PORT: String(barePort), BARE_BODY: pollBody });
   const koaRedisPort = await freePort();
-  const bareRedis = spawnTs('bench/bare-koa.ts', { PORT: String(koaRedisPort), BARE_REDIS_URL: redisSvc.url, BARE_KEY: store.taskKey(own[0]) });
+  const bareRedis = spawnTs('bench/bare-koa.ts', {
+    PORT: String(koaRedisPort),
+    BARE_REDIS_URL: redisSvc.url,
+    BARE_KEY: store.taskKey(own[0]),
+  });
   await waitHttp(`http://127.0.0.1:${barePort}/`);
   await waitHttp(`http://127.0.0.1:${koaRedisPort}/`);
   const koa = await load({ url: `http://127.0.0.1:${barePort}/`, connections: 32, seconds: SECONDS });
@@ -99,32 +156,73 @@ async function main() {
   rows.push({ what: 'bare Koa handler (32 connections)', kiln: koa, note: 'the baseline of the ratios below' });
   rows.push({ what: 'Koa + one ioredis HGET + JSON.parse/stringify of the record', kiln: koaRedis, ...vsKoa });
   rows.push({ what: 'single poll (32 connections)', kiln: poll, ...vsKoa });
-  rows.push({ what: '  the same record, raw ioredis HGET (32 in flight)', kiln: redisRead, note: 'no HTTP, no JSON: the floor of one Redis round trip' });
+  rows.push({
+    what: '  the same record, raw ioredis HGET (32 in flight)',
+    kiln: redisRead,
+    note: 'no HTTP, no JSON: the floor of one Redis round trip',
+  });
 
   // Video poll: the same path for a finished video task.
-  const video = (await (await fetch(`${base}/v1/videos`, { method: 'POST', headers: auth, body: JSON.stringify({ model: 'bench-video', prompt: 'bench' }) })).json()) as { id: string };
+  const video = (await (
+    await fetch(`${base}/v1/videos`, {
+      method: 'POST',
+      headers: auth,
+      body: JSON.stringify({ model: 'bench-video', prompt: 'bench' }),
+    })
+  ).json()) as { id: string };
   submitted += 1;
   await drain();
-  const videoPoll = await load({ url: `${base}/v1/videos/${video.id}`, headers: auth, connections: 32, seconds: SECONDS });
+  const videoPoll = await load({
+    url: `${base}/v1/videos/${video.id}`,
+    headers: auth,
+    connections: 32,
+    seconds: SECONDS,
+  });
   rows.push({ what: 'video poll (32 connections)', kiln: videoPoll, ...vsKoa });
 
   // 3. Batch of 100 ids: all the caller's; then 40 own, 30 another owner's, 30 unknown.
-  const ownBatch = await load({ url: `${base}/v1/tasks/batch-get`, method: 'POST', headers: auth, body: JSON.stringify({ ids: own }), connections: 32, seconds: SECONDS });
+  const ownBatch = await load({
+    url: `${base}/v1/tasks/batch-get`,
+    method: 'POST',
+    headers: auth,
+    body: JSON.stringify({ ids: own }),
+    connections: 32,
+    seconds: SECONDS,
+  });
   rows.push({ what: 'batch-get of 100 own ids (32 connections)', kiln: ownBatch, ...vsKoa });
   const batchBody = JSON.stringify({ ids: [...own.slice(0, 40), ...others, ...ghosts] });
   await fetch(`${base}/v1/tasks/batch-get`, { method: 'POST', headers: auth, body: batchBody }); // unknown ids are asked of Temporal once
-  const batch = await load({ url: `${base}/v1/tasks/batch-get`, method: 'POST', headers: auth, body: batchBody, connections: 32, seconds: SECONDS });
-  rows.push({ what: 'batch-get of 100 ids: 40 own, 30 another owner\'s, 30 unknown', kiln: batch, ...vsKoa });
+  const batch = await load({
+    url: `${base}/v1/tasks/batch-get`,
+    method: 'POST',
+    headers: auth,
+    body: batchBody,
+    connections: 32,
+    seconds: SECONDS,
+  });
+  rows.push({ what: "batch-get of 100 ids: 40 own, 30 another owner's, 30 unknown", kiln: batch, ...vsKoa });
 
   // 4. List: an owner with 10,000 tasks vs owners with 100 and 10.
   const now = Math.floor(Date.now() / 1000);
   const seed = async (name: string, n: number) => {
     const o = ownerOfKey(config.ownerKey, name);
     for (let i = 0; i < n; i += 500) {
-      await Promise.all(Array.from({ length: Math.min(500, n - i) }, (_, j) => {
-        const r: TaskRecord = { id: `task_${randomBytes(16).toString('hex')}`, kind: 'image', owner: o, model: 'bench-image', status: 'succeeded', created_at: now - ((i + j) % 86400), finished_at: now, candidates: [], error: null };
-        return store.transition(r);
-      }));
+      await Promise.all(
+        Array.from({ length: Math.min(500, n - i) }, (_, j) => {
+          const r: TaskRecord = {
+            id: `task_${randomBytes(16).toString('hex')}`,
+            kind: 'image',
+            owner: o,
+            model: 'bench-image',
+            status: 'succeeded',
+            created_at: now - ((i + j) % 86400),
+            finished_at: now,
+            candidates: [],
+            error: null,
+          };
+          return store.transition(r);
+        }),
+      );
     }
     return { authorization: `Bearer ${name}` };
   };
@@ -132,12 +230,27 @@ async function main() {
   const peerSized = await seed('bench-owner-2000-xxxxxxxxx', 2_000);
   const mid = await seed('bench-owner-100-xxxxxxxxxx', 100);
   const small = await seed('bench-owner-10-xxxxxxxxxxx', 10);
-  const listPeer = await load({ url: `${base}/v1/tasks?limit=100`, headers: peerSized, connections: 16, seconds: SECONDS });
+  const listPeer = await load({
+    url: `${base}/v1/tasks?limit=100`,
+    headers: peerSized,
+    connections: 16,
+    seconds: SECONDS,
+  });
   rows.push({ what: 'list limit=100, owner with 2,000 tasks (16 connections)', kiln: listPeer, ...vsKoa });
   const listBig = await load({ url: `${base}/v1/tasks?limit=100`, headers: big, connections: 32, seconds: SECONDS });
   const listMid = await load({ url: `${base}/v1/tasks?limit=100`, headers: mid, connections: 32, seconds: SECONDS });
-  const listSmall = await load({ url: `${base}/v1/tasks?limit=100`, headers: small, connections: 32, seconds: SECONDS });
-  rows.push({ what: 'list limit=100, owner with 10,000 tasks', kiln: listBig, base: listMid, baseName: 'owner with 100 tasks (same page size)' });
+  const listSmall = await load({
+    url: `${base}/v1/tasks?limit=100`,
+    headers: small,
+    connections: 32,
+    seconds: SECONDS,
+  });
+  rows.push({
+    what: 'list limit=100, owner with 10,000 tasks',
+    kiln: listBig,
+    base: listMid,
+    baseName: 'owner with 100 tasks (same page size)',
+  });
   rows.push({ what: 'list limit=100, owner with 10 tasks', kiln: listSmall, note: 'page of 10 items' });
 
   // 5. End to end: submit → first poll that sees succeeded, vs raw start + result().
@@ -146,7 +259,7 @@ async function main() {
     const t = performance.now();
     const { id } = await submitOne();
     for (;;) {
-      const r = await (await fetch(`${base}/v1/tasks/${id}`, { headers: auth })).json() as { status: string };
+      const r = (await (await fetch(`${base}/v1/tasks/${id}`, { headers: auth })).json()) as { status: string };
       if (r.status === 'succeeded') break;
       await sleep(5);
     }
@@ -156,28 +269,53 @@ async function main() {
   for (let i = 0; i < 30; i++) {
     const id = `task_${randomBytes(16).toString('hex')}`;
     const t = performance.now();
-    await client.workflow.execute('imageTaskWorkflow', { workflowId: id, taskQueue: config.temporal.taskQueue, args: [input(id)] });
+    await client.workflow.execute('imageTaskWorkflow', {
+      workflowId: id,
+      taskQueue: config.temporal.taskQueue,
+      args: [input(id)],
+    });
     rawE2e.push(performance.now() - t);
   }
   submitted += 60;
   const { pct } = await import('./lib.js');
   const asLoad = (v: number[]): LoadResult => ({ rps: NaN, p50: pct(v, 50), p99: pct(v, 99), errors: 0, non2xx: 0 });
-  rows.push({ what: 'end to end: submit → succeeded seen by a 5 ms poll loop', kiln: asLoad(e2e), base: asLoad(rawE2e), baseName: 'raw workflow execute (start + result)' });
+  rows.push({
+    what: 'end to end: submit → succeeded seen by a 5 ms poll loop',
+    kiln: asLoad(e2e),
+    base: asLoad(rawE2e),
+    baseName: 'raw workflow execute (start + result)',
+  });
 
   // 6. Sustained: the rest of TOTAL_TASKS submitted at 32 connections, until all are finished.
   const rest = Math.max(0, TOTAL_TASKS - submitted);
   const t0 = performance.now();
-  const sustained = await (await import('autocannon')).default({ url: `${base}/v1beta/models/bench-image:generateContent`, method: 'POST', headers: auth, body: submitBody, connections: 32, amount: rest });
+  const sustained = await (
+    await import('autocannon')
+  ).default({
+    url: `${base}/v1beta/models/bench-image:generateContent`,
+    method: 'POST',
+    headers: auth,
+    body: submitBody,
+    connections: 32,
+    amount: rest,
+  });
   await drain();
   const elapsed = (performance.now() - t0) / 1000;
   submitted += rest;
-  rows.push({ what: `sustained: ${rest} tasks submitted and finished`, kiln: `${fmt(rest / elapsed)} tasks/s (${fmt(elapsed)} s, ${sustained.non2xx} non-2xx)` });
+  rows.push({
+    what: `sustained: ${rest} tasks submitted and finished`,
+    kiln: `${fmt(rest / elapsed)} tasks/s (${fmt(elapsed)} s, ${sustained.non2xx} non-2xx)`,
+  });
   await sleep(2000);
   rows.push({ what: 'resident memory, idle after start', kiln: `API ${idle.api}; worker ${fmt(idle.worker)} MiB` });
-  rows.push({ what: `resident memory after ${submitted} tasks`, kiln: `API ${apiRss(api.pid!)}; worker ${fmt(rssMiB(worker.pid!))} MiB` });
+  rows.push({
+    what: `resident memory after ${submitted} tasks`,
+    kiln: `API ${apiRss(api.pid!)}; worker ${fmt(rssMiB(worker.pid!))} MiB`,
+  });
 
   report(rows, { seconds: SECONDS });
-  api.kill('SIGTERM'); worker.kill('SIGTERM');
+  api.kill('SIGTERM');
+  worker.kill('SIGTERM');
   redis.disconnect();
   await sleep(1000);
   await Promise.all([temporal.stop(), redisSvc.stop()]);
@@ -187,30 +325,60 @@ async function main() {
 /** RSS of the API: its supervisor and each API process (or the one process). */
 function apiRss(pid: number): string {
   let children: number[] = [];
-  try { children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number); } catch { /* gone */ }
+  try {
+    children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number);
+  } catch {
+    /* gone */
+  }
   const own = `${fmt(rssMiB(pid))} MiB`;
-  return children.length ? `supervisor ${own}, processes ${children.map((c) => `${fmt(rssMiB(c))}`).join(' / ')} MiB` : own;
+  return children.length
+    ? `supervisor ${own}, processes ${children.map((c) => `${fmt(rssMiB(c))}`).join(' / ')} MiB`
+    : own;
 }
 
-function report(rows: { what: string; kiln: LoadResult | string; base?: LoadResult | string; baseName?: string; note?: string }[], o: { seconds: number }) {
-  const cell = (r?: LoadResult | string) => (r === undefined ? '' : typeof r === 'string' ? r : `${fmt(r.rps, 0)} req/s · p50 ${fmt(r.p50)} ms · p99 ${fmt(r.p99)} ms${r.errors + r.non2xx ? ` · ${r.errors + r.non2xx} errors` : ''}`);
+function report(
+  rows: { what: string; kiln: LoadResult | string; base?: LoadResult | string; baseName?: string; note?: string }[],
+  o: { seconds: number },
+) {
+  const cell = (r?: LoadResult | string) =>
+    r === undefined
+      ? ''
+      : typeof r === 'string'
+        ? r
+        : `${fmt(r.rps, 0)} req/s · p50 ${fmt(r.p50)} ms · p99 ${fmt(r.p99)} ms${r.errors + r.non2xx ? ` · ${r.errors + r.non2xx} errors` : ''}`;
   const ratio = (a: LoadResult | string, b?: LoadResult | string) => {
     if (typeof a === 'string' || b === undefined || typeof b === 'string') return '';
-    return Number.isFinite(a.rps) && Number.isFinite(b.rps) ? `throughput ${fmt(a.rps / b.rps, 2)}× · p50 ${fmt(a.p50 / b.p50, 2)}×` : `p50 ${fmt(a.p50 / b.p50, 2)}× · p99 ${fmt(a.p99 / b.p99, 2)}×`;
+    return Number.isFinite(a.rps) && Number.isFinite(b.rps)
+      ? `throughput ${fmt(a.rps / b.rps, 2)}× · p50 ${fmt(a.p50 / b.p50, 2)}×`
+      : `p50 ${fmt(a.p50 / b.p50, 2)}× · p99 ${fmt(a.p99 / b.p99, 2)}×`;
   };
   const temporalVersion = execFileSync(binary('temporal', 'TEMPORAL_BIN'), ['--version']).toString().trim();
   const lines = [
     `Run: \`npm run bench\` (BENCH_SECONDS=${o.seconds}, BENCH_TASKS=${TOTAL_TASKS}) on ${new Date().toISOString()}`,
-    `Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${fmt(totalmem() / 2 ** 30)} GiB; Node ${process.version}; ${temporalVersion}; redis-server ${execFileSync(binary('redis-server', 'REDIS_SERVER_BIN'), ['--version']).toString().match(/v=(\S+)/)?.[1]}`,
+    `Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${fmt(totalmem() / 2 ** 30)} GiB; Node ${process.version}; ${temporalVersion}; redis-server ${
+      execFileSync(binary('redis-server', 'REDIS_SERVER_BIN'), ['--version'])
+        .toString()
+        .match(/v=(\S+)/)?.[1]
+    }`,
     'Load generator, API, worker, Temporal dev server (SQLite) and Redis all share those cores.',
     '',
     '| Scenario | Kiln | Baseline | Kiln / baseline |',
     '|---|---|---|---|',
-    ...rows.map((r) => `| ${r.what} | ${cell(r.kiln)} | ${r.baseName ? `${r.baseName}: ${cell(r.base)}` : r.note ?? ''} | ${ratio(r.kiln, r.base)} |`),
+    ...rows.map(
+      (r) =>
+        `| ${r.what} | ${cell(r.kiln)} | ${r.baseName ? `${r.baseName}: ${cell(r.base)}` : (r.note ?? '')} | ${ratio(r.kiln, r.base)} |`,
+    ),
   ];
   const text = lines.join('\n');
   writeFileSync(join(ROOT, 'bench', 'last-run.md'), `${text}\n`);
   console.log(text);
 }
 
-main().catch((err) => { console.error(err); process.exit(1); });
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

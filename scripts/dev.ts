@@ -33,7 +33,13 @@ async function main() {
   const operatorToken = secret('operator-token', 'KILN_OPERATOR_TOKEN');
   const [redis, temporal] = await Promise.all([
     startRedis({ dir: join(DATA, 'redis'), port: await portOr(6379) }),
-    startTemporal({ dbFile: join(DATA, 'temporal.sqlite'), port: await portOr(7233), uiPort, ui: true, codecEndpoint: `${baseUrl}/codec/t/${operatorToken}` }),
+    startTemporal({
+      dbFile: join(DATA, 'temporal.sqlite'),
+      port: await portOr(7233),
+      uiPort,
+      ui: true,
+      codecEndpoint: `${baseUrl}/codec/t/${operatorToken}`,
+    }),
   ]);
   const env = {
     ...process.env,
@@ -53,7 +59,12 @@ async function main() {
   const run = (file: string) => {
     const c = spawn(process.execPath, ['--import', 'tsx', join(ROOT, file)], { env, stdio: 'inherit' });
     children.push(c);
-    c.once('exit', (code, signal) => { if (!stopping) { console.error(`${file} exited (${code ?? signal}); stopping.`); void stop(1); } });
+    c.once('exit', (code, signal) => {
+      if (!stopping) {
+        console.error(`${file} exited (${code ?? signal}); stopping.`);
+        void stop(1);
+      }
+    });
     return c;
   };
   let stopping = false;
@@ -71,7 +82,13 @@ async function main() {
   run('src/worker.ts');
   run('src/server.ts');
   for (let i = 0; i < 200; i++) {
-    if (await fetch(`http://127.0.0.1:${apiPort}/healthz`).then((r) => r.ok, () => false)) break;
+    if (
+      await fetch(`http://127.0.0.1:${apiPort}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      break;
     await new Promise((r) => setTimeout(r, 100));
   }
   const curl = `curl -s -X POST '${baseUrl}/v1beta/models/kiln-image-1:generateContent?output=url' \\

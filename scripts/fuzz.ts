@@ -18,45 +18,96 @@ const EXAMPLES = Number(process.env.FUZZ_EXAMPLES ?? 40);
 // Left out: ignored_auth (passthrough mode accepts any well-formed key by design) and
 // positive_data_acceptance (some rules span fields or locations, e.g. output=url in the query or
 // the body, which a schema cannot state; the descriptions say them).
-const CHECKS = ['not_a_server_error', 'response_schema_conformance', 'status_code_conformance', 'content_type_conformance',
-  'response_headers_conformance', 'use_after_free', 'ensure_resource_availability'];
+const CHECKS = [
+  'not_a_server_error',
+  'response_schema_conformance',
+  'status_code_conformance',
+  'content_type_conformance',
+  'response_headers_conformance',
+  'use_after_free',
+  'ensure_resource_availability',
+];
 const SCHEMATHESIS = process.env.SCHEMATHESIS_BIN ?? join(ROOT, '.tools', 'bin', 'schemathesis');
 
 async function main() {
-  if (!existsSync(SCHEMATHESIS)) throw new Error(`${SCHEMATHESIS} is missing; run npm run bootstrap (it installs schemathesis from PyPI)`);
+  if (!existsSync(SCHEMATHESIS))
+    throw new Error(`${SCHEMATHESIS} is missing; run npm run bootstrap (it installs schemathesis from PyPI)`);
   // The built-in models, cheaper: the fuzzer submits many tasks and the local video model runs ffmpeg.
-  const models = DEFAULT_MODELS.map((m) => (m.kind === 'video' ? { ...m, latencyMs: 100, localFps: 2, localMaxSide: 64 } : m.kind === 'image' ? { ...m, latencyMs: 50 } : m));
+  const models = DEFAULT_MODELS.map((m) =>
+    m.kind === 'video'
+      ? { ...m, latencyMs: 100, localFps: 2, localMaxSide: 64 }
+      : m.kind === 'image'
+        ? { ...m, latencyMs: 50 }
+        : m,
+  );
   // One token is both the API key and the operator token, so the codec endpoints are fuzzed too.
   const token = randomBytes(24).toString('hex');
   const stack = await startStack({
-    name: 'fuzz', models,
-    env: { RATE_LIMIT_TASK_MS: '0', RATE_LIMIT_BATCH_MS: '0', KILN_OPERATOR_TOKEN: token, LOG_LEVEL: 'error', ...pick(process.env, /^KILN_FUZZ_ENV_/) },
+    name: 'fuzz',
+    models,
+    env: {
+      RATE_LIMIT_TASK_MS: '0',
+      RATE_LIMIT_BATCH_MS: '0',
+      KILN_OPERATOR_TOKEN: token,
+      LOG_LEVEL: 'error',
+      ...pick(process.env, /^KILN_FUZZ_ENV_/),
+    },
   });
   const reportDir = join(stack.dir, 'report');
   const configFile = join(stack.dir, 'schemathesis.toml');
   writeFileSync(configFile, schemathesisConfig(token));
   const common = [
-    '--header', `Authorization: Bearer ${token}`,
-    '--checks', CHECKS.join(','),
-    '--max-examples', String(EXAMPLES),
+    '--header',
+    `Authorization: Bearer ${token}`,
+    '--checks',
+    CHECKS.join(','),
+    '--max-examples',
+    String(EXAMPLES),
     // One worker: with several, Hypothesis's shared caches race (a KeyError reported as a flaky error).
-    '--workers', process.env.FUZZ_WORKERS ?? '1',
-    '--request-timeout', '30',
-    '--suppress-health-check', 'too_slow,filter_too_much',
-    '--generation-database', 'none',
-    '--report', 'junit', '--report-dir', reportDir,
+    '--workers',
+    process.env.FUZZ_WORKERS ?? '1',
+    '--request-timeout',
+    '30',
+    '--suppress-health-check',
+    'too_slow,filter_too_much',
+    '--generation-database',
+    'none',
+    '--report',
+    'junit',
+    '--report-dir',
+    reportDir,
     '--no-color',
     ...(process.env.FUZZ_SEED ? ['--seed', process.env.FUZZ_SEED] : []),
   ];
   const extra = process.env.FUZZ_ARGS ? process.env.FUZZ_ARGS.split(' ').filter(Boolean) : [];
-  const run = (seconds: number, args: string[]) => new Promise<number>((res) => {
-    const all = ['--config-file', configFile, 'run', `${stack.base}/openapi.json`, '--max-time', String(seconds), ...common, ...args, ...extra];
-    console.log(`[fuzz] schemathesis run <kiln>/openapi.json --max-time ${seconds} --checks ${CHECKS.join(',')} --max-examples ${EXAMPLES} ${args.join(' ')}`);
-    // Its working directory is the run's own, where it keeps its cache (not the checkout).
-    const child = spawn(SCHEMATHESIS, all, { cwd: stack.dir, stdio: 'inherit', env: { ...process.env, PYTHONUNBUFFERED: '1' } });
-    child.once('error', (err) => { console.error(`[fuzz] cannot run schemathesis: ${err.message}`); res(2); });
-    child.once('exit', (c, signal) => res(c ?? (signal ? 1 : 0)));
-  });
+  const run = (seconds: number, args: string[]) =>
+    new Promise<number>((res) => {
+      const all = [
+        '--config-file',
+        configFile,
+        'run',
+        `${stack.base}/openapi.json`,
+        '--max-time',
+        String(seconds),
+        ...common,
+        ...args,
+        ...extra,
+      ];
+      console.log(
+        `[fuzz] schemathesis run <kiln>/openapi.json --max-time ${seconds} --checks ${CHECKS.join(',')} --max-examples ${EXAMPLES} ${args.join(' ')}`,
+      );
+      // Its working directory is the run's own, where it keeps its cache (not the checkout).
+      const child = spawn(SCHEMATHESIS, all, {
+        cwd: stack.dir,
+        stdio: 'inherit',
+        env: { ...process.env, PYTHONUNBUFFERED: '1' },
+      });
+      child.once('error', (err) => {
+        console.error(`[fuzz] cannot run schemathesis: ${err.message}`);
+        res(2);
+      });
+      child.once('exit', (c, signal) => res(c ?? (signal ? 1 : 0)));
+    });
   console.log(`[fuzz] Kiln at ${stack.base}`);
   const started = Date.now();
   // 1. The whole API, every phase. 2. The image task chain alone, stateful: in the whole-API run the
@@ -64,18 +115,29 @@ async function main() {
   const chainSeconds = Math.max(10, Math.round(SECONDS / 4));
   const codes = [
     await run(SECONDS - chainSeconds, []),
-    await run(chainSeconds, ['--phases', 'stateful', ...['submitImageTask', 'getTask', 'getTaskContent', 'batchGetTasks'].flatMap((id) => ['--include-operation-id', id])]),
+    await run(chainSeconds, [
+      '--phases',
+      'stateful',
+      ...['submitImageTask', 'getTask', 'getTaskContent', 'batchGetTasks'].flatMap((id) => [
+        '--include-operation-id',
+        id,
+      ]),
+    ]),
   ];
   const code = codes.find((c) => c !== 0) ?? 0;
   // What the API logged as unhandled: the server-side cause of any 500.
-  const unhandled = readFileSync(stack.logFile('api'), 'utf8').split('\n').filter((l) => l.includes('"level":50'));
+  const unhandled = readFileSync(stack.logFile('api'), 'utf8')
+    .split('\n')
+    .filter((l) => l.includes('"level":50'));
   if (unhandled.length) {
     console.log(`[fuzz] the API logged ${unhandled.length} error(s); first ones:`);
     for (const l of unhandled.slice(0, 5)) console.log(`  ${l.slice(0, 2000)}`);
   }
   const failed = code !== 0 || unhandled.length > 0;
-  console.log(`[fuzz] schemathesis exited ${codes.join(', ')} after ${Math.round((Date.now() - started) / 1000)} s`
-    + (failed ? `; JUnit reports and process logs kept in ${stack.dir}` : ''));
+  console.log(
+    `[fuzz] schemathesis exited ${codes.join(', ')} after ${Math.round((Date.now() - started) / 1000)} s` +
+      (failed ? `; JUnit reports and process logs kept in ${stack.dir}` : ''),
+  );
   // A passing run leaves nothing behind; a failing one keeps its reports and logs.
   await stack.stop({ keepDir: failed });
   process.exit(failed ? code || 1 : 0);
@@ -89,18 +151,24 @@ async function main() {
 function schemathesisConfig(token: string): string {
   const ids = (kind: string) => JSON.stringify(DEFAULT_MODELS.filter((m) => m.kind === kind).map((m) => m.id));
   const op = (id: string, params: Record<string, string>) =>
-    `[[operations]]\ninclude-operation-id = "${id}"\nparameters = { ${Object.entries(params).map(([k, v]) => `"${k}" = ${v}`).join(', ')} }\n`;
+    `[[operations]]\ninclude-operation-id = "${id}"\nparameters = { ${Object.entries(params)
+      .map(([k, v]) => `"${k}" = ${v}`)
+      .join(', ')} }\n`;
   const dict = (name: string) => `{ dictionary = "${name}", probability = 0.8 }`;
   return [
-    `[dictionaries.image]\nvalues = ${ids('image')}\n[dictionaries.chat]\nvalues = ${ids('chat')}\n[dictionaries.video]\nvalues = ${ids('video')}\n[dictionaries.output]\nvalues = ["url"]\n`
-      + '[dictionaries.aspect]\nvalues = ["99:1", "1:99", "16:9"]\n[dictionaries.size]\nvalues = ["1K"]\n[dictionaries.prompt]\nvalues = ["a red fox in the snow", "a lighthouse at dusk"]\n',
+    `[dictionaries.image]\nvalues = ${ids('image')}\n[dictionaries.chat]\nvalues = ${ids('chat')}\n[dictionaries.video]\nvalues = ${ids('video')}\n[dictionaries.output]\nvalues = ["url"]\n` +
+      '[dictionaries.aspect]\nvalues = ["99:1", "1:99", "16:9"]\n[dictionaries.size]\nvalues = ["1K"]\n[dictionaries.prompt]\nvalues = ["a red fox in the snow", "a lighthouse at dusk"]\n',
     // A submission passes only with output=url (query and body agreeing), a prompt, a W:H ratio and a
     // known size: without these values nearly none would start a task, and the stateful phase
     // (submit -> poll -> content -> file) would have nothing to follow. Small pictures keep it cheap.
     op('submitImageTask', {
-      'path.model': dict('image'), 'query.output': dict('output'), 'body.output': dict('output'),
-      'body.generationConfig.imageConfig.output': dict('output'), 'body.generationConfig.imageConfig.aspectRatio': dict('aspect'),
-      'body.generationConfig.imageConfig.imageSize': dict('size'), 'body.contents[*].parts[*].text': dict('prompt'),
+      'path.model': dict('image'),
+      'query.output': dict('output'),
+      'body.output': dict('output'),
+      'body.generationConfig.imageConfig.output': dict('output'),
+      'body.generationConfig.imageConfig.aspectRatio': dict('aspect'),
+      'body.generationConfig.imageConfig.imageSize': dict('size'),
+      'body.contents[*].parts[*].text': dict('prompt'),
     }),
     op('createChatCompletion', { 'body.model': dict('chat') }),
     op('createVideo', { 'body.model': dict('video') }),
@@ -110,7 +178,11 @@ function schemathesisConfig(token: string): string {
 
 /** Variables named PREFIX_X, renamed X: extra service settings for a run (KILN_FUZZ_ENV_LOG_LEVEL=debug). */
 function pick(env: NodeJS.ProcessEnv, prefix: RegExp): Record<string, string> {
-  return Object.fromEntries(Object.entries(env).filter(([k, v]) => prefix.test(k) && v !== undefined).map(([k, v]) => [k.replace(prefix, ''), v!]));
+  return Object.fromEntries(
+    Object.entries(env)
+      .filter(([k, v]) => prefix.test(k) && v !== undefined)
+      .map(([k, v]) => [k.replace(prefix, ''), v!]),
+  );
 }
 
 main().catch((err) => {

@@ -30,7 +30,12 @@ export function freePort(): Promise<number> {
   });
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>, child: ChildProcess, timeoutMs: number): Promise<void> {
+async function waitFor(
+  what: string,
+  check: () => Promise<boolean>,
+  child: ChildProcess,
+  timeoutMs: number,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`${what} exited with code ${child.exitCode} during start-up`);
@@ -44,28 +49,66 @@ function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM', grac
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((res) => {
     const t = setTimeout(() => child.kill('SIGKILL'), graceMs);
-    child.once('exit', () => { clearTimeout(t); res(); });
+    child.once('exit', () => {
+      clearTimeout(t);
+      res();
+    });
     child.kill(signal);
   });
 }
 
-export interface Service { url: string; port: number; stop(signal?: NodeJS.Signals): Promise<void>; start(): Promise<void> }
+export interface Service {
+  url: string;
+  port: number;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+  start(): Promise<void>;
+}
 
 /** redis-server with an append-only file in `dir`, so a restart keeps its data. */
-export async function startRedis(opts: { dir: string; port?: number; persist?: boolean; quiet?: boolean }): Promise<Service> {
+export async function startRedis(opts: {
+  dir: string;
+  port?: number;
+  persist?: boolean;
+  quiet?: boolean;
+}): Promise<Service> {
   mkdirSync(opts.dir, { recursive: true });
   const port = opts.port ?? (await freePort());
   const url = `redis://127.0.0.1:${port}`;
   let child: ChildProcess;
   const start = async () => {
-    const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', opts.dir, '--save', '', '--appendonly', opts.persist === false ? 'no' : 'yes'];
-    child = spawn(binary('redis-server', 'REDIS_SERVER_BIN'), args, { stdio: opts.quiet === false ? 'inherit' : 'ignore' });
-    child.on('error', (err) => { throw new Error(`cannot start redis-server (${err.message}); run npm run bootstrap`); });
-    await waitFor('redis-server', async () => {
-      const r = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-      r.on('error', () => undefined); // not up yet: the next check tries again
-      try { await r.connect(); return (await r.ping()) === 'PONG'; } finally { r.disconnect(); }
-    }, child, 15_000);
+    const args = [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      opts.dir,
+      '--save',
+      '',
+      '--appendonly',
+      opts.persist === false ? 'no' : 'yes',
+    ];
+    child = spawn(binary('redis-server', 'REDIS_SERVER_BIN'), args, {
+      stdio: opts.quiet === false ? 'inherit' : 'ignore',
+    });
+    child.on('error', (err) => {
+      throw new Error(`cannot start redis-server (${err.message}); run npm run bootstrap`);
+    });
+    await waitFor(
+      'redis-server',
+      async () => {
+        const r = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+        r.on('error', () => undefined); // not up yet: the next check tries again
+        try {
+          await r.connect();
+          return (await r.ping()) === 'PONG';
+        } finally {
+          r.disconnect();
+        }
+      },
+      child,
+      15_000,
+    );
   };
   await start();
   return { url, port, start, stop: (signal) => stopChild(child, signal) };
@@ -76,34 +119,72 @@ export async function startRedis(opts: { dir: string; port?: number; persist?: b
  * synchronous=NORMAL syncs at checkpoints instead of every commit: a power cut may lose the last
  * moments, a process crash loses nothing. KILN_SQLITE_PRAGMAS overrides (comma-separated, "" for none).
  */
-export const DEV_SQLITE_PRAGMAS = (process.env.KILN_SQLITE_PRAGMAS ?? 'journal_mode=wal,synchronous=normal').split(',').filter(Boolean);
+export const DEV_SQLITE_PRAGMAS = (process.env.KILN_SQLITE_PRAGMAS ?? 'journal_mode=wal,synchronous=normal')
+  .split(',')
+  .filter(Boolean);
 
 /** The Temporal dev server with a SQLite file, Kiln's search attributes registered, UI optional. */
-export async function startTemporal(opts: { dbFile: string; port?: number; uiPort?: number; ui?: boolean; quiet?: boolean; codecEndpoint?: string; pragmas?: string[] }): Promise<Service & { uiUrl?: string }> {
+export async function startTemporal(opts: {
+  dbFile: string;
+  port?: number;
+  uiPort?: number;
+  ui?: boolean;
+  quiet?: boolean;
+  codecEndpoint?: string;
+  pragmas?: string[];
+}): Promise<Service & { uiUrl?: string }> {
   mkdirSync(dirname(opts.dbFile), { recursive: true });
   const port = opts.port ?? (await freePort());
   const uiPort = opts.ui ? (opts.uiPort ?? (await freePort())) : undefined;
   const address = `127.0.0.1:${port}`;
   let child: ChildProcess;
   const start = async () => {
-    const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--db-filename', opts.dbFile, '--log-level', 'error',
+    const args = [
+      'server',
+      'start-dev',
+      '--ip',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--db-filename',
+      opts.dbFile,
+      '--log-level',
+      'error',
       ...(opts.pragmas ?? DEV_SQLITE_PRAGMAS).flatMap((p) => ['--sqlite-pragma', p]),
       ...Object.values(SEARCH_ATTRIBUTES).flatMap((n) => ['--search-attribute', `${n}=Keyword`]),
-      ...(uiPort ? ['--ui-port', String(uiPort), ...(opts.codecEndpoint ? ['--ui-codec-endpoint', opts.codecEndpoint] : [])] : ['--headless'])];
+      ...(uiPort
+        ? ['--ui-port', String(uiPort), ...(opts.codecEndpoint ? ['--ui-codec-endpoint', opts.codecEndpoint] : [])]
+        : ['--headless']),
+    ];
     // The server logs errors while it (or a test) shuts things down; keep them in a file beside the database.
     const logFd = opts.quiet === false ? 'inherit' : openSync(`${opts.dbFile}.log`, 'a');
     child = spawn(binary('temporal', 'TEMPORAL_BIN'), args, { stdio: ['ignore', logFd, logFd] });
-    child.on('error', (err) => { throw new Error(`cannot start the Temporal CLI (${err.message}); run npm run bootstrap`); });
-    await waitFor('temporal dev server', async () => {
-      const c = await Connection.connect({ address, connectTimeout: 1000 });
-      try {
-        await c.workflowService.getSystemInfo({});
-        // The namespace is usable only once its search attributes are listed.
-        const sa = await c.operatorService.listSearchAttributes({ namespace: 'default' });
-        return Object.values(SEARCH_ATTRIBUTES).every((n) => n in (sa.customAttributes ?? {}));
-      } finally { await c.close(); }
-    }, child, 60_000);
+    child.on('error', (err) => {
+      throw new Error(`cannot start the Temporal CLI (${err.message}); run npm run bootstrap`);
+    });
+    await waitFor(
+      'temporal dev server',
+      async () => {
+        const c = await Connection.connect({ address, connectTimeout: 1000 });
+        try {
+          await c.workflowService.getSystemInfo({});
+          // The namespace is usable only once its search attributes are listed.
+          const sa = await c.operatorService.listSearchAttributes({ namespace: 'default' });
+          return Object.values(SEARCH_ATTRIBUTES).every((n) => n in (sa.customAttributes ?? {}));
+        } finally {
+          await c.close();
+        }
+      },
+      child,
+      60_000,
+    );
   };
   await start();
-  return { url: address, port, start, stop: (signal) => stopChild(child, signal), ...(uiPort ? { uiUrl: `http://127.0.0.1:${uiPort}` } : {}) };
+  return {
+    url: address,
+    port,
+    start,
+    stop: (signal) => stopChild(child, signal),
+    ...(uiPort ? { uiUrl: `http://127.0.0.1:${uiPort}` } : {}),
+  };
 }

@@ -32,24 +32,39 @@ const SUBMIT_BODY = JSON.stringify({
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Stats {
-  submitMs: number[]; pollMs: number[];
-  status: Map<number, number>; transport: number; submitted: number;
+  submitMs: number[];
+  pollMs: number[];
+  status: Map<number, number>;
+  transport: number;
+  submitted: number;
   // Per task id: its last seen status (undefined until a poll saw it).
   tasks: Map<string, string | undefined>;
 }
 
 const stats: Stats = { submitMs: [], pollMs: [], status: new Map(), transport: 0, submitted: 0, tasks: new Map() };
 
-interface Answer { id: string; next_poll_after_ms: number; items: { id: string; status: string }[] }
+interface Answer {
+  id: string;
+  next_poll_after_ms: number;
+  items: { id: string; status: string }[];
+}
 
-async function call(url: string, init: RequestInit): Promise<{ status: number; body: Answer; retryAfter: number; ms: number } | null> {
+async function call(
+  url: string,
+  init: RequestInit,
+): Promise<{ status: number; body: Answer; retryAfter: number; ms: number } | null> {
   const t = performance.now();
   try {
     const res = await fetch(url, { ...init, signal: AbortSignal.timeout(30_000) });
     // Only 2xx bodies are read as answers; others count by status.
     const body = (res.headers.get('content-type')?.includes('json') ? await res.json() : {}) as Answer;
     stats.status.set(res.status, (stats.status.get(res.status) ?? 0) + 1);
-    return { status: res.status, body, retryAfter: Number(res.headers.get('retry-after') ?? 0), ms: performance.now() - t };
+    return {
+      status: res.status,
+      body,
+      retryAfter: Number(res.headers.get('retry-after') ?? 0),
+      ms: performance.now() - t,
+    };
   } catch {
     stats.transport++;
     return null;
@@ -57,7 +72,10 @@ async function call(url: string, init: RequestInit): Promise<{ status: number; b
 }
 
 async function client(i: number, base: string, submitUntil: number, drainUntil: number): Promise<void> {
-  const headers = { authorization: `Bearer soak-client-${i}-${randomBytes(8).toString('hex')}`, 'content-type': 'application/json' };
+  const headers = {
+    authorization: `Bearer soak-client-${i}-${randomBytes(8).toString('hex')}`,
+    'content-type': 'application/json',
+  };
   const pending = new Set<string>();
   let nextPoll = Infinity;
   // Spread the clients' first submissions over the first second instead of one burst.
@@ -66,7 +84,11 @@ async function client(i: number, base: string, submitUntil: number, drainUntil: 
     const now = Date.now();
     if (now >= drainUntil || (now >= submitUntil && pending.size === 0)) return;
     while (now < submitUntil && pending.size < INFLIGHT) {
-      const r = await call(`${base}/v1beta/models/${MODEL}:generateContent`, { method: 'POST', headers, body: SUBMIT_BODY });
+      const r = await call(`${base}/v1beta/models/${MODEL}:generateContent`, {
+        method: 'POST',
+        headers,
+        body: SUBMIT_BODY,
+      });
       if (!r || r.status !== 202) {
         // Refused (429/503) or unreachable: back off as told, then go on polling what exists.
         await sleep(Math.max(1, r?.retryAfter ?? 1) * 1000);
@@ -87,11 +109,18 @@ async function client(i: number, base: string, submitUntil: number, drainUntil: 
     // One polling cycle: every batch of at most 100 of this client's unfinished ids, together.
     const ids = [...pending];
     const batches = Array.from({ length: Math.ceil(ids.length / 100) }, (_, k) => ids.slice(k * 100, k * 100 + 100));
-    const answers = await Promise.all(batches.map((b) => call(`${base}/v1/tasks/batch-get`, { method: 'POST', headers, body: JSON.stringify({ ids: b }) })));
+    const answers = await Promise.all(
+      batches.map((b) =>
+        call(`${base}/v1/tasks/batch-get`, { method: 'POST', headers, body: JSON.stringify({ ids: b }) }),
+      ),
+    );
     let wait = 1000;
     for (const r of answers) {
       if (!r) continue;
-      if (r.status === 429) { wait = Math.max(wait, r.retryAfter * 1000); continue; }
+      if (r.status === 429) {
+        wait = Math.max(wait, r.retryAfter * 1000);
+        continue;
+      }
       if (r.status !== 200) continue;
       stats.pollMs.push(r.ms);
       wait = Math.max(wait, r.body.next_poll_after_ms);
@@ -116,7 +145,9 @@ async function main() {
     models: [{ id: MODEL, provider: 'local', latencyMs: LATENCY_MS, idempotent: true, concurrency: 64 }],
     env: { POLL_AFTER_SECONDS: '1', RATE_LIMIT_BATCH_MS: '500', RATE_LIMIT_TASK_MS: '1000', LOG_LEVEL: 'warn' },
   });
-  console.log(`[soak] Kiln at ${stack.base}; ${CLIENTS} clients for ${SECONDS} s (${INFLIGHT} unfinished tasks each), then up to ${DRAIN_SECONDS} s to drain`);
+  console.log(
+    `[soak] Kiln at ${stack.base}; ${CLIENTS} clients for ${SECONDS} s (${INFLIGHT} unfinished tasks each), then up to ${DRAIN_SECONDS} s to drain`,
+  );
   const t0 = Date.now();
   const submitUntil = t0 + SECONDS * 1000;
   const drainUntil = submitUntil + DRAIN_SECONDS * 1000;
@@ -133,10 +164,14 @@ async function main() {
   const fivexx = [...stats.status].filter(([s]) => s >= 500).reduce((a, [, n]) => a + n, 0);
   const requests = [...stats.status.values()].reduce((a, n) => a + n, 0);
   const f = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : 'n/a');
-  const temporalVersion = execFileSync(binary('temporal', 'TEMPORAL_BIN'), ['--version']).toString().trim().split('\n')[0];
+  const temporalVersion = execFileSync(binary('temporal', 'TEMPORAL_BIN'), ['--version'])
+    .toString()
+    .trim()
+    .split('\n')[0];
   const lines = [
-    `Run: \`SOAK_SECONDS=${SECONDS} npm run soak\` (${CLIENTS} clients, ${INFLIGHT} unfinished tasks each, local model latency ${LATENCY_MS} ms; `
-      + 'service: POLL_AFTER_SECONDS=1, RATE_LIMIT_BATCH_MS=500) on ' + new Date().toISOString(),
+    `Run: \`SOAK_SECONDS=${SECONDS} npm run soak\` (${CLIENTS} clients, ${INFLIGHT} unfinished tasks each, local model latency ${LATENCY_MS} ms; ` +
+      'service: POLL_AFTER_SECONDS=1, RATE_LIMIT_BATCH_MS=500) on ' +
+      new Date().toISOString(),
     `Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${f(totalmem() / 2 ** 30)} GiB; Node ${process.version}; ${temporalVersion}. Clients, API, worker, Temporal dev server and Redis share those cores.`,
     '',
     '| Measure | Value |',
@@ -145,7 +180,10 @@ async function main() {
     `| succeeded / failed / uncertain | ${count('succeeded')} / ${count('failed')} / ${count('uncertain')} |`,
     `| lost (never terminal, or not_found) | ${lost} |`,
     `| finished tasks per second | ${f((stats.submitted - lost) / elapsed)} (over the whole ${f(elapsed)} s) |`,
-    `| HTTP requests | ${requests} (${[...stats.status].sort(([a], [b]) => a - b).map(([s, n]) => `${s}: ${n}`).join(', ')}) |`,
+    `| HTTP requests | ${requests} (${[...stats.status]
+      .sort(([a], [b]) => a - b)
+      .map(([s, n]) => `${s}: ${n}`)
+      .join(', ')}) |`,
     `| 5xx | ${fivexx} |`,
     `| 429 | ${stats.status.get(429) ?? 0} |`,
     `| transport errors (no HTTP status) | ${stats.transport} |`,

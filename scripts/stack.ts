@@ -23,7 +23,10 @@ function stopChild(child: ChildProcess, graceMs = 10_000): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((res) => {
     const t = setTimeout(() => child.kill('SIGKILL'), graceMs);
-    child.once('exit', () => { clearTimeout(t); res(); });
+    child.once('exit', () => {
+      clearTimeout(t);
+      res();
+    });
     child.kill('SIGTERM');
   });
 }
@@ -33,14 +36,24 @@ async function waitHttp(url: string, children: ChildProcess[], timeoutMs = 90_00
   while (Date.now() < deadline) {
     const dead = children.find((c) => c.exitCode !== null);
     if (dead) throw new Error(`${dead.spawnargs.at(-1)} exited with code ${dead.exitCode} during start-up`);
-    if (await fetch(url).then((r) => r.ok, () => false)) return;
+    if (
+      await fetch(url).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return;
     await new Promise((r) => setTimeout(r, 200));
   }
   throw new Error(`${url} did not answer within ${timeoutMs} ms`);
 }
 
 /** Starts everything; `env` adds to (and overrides) the defaults, `models` becomes MODELS_FILE. */
-export async function startStack(opts: { name: string; env?: Record<string, string>; models?: unknown[] }): Promise<Stack> {
+export async function startStack(opts: {
+  name: string;
+  env?: Record<string, string>;
+  models?: unknown[];
+}): Promise<Stack> {
   const dir = mkdtempSync(join(tmpdir(), `kiln-${opts.name}-`));
   const [redis, temporal] = await Promise.all([
     startRedis({ dir: join(dir, 'redis'), persist: false }),
@@ -49,8 +62,14 @@ export async function startStack(opts: { name: string; env?: Record<string, stri
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const env: Record<string, string> = {
-    KILN_SECRET: randomBytes(32).toString('hex'), REDIS_URL: redis.url, TEMPORAL_ADDRESS: temporal.url,
-    PORT: String(port), HOST: '127.0.0.1', PUBLIC_BASE_URL: base, BLOB_DIR: join(dir, 'blobs'), LOG_LEVEL: 'warn',
+    KILN_SECRET: randomBytes(32).toString('hex'),
+    REDIS_URL: redis.url,
+    TEMPORAL_ADDRESS: temporal.url,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    PUBLIC_BASE_URL: base,
+    BLOB_DIR: join(dir, 'blobs'),
+    LOG_LEVEL: 'warn',
     ...opts.env,
   };
   if (opts.models) {
@@ -60,7 +79,10 @@ export async function startStack(opts: { name: string; env?: Record<string, stri
   const logFile = (which: 'api' | 'worker') => join(dir, `${which}.log`);
   const run = (file: string, which: 'api' | 'worker') => {
     const fd = openSync(logFile(which), 'a');
-    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, file)], { env: { ...process.env, ...env }, stdio: ['ignore', fd, fd] });
+    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, file)], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', fd, fd],
+    });
     // Never leave processes behind, whatever ends this one.
     process.once('exit', () => child.kill('SIGKILL'));
     return child;

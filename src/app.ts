@@ -36,11 +36,20 @@ export type KilnApp = Koa & {
 export function buildApp(deps: AppDeps): KilnApp {
   const app = new Koa({ proxy: true });
   app.silent = true;
-  app.use(observe({ log: deps.log, metrics: deps.ops?.metrics, tracer: deps.ops?.tracer, stopping: deps.ops?.stopping }));
+  app.use(
+    observe({ log: deps.log, metrics: deps.ops?.metrics, tracer: deps.ops?.tracer, stopping: deps.ops?.stopping }),
+  );
   app.use(errorMiddleware(deps.log));
   // The caller's owner hash goes on the request's log line.
   const inner = deps.auth;
-  const auth: Authenticator = { authenticate: async (h) => { const c = await inner.authenticate(h); const rc = currentRequest(); if (rc) rc.owner = c.owner; return c; } };
+  const auth: Authenticator = {
+    authenticate: async (h) => {
+      const c = await inner.authenticate(h);
+      const rc = currentRequest();
+      if (rc) rc.owner = c.owner;
+      return c;
+    },
+  };
   const operations: RouteDef[] = [
     ...(deps.ops ? [...opsRoutes(deps.ops, () => operations), ...codecRoutes(deps.ops.codec)] : []),
     ...chatRoutes(deps),

@@ -15,7 +15,9 @@ const unsetIfEmpty = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (v 
 export const EnvSchema = z.object({
   PORT: int(8787, 0),
   /** API processes sharing PORT (node:cluster); default: one per available core. */
-  API_PROCESSES: unsetIfEmpty(z.coerce.number().int().min(1, 'API_PROCESSES is at least 1').max(64, 'API_PROCESSES is at most 64').optional()),
+  API_PROCESSES: unsetIfEmpty(
+    z.coerce.number().int().min(1, 'API_PROCESSES is at least 1').max(64, 'API_PROCESSES is at most 64').optional(),
+  ),
   HOST: z.string().default('0.0.0.0'),
   PUBLIC_BASE_URL: z.string().url().optional(),
   REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
@@ -23,7 +25,11 @@ export const EnvSchema = z.object({
   TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
   TEMPORAL_NAMESPACE: z.string().default('default'),
   TEMPORAL_TASK_QUEUE: z.string().default('kiln'),
-  KILN_SECRET: z.string({ message: 'KILN_SECRET is required: set it to a random string of at least 32 characters (e.g. `openssl rand -hex 32`)' })
+  KILN_SECRET: z
+    .string({
+      message:
+        'KILN_SECRET is required: set it to a random string of at least 32 characters (e.g. `openssl rand -hex 32`)',
+    })
     .min(32, 'KILN_SECRET must be at least 32 characters (e.g. `openssl rand -hex 32`)'),
   AUTH_MODE: z.enum(['passthrough', 'keys']).default('passthrough'),
   MODELS_FILE: z.string().optional(),
@@ -36,11 +42,20 @@ export const EnvSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // Operability (src/ops/): log format, operator endpoints, worker metrics, tracing.
   LOG_FORMAT: z.enum(['json', 'pretty']).default('json'),
-  KILN_OPERATOR_TOKEN: unsetIfEmpty(z.string().min(32, 'KILN_OPERATOR_TOKEN must be at least 32 characters (e.g. `openssl rand -hex 32`)').optional()),
+  KILN_OPERATOR_TOKEN: unsetIfEmpty(
+    z.string().min(32, 'KILN_OPERATOR_TOKEN must be at least 32 characters (e.g. `openssl rand -hex 32`)').optional(),
+  ),
   CODEC_CORS_ORIGINS: z.string().default(''),
   /** Characters of the prompt shown in the Web UI's workflow summary, which is stored unencrypted: 0 keeps prompts out of history. */
-  SUMMARY_PROMPT_CHARS: int(0).pipe(z.number().max(200, 'SUMMARY_PROMPT_CHARS is at most 200 (the summary is at most 256 bytes)')),
-  WORKER_METRICS_ADDRESS: unsetIfEmpty(z.string().regex(/^[^\s:]+:\d{1,5}$/, 'WORKER_METRICS_ADDRESS is host:port, e.g. 0.0.0.0:9464').optional()),
+  SUMMARY_PROMPT_CHARS: int(0).pipe(
+    z.number().max(200, 'SUMMARY_PROMPT_CHARS is at most 200 (the summary is at most 256 bytes)'),
+  ),
+  WORKER_METRICS_ADDRESS: unsetIfEmpty(
+    z
+      .string()
+      .regex(/^[^\s:]+:\d{1,5}$/, 'WORKER_METRICS_ADDRESS is host:port, e.g. 0.0.0.0:9464')
+      .optional(),
+  ),
   // Tracing is off unless an exporter is named (unlike the OpenTelemetry default of otlp).
   OTEL_TRACES_EXPORTER: z.enum(['none', 'otlp', 'console']).default('none'),
   OTEL_SERVICE_NAME: unsetIfEmpty(z.string().optional()),
@@ -55,16 +70,14 @@ export const EnvSchema = z.object({
   S3_FORCE_PATH_STYLE: z.enum(['true', 'false']).default('true'),
   S3_PREFIX: z.string().default(''),
   S3_PUBLIC_BASE_URL: z.string().url().optional(),
-  S3_PRESIGN_SECONDS: int(604_800, 1).pipe(z.number().max(604_800, 'S3_PRESIGN_SECONDS: SigV4 presigned URLs last at most 7 days (604800)')),
+  S3_PRESIGN_SECONDS: int(604_800, 1).pipe(
+    z.number().max(604_800, 'S3_PRESIGN_SECONDS: SigV4 presigned URLs last at most 7 days (604800)'),
+  ),
   /** Test-only: addresses/CIDRs the SSRF guard lets through (e.g. 127.0.0.2 for a fake "public" host). */
   REFERENCE_FETCH_ALLOW: z.string().default(''),
 });
 
-const CredentialSchema = z.union([
-  z.literal('passthrough'),
-  z.object({ env: z.string().min(1) }),
-  z.literal('none'),
-]);
+const CredentialSchema = z.union([z.literal('passthrough'), z.object({ env: z.string().min(1) }), z.literal('none')]);
 
 /** Fields every model kind shares: identity, upstream location and credentials, time budget. */
 const modelCommon = {
@@ -126,39 +139,57 @@ const ChatModelSchema = z.object({
 /** Where a workflow-node model puts a request field: `{nodeId, fieldName}` of the upstream workflow. */
 const NodeFieldSchema = z.object({ nodeId: z.string().min(1).max(100), fieldName: z.string().min(1).max(100) });
 
-const VideoModelSchema = z.object({
-  ...taskModelCommon,
-  kind: z.literal('video'),
-  provider: z.enum(['local', 'openai-videos', 'workflow-node']),
-  /** `video`: OpenAI video object; `workflow-node`: also `results[*].url` (default for that provider). */
-  form: z.enum(['video', 'workflow-node']).optional(),
-  /** The contract's pro rules: `seconds` only 10/15/25, `size` only 1792x1024/1024x1792. */
-  strict: z.boolean().default(false),
-  /** Allowed `seconds` (the first is the default); default 4/8/12, strict models 10/15/25. */
-  seconds: z.array(z.string().regex(/^[1-9]\d{0,3}$/, 'seconds are whole numbers as strings')).min(1).optional(),
-  /** Allowed `size` (the first is the default); default 720x1280/1280x720, strict models the pro sizes. */
-  sizes: z.array(z.string().regex(/^[1-9]\d{1,4}x[1-9]\d{1,4}$/, 'sizes look like 1280x720')).min(1).optional(),
-  /** Durable timer between two checks of the upstream job. */
-  pollIntervalMs: int(5000, 50),
-  /** Whole-task budget from the workflow's start; past it the task ends failed/upstream_timeout. */
-  overallTimeoutMs: int(30 * 60_000, 1000),
-  /** workflow-node: the upstream workflow and where prompt, image, seconds and size go. */
-  workflowId: z.string().min(1).max(200).optional(),
-  nodes: z.object({
-    prompt: NodeFieldSchema.optional(), image: NodeFieldSchema.optional(),
-    seconds: NodeFieldSchema.optional(), size: NodeFieldSchema.optional(),
-  }).default({}),
-  /** local: frames per second and longest side of the rendered MP4 (kept small; `size` stays as asked). */
-  localFps: int(8, 1),
-  localMaxSide: int(320, 16),
-}).superRefine((m, ctx) => {
-  const pro = { seconds: PRO_SECONDS as readonly string[], sizes: PRO_SIZES as readonly string[] };
-  for (const field of ['seconds', 'sizes'] as const) {
-    const bad = m.strict ? m[field]?.find((v) => !pro[field].includes(v)) : undefined;
-    if (bad) ctx.addIssue({ code: 'custom', path: [field], message: `"${bad}" is not allowed for a strict (pro) model; allowed: ${pro[field].join(', ')}` });
-  }
-  if (m.provider === 'workflow-node' && !m.workflowId) ctx.addIssue({ code: 'custom', path: ['workflowId'], message: 'workflow-node models need workflowId' });
-});
+const VideoModelSchema = z
+  .object({
+    ...taskModelCommon,
+    kind: z.literal('video'),
+    provider: z.enum(['local', 'openai-videos', 'workflow-node']),
+    /** `video`: OpenAI video object; `workflow-node`: also `results[*].url` (default for that provider). */
+    form: z.enum(['video', 'workflow-node']).optional(),
+    /** The contract's pro rules: `seconds` only 10/15/25, `size` only 1792x1024/1024x1792. */
+    strict: z.boolean().default(false),
+    /** Allowed `seconds` (the first is the default); default 4/8/12, strict models 10/15/25. */
+    seconds: z
+      .array(z.string().regex(/^[1-9]\d{0,3}$/, 'seconds are whole numbers as strings'))
+      .min(1)
+      .optional(),
+    /** Allowed `size` (the first is the default); default 720x1280/1280x720, strict models the pro sizes. */
+    sizes: z
+      .array(z.string().regex(/^[1-9]\d{1,4}x[1-9]\d{1,4}$/, 'sizes look like 1280x720'))
+      .min(1)
+      .optional(),
+    /** Durable timer between two checks of the upstream job. */
+    pollIntervalMs: int(5000, 50),
+    /** Whole-task budget from the workflow's start; past it the task ends failed/upstream_timeout. */
+    overallTimeoutMs: int(30 * 60_000, 1000),
+    /** workflow-node: the upstream workflow and where prompt, image, seconds and size go. */
+    workflowId: z.string().min(1).max(200).optional(),
+    nodes: z
+      .object({
+        prompt: NodeFieldSchema.optional(),
+        image: NodeFieldSchema.optional(),
+        seconds: NodeFieldSchema.optional(),
+        size: NodeFieldSchema.optional(),
+      })
+      .default({}),
+    /** local: frames per second and longest side of the rendered MP4 (kept small; `size` stays as asked). */
+    localFps: int(8, 1),
+    localMaxSide: int(320, 16),
+  })
+  .superRefine((m, ctx) => {
+    const pro = { seconds: PRO_SECONDS as readonly string[], sizes: PRO_SIZES as readonly string[] };
+    for (const field of ['seconds', 'sizes'] as const) {
+      const bad = m.strict ? m[field]?.find((v) => !pro[field].includes(v)) : undefined;
+      if (bad)
+        ctx.addIssue({
+          code: 'custom',
+          path: [field],
+          message: `"${bad}" is not allowed for a strict (pro) model; allowed: ${pro[field].join(', ')}`,
+        });
+    }
+    if (m.provider === 'workflow-node' && !m.workflowId)
+      ctx.addIssue({ code: 'custom', path: ['workflowId'], message: 'workflow-node models need workflowId' });
+  });
 
 // A model without `kind` is an image model, as in the first models files.
 const ModelSchema = z.preprocess(
@@ -187,10 +218,31 @@ export const DEFAULT_MODELS: Model[] = [
     description: 'Built-in local chat model: a deterministic reply that describes its inputs',
   }),
   ...[
-    { id: 'kiln-video-1', description: 'Built-in local renderer: a short H.264 MP4 that shows the prompt', seconds: ['4', '8', '10', '12'] },
-    { id: 'kiln-video-pro', description: 'Built-in local renderer with the pro model\'s strict seconds and sizes', strict: true },
-    { id: 'kiln-video-node', description: 'Built-in local renderer answering in the workflow-node form (results[*].url)', form: 'workflow-node' },
-  ].map((m) => VideoModelSchema.parse({ kind: 'video', provider: 'local', idempotent: true, latencyMs: 2000, pollIntervalMs: 1000, ...m })),
+    {
+      id: 'kiln-video-1',
+      description: 'Built-in local renderer: a short H.264 MP4 that shows the prompt',
+      seconds: ['4', '8', '10', '12'],
+    },
+    {
+      id: 'kiln-video-pro',
+      description: "Built-in local renderer with the pro model's strict seconds and sizes",
+      strict: true,
+    },
+    {
+      id: 'kiln-video-node',
+      description: 'Built-in local renderer answering in the workflow-node form (results[*].url)',
+      form: 'workflow-node',
+    },
+  ].map((m) =>
+    VideoModelSchema.parse({
+      kind: 'video',
+      provider: 'local',
+      idempotent: true,
+      latencyMs: 2000,
+      pollIntervalMs: 1000,
+      ...m,
+    }),
+  ),
 ];
 
 export interface Config {
@@ -235,31 +287,53 @@ export class ConfigError extends Error {}
 
 export type BlobStoreConfig =
   | { kind: 'fs' }
-  | { kind: 's3'; bucket: string; region: string; endpoint?: string; credentials?: { accessKeyId: string; secretAccessKey: string };
-      forcePathStyle: boolean; prefix: string; publicBaseUrl?: string; presignSeconds: number };
+  | {
+      kind: 's3';
+      bucket: string;
+      region: string;
+      endpoint?: string;
+      credentials?: { accessKeyId: string; secretAccessKey: string };
+      forcePathStyle: boolean;
+      prefix: string;
+      publicBaseUrl?: string;
+      presignSeconds: number;
+    };
 
 function blobStoreConfig(e: z.infer<typeof EnvSchema>): BlobStoreConfig {
   if (e.BLOB_STORE === 'fs') return { kind: 'fs' };
   if (!e.S3_BUCKET) throw new ConfigError('Invalid configuration:\n  S3_BUCKET: required when BLOB_STORE=s3');
-  if (!e.S3_ACCESS_KEY_ID !== !e.S3_SECRET_ACCESS_KEY) throw new ConfigError('Invalid configuration:\n  S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY go together (or leave both unset for the AWS default credential chain)');
+  if (!e.S3_ACCESS_KEY_ID !== !e.S3_SECRET_ACCESS_KEY)
+    throw new ConfigError(
+      'Invalid configuration:\n  S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY go together (or leave both unset for the AWS default credential chain)',
+    );
   return {
-    kind: 's3', bucket: e.S3_BUCKET, region: e.S3_REGION, endpoint: e.S3_ENDPOINT,
-    ...(e.S3_ACCESS_KEY_ID ? { credentials: { accessKeyId: e.S3_ACCESS_KEY_ID, secretAccessKey: e.S3_SECRET_ACCESS_KEY! } } : {}),
-    forcePathStyle: e.S3_FORCE_PATH_STYLE === 'true', prefix: e.S3_PREFIX,
-    publicBaseUrl: e.S3_PUBLIC_BASE_URL?.replace(/\/+$/, ''), presignSeconds: e.S3_PRESIGN_SECONDS,
+    kind: 's3',
+    bucket: e.S3_BUCKET,
+    region: e.S3_REGION,
+    endpoint: e.S3_ENDPOINT,
+    ...(e.S3_ACCESS_KEY_ID
+      ? { credentials: { accessKeyId: e.S3_ACCESS_KEY_ID, secretAccessKey: e.S3_SECRET_ACCESS_KEY! } }
+      : {}),
+    forcePathStyle: e.S3_FORCE_PATH_STYLE === 'true',
+    prefix: e.S3_PREFIX,
+    publicBaseUrl: e.S3_PUBLIC_BASE_URL?.replace(/\/+$/, ''),
+    presignSeconds: e.S3_PRESIGN_SECONDS,
   };
 }
 
 export function parseModels(json: unknown, source: string): Model[] {
   const parsed = ModelsFileSchema.safeParse(json);
   if (!parsed.success) {
-    throw new ConfigError(`${source}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    throw new ConfigError(
+      `${source}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+    );
   }
   const ids = new Set<string>();
   for (const m of parsed.data.models) {
     if (ids.has(m.id)) throw new ConfigError(`${source}: model id "${m.id}" appears twice`);
     ids.add(m.id);
-    if (m.provider !== 'local' && !m.baseUrl) throw new ConfigError(`${source}: model "${m.id}" (${m.provider}) needs baseUrl`);
+    if (m.provider !== 'local' && !m.baseUrl)
+      throw new ConfigError(`${source}: model "${m.id}" (${m.provider}) needs baseUrl`);
   }
   return parsed.data.models;
 }
@@ -305,18 +379,24 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     ops: {
       logFormat: e.LOG_FORMAT,
       ...(e.KILN_OPERATOR_TOKEN ? { operatorToken: e.KILN_OPERATOR_TOKEN } : {}),
-      codecCorsOrigins: e.CODEC_CORS_ORIGINS.split(',').map((o) => o.trim().replace(/\/+$/, '')).filter(Boolean),
+      codecCorsOrigins: e.CODEC_CORS_ORIGINS.split(',')
+        .map((o) => o.trim().replace(/\/+$/, ''))
+        .filter(Boolean),
       summaryPromptChars: e.SUMMARY_PROMPT_CHARS,
       ...(e.WORKER_METRICS_ADDRESS ? { workerMetricsAddress: e.WORKER_METRICS_ADDRESS } : {}),
       tracesExporter: e.OTEL_TRACES_EXPORTER,
       ...(e.OTEL_SERVICE_NAME ? { serviceName: e.OTEL_SERVICE_NAME } : {}),
     },
     blobStore: blobStoreConfig(e),
-    referenceFetchAllow: e.REFERENCE_FETCH_ALLOW.split(',').map((x) => x.trim()).filter(Boolean),
-    upstreamKeys: Object.fromEntries(models.flatMap((m) => {
-      const v = configuredKeyOf(m, env);
-      return v ? [[m.id, v]] : [];
-    })),
+    referenceFetchAllow: e.REFERENCE_FETCH_ALLOW.split(',')
+      .map((x) => x.trim())
+      .filter(Boolean),
+    upstreamKeys: Object.fromEntries(
+      models.flatMap((m) => {
+        const v = configuredKeyOf(m, env);
+        return v ? [[m.id, v]] : [];
+      }),
+    ),
   };
 }
 
@@ -334,7 +414,11 @@ export function modelTaskQueue(baseQueue: string, modelId: string): string {
 }
 
 /** A video model's allowed `seconds` and `size` values; the first of each is the default. */
-export function videoOptions(m: VideoModel): { seconds: readonly string[]; sizes: readonly string[]; form: 'video' | 'workflow-node' } {
+export function videoOptions(m: VideoModel): {
+  seconds: readonly string[];
+  sizes: readonly string[];
+  form: 'video' | 'workflow-node';
+} {
   return {
     seconds: m.seconds ?? (m.strict ? PRO_SECONDS : ['4', '8', '12']),
     sizes: m.sizes ?? (m.strict ? PRO_SIZES : ['720x1280', '1280x720']),

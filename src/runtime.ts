@@ -26,7 +26,12 @@ import { AesGcmCodec } from './temporal/codec.js';
  */
 export function connectRedis(config: Pick<Config, 'redisUrl'>, failFast = false): Redis {
   // Auto-pipelining sends the commands of concurrent requests in one write: fewer syscalls per poll.
-  return new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableOfflineQueue: !failFast, lazyConnect: failFast, enableAutoPipelining: failFast });
+  return new Redis(config.redisUrl, {
+    maxRetriesPerRequest: 2,
+    enableOfflineQueue: !failFast,
+    lazyConnect: failFast,
+    enableAutoPipelining: failFast,
+  });
 }
 
 async function ready(redis: Redis, url: string): Promise<void> {
@@ -52,26 +57,59 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
   // Temporal is down, retried probe calls would outlive their deadline and pile up.
   const probe = Connection.lazy({ address: config.temporal.address, interceptors: [] });
   const store = createStore(config, redis);
-  const auth: Authenticator = config.authMode === 'keys'
-    ? new IssuedKeyAuth(new KeyStore(redis, config.redisPrefix))
-    : new PassthroughAuth(config.ownerKey);
+  const auth: Authenticator =
+    config.authMode === 'keys'
+      ? new IssuedKeyAuth(new KeyStore(redis, config.redisPrefix))
+      : new PassthroughAuth(config.ownerKey);
   const { blobs, files } = createBlobs(config);
   const tasks = new TaskService(config, store, client);
-  const fetchImage = createSafeFetch({ maxBytes: 32 * 1024 * 1024, maxRedirects: 3, acceptType: (t) => t.startsWith('image/'), allow: config.referenceFetchAllow });
+  const fetchImage = createSafeFetch({
+    maxBytes: 32 * 1024 * 1024,
+    maxRedirects: 3,
+    acceptType: (t) => t.startsWith('image/'),
+    allow: config.referenceFetchAllow,
+  });
   const direct = new DirectService(tasks, client, blobs, fetchImage);
-  const app = buildApp({ auth, models: config.models, tasks, blobs: files, direct, pollAfterSeconds: config.pollAfterSeconds, chat: new ChatService(config.models, config.upstreamKeys), videos: new VideoService(config, store, client), log,
+  const app = buildApp({
+    auth,
+    models: config.models,
+    tasks,
+    blobs: files,
+    direct,
+    pollAfterSeconds: config.pollAfterSeconds,
+    chat: new ChatService(config.models, config.upstreamKeys),
+    videos: new VideoService(config, store, client),
+    log,
     ops: {
       metrics: new ApiMetrics({ queueDepth: () => store.unfinishedCount() }),
-      readiness: () => checkReadiness({ redis, connection: probe, namespace: config.temporal.namespace, taskQueue: config.temporal.taskQueue, redisPrefix: config.redisPrefix }),
+      readiness: () =>
+        checkReadiness({
+          redis,
+          connection: probe,
+          namespace: config.temporal.namespace,
+          taskQueue: config.temporal.taskQueue,
+          redisPrefix: config.redisPrefix,
+        }),
       stopping: () => stopping,
-      codec: { codec: new AesGcmCodec(config.payloadKey), operatorToken: config.ops.operatorToken, corsOrigins: config.ops.codecCorsOrigins },
+      codec: {
+        codec: new AesGcmCodec(config.payloadKey),
+        operatorToken: config.ops.operatorToken,
+        corsOrigins: config.ops.codecCorsOrigins,
+      },
       ...(tracing ? { tracer: tracing.tracer } : {}),
-    } });
+    },
+  });
   let stopping = false;
   return {
-    app, store, redis, client, connection,
+    app,
+    store,
+    redis,
+    client,
+    connection,
     /** SIGTERM: /readyz turns unready and responses ask keep-alive clients to reconnect elsewhere. */
-    drain() { stopping = true; },
+    drain() {
+      stopping = true;
+    },
     async close() {
       await tracing?.shutdown();
       await connection.close().catch(() => undefined);

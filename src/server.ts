@@ -20,7 +20,10 @@ async function main() {
   const api = await createApi(config, log);
   const server: Server = api.app.listen(config.port, config.host);
   server.on('listening', () => {
-    log.info({ port: config.port, publicBaseUrl: config.publicBaseUrl, authMode: config.authMode }, 'kiln api listening');
+    log.info(
+      { port: config.port, publicBaseUrl: config.publicBaseUrl, authMode: config.authMode },
+      'kiln api listening',
+    );
     reportListening();
   });
   let stopping = false;
@@ -32,9 +35,18 @@ async function main() {
     // Unready at once (load balancers stop sending), no new connections, in-flight requests finish
     // (their responses close keep-alive connections); then Redis and Temporal are closed.
     api.drain();
-    server.close(() => void api.close().then(() => { log.info('kiln api stopped'); process.exit(0); }));
+    server.close(
+      () =>
+        void api.close().then(() => {
+          log.info('kiln api stopped');
+          process.exit(0);
+        }),
+    );
     server.closeIdleConnections();
-    setTimeout(() => { log.warn('requests still running after the shutdown grace time; exiting'); process.exit(1); }, SHUTDOWN_GRACE_MS).unref();
+    setTimeout(() => {
+      log.warn('requests still running after the shutdown grace time; exiting');
+      process.exit(1);
+    }, SHUTDOWN_GRACE_MS).unref();
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));

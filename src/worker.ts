@@ -17,11 +17,28 @@ async function main() {
     }),
     // The SDK's Prometheus exporter: its worker metrics plus Kiln's kiln_tasks_finished_total.
     ...(config.ops.workerMetricsAddress
-      ? { telemetryOptions: { metrics: { prometheus: { bindAddress: config.ops.workerMetricsAddress, countersTotalSuffix: true, useSecondsForDurations: true } } } }
+      ? {
+          telemetryOptions: {
+            metrics: {
+              prometheus: {
+                bindAddress: config.ops.workerMetricsAddress,
+                countersTotalSuffix: true,
+                useSecondsForDurations: true,
+              },
+            },
+          },
+        }
       : {}),
   });
   const workers = await startWorkers(config, log);
-  log.info({ taskQueue: config.temporal.taskQueue, models: config.models.map((m) => m.id), metrics: config.ops.workerMetricsAddress ?? null }, 'kiln worker running');
+  log.info(
+    {
+      taskQueue: config.temporal.taskQueue,
+      models: config.models.map((m) => m.id),
+      metrics: config.ops.workerMetricsAddress ?? null,
+    },
+    'kiln worker running',
+  );
   const stop = (signal: string) => {
     log.info({ signal }, 'shutting down: letting running activities finish');
     void workers.shutdown().then(() => process.exit(0));

@@ -45,15 +45,33 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   const activities = createActivities({
     store,
     models: imageModels,
-    providers: { local: new LocalImageProvider(blobs), gemini: new GeminiImageProvider({ blobs, configuredKey, fetchReference: referenceFetcher(config.referenceFetchAllow) }) },
+    providers: {
+      local: new LocalImageProvider(blobs),
+      gemini: new GeminiImageProvider({
+        blobs,
+        configuredKey,
+        fetchReference: referenceFetcher(config.referenceFetchAllow),
+      }),
+    },
   });
   const videoModels = modelsOfKind(config.models, 'video');
-  const video = createVideoActivities({ store, models: videoModels, providers: videoProviders(blobs, env), configuredKey });
+  const video = createVideoActivities({
+    store,
+    models: videoModels,
+    providers: videoProviders(blobs, env),
+    configuredKey,
+  });
   const common = { connection, namespace: config.temporal.namespace, dataConverter: dataConverter(config) };
   const tracing = setupTracing(config.ops, 'kiln-worker', opts.spanExporter);
   const wfTracing = workerTracing(tracing, { workflows: true, prebuiltBundle: !!opts.workflowBundle });
   const telemetry = taskTelemetry(log);
-  const interceptors = (t: ReturnType<typeof workerTracing>) => ({ interceptors: { activity: [telemetry, ...t.activity], ...(t.workflowModules.length ? { workflowModules: t.workflowModules } : {}) }, ...(t.sinks ? { sinks: t.sinks } : {}) });
+  const interceptors = (t: ReturnType<typeof workerTracing>) => ({
+    interceptors: {
+      activity: [telemetry, ...t.activity],
+      ...(t.workflowModules.length ? { workflowModules: t.workflowModules } : {}),
+    },
+    ...(t.sinks ? { sinks: t.sinks } : {}),
+  });
   const workers = [
     await Worker.create({
       ...common,
@@ -61,24 +79,33 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
       ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
       ...interceptors(wfTracing),
       activities: {
-        recordTransition: activities.recordTransition, mayHaveReachedUpstream: activities.mayHaveReachedUpstream,
-        recordVideoTransition: video.recordVideoTransition, videoMayHaveReachedUpstream: video.videoMayHaveReachedUpstream,
+        recordTransition: activities.recordTransition,
+        mayHaveReachedUpstream: activities.mayHaveReachedUpstream,
+        recordVideoTransition: video.recordVideoTransition,
+        videoMayHaveReachedUpstream: video.videoMayHaveReachedUpstream,
       },
     }),
     // One activity queue per model (image or video): concurrency and rate are per model.
-    ...(await Promise.all([
-      ...imageModels.map((m) => ({ m, upstream: { generateImage: activities.generateImage } })),
-      ...videoModels.map((m) => ({ m, upstream: { createVideo: video.createVideo, checkVideo: video.checkVideo, fetchVideo: video.fetchVideo } })),
-    ].map(({ m, upstream }) => Worker.create({
-      ...common,
-      taskQueue: modelTaskQueue(config.temporal.taskQueue, m.id),
-      ...interceptors(workerTracing(tracing, { workflows: false, prebuiltBundle: true })),
-      activities: upstream,
-      maxConcurrentActivityTaskExecutions: m.concurrency,
-      // A deploy should not cut off upstream calls (for a non-idempotent model that means uncertain).
-      shutdownGraceTime: opts.shutdownGraceMs ?? m.timeoutMs + 5000,
-      ...(m.ratePerSecond ? { maxTaskQueueActivitiesPerSecond: m.ratePerSecond } : {}),
-    })))),
+    ...(await Promise.all(
+      [
+        ...imageModels.map((m) => ({ m, upstream: { generateImage: activities.generateImage } })),
+        ...videoModels.map((m) => ({
+          m,
+          upstream: { createVideo: video.createVideo, checkVideo: video.checkVideo, fetchVideo: video.fetchVideo },
+        })),
+      ].map(({ m, upstream }) =>
+        Worker.create({
+          ...common,
+          taskQueue: modelTaskQueue(config.temporal.taskQueue, m.id),
+          ...interceptors(workerTracing(tracing, { workflows: false, prebuiltBundle: true })),
+          activities: upstream,
+          maxConcurrentActivityTaskExecutions: m.concurrency,
+          // A deploy should not cut off upstream calls (for a non-idempotent model that means uncertain).
+          shutdownGraceTime: opts.shutdownGraceMs ?? m.timeoutMs + 5000,
+          ...(m.ratePerSecond ? { maxTaskQueueActivitiesPerSecond: m.ratePerSecond } : {}),
+        }),
+      ),
+    )),
   ];
   // Readiness sees this process's workers through the beacon; it goes first on shutdown.
   const beacon = startBeacon(redis, config.redisPrefix, config.temporal.taskQueue);

@@ -27,8 +27,15 @@ const { recordTransition, mayHaveReachedUpstream } = proxyLocalActivities<Activi
 
 export async function imageTaskWorkflow({ task, policy, activityQueue }: ImageTaskWorkflowInput): Promise<TaskRecord> {
   let record: TaskRecord = {
-    id: task.id, kind: 'image', owner: task.owner, model: task.model, status: 'queued',
-    created_at: task.created_at, finished_at: null, candidates: null, error: null,
+    id: task.id,
+    kind: 'image',
+    owner: task.owner,
+    model: task.model,
+    status: 'queued',
+    created_at: task.created_at,
+    finished_at: null,
+    candidates: null,
+    error: null,
   };
   setHandler(getTaskQuery, () => record);
   await recordTransition(record);
@@ -40,10 +47,18 @@ export async function imageTaskWorkflow({ task, policy, activityQueue }: ImageTa
     const result = await generateImage(task);
     record = { ...record, ...finished(), status: 'succeeded', ...result, error: null };
   } catch (err) {
-    const outcome = await lostAfterSending(err, IMAGE_CALL, () => mayHaveReachedUpstream(task)) ?? classify(err);
-    record = outcome.status === 'uncertain'
-      ? { ...record, ...finished(), status: 'uncertain', candidates: null, error: null, uncertain_reason: outcome.error.message }
-      : { ...record, ...finished(), status: 'failed', candidates: null, error: outcome.error };
+    const outcome = (await lostAfterSending(err, IMAGE_CALL, () => mayHaveReachedUpstream(task))) ?? classify(err);
+    record =
+      outcome.status === 'uncertain'
+        ? {
+            ...record,
+            ...finished(),
+            status: 'uncertain',
+            candidates: null,
+            error: null,
+            uncertain_reason: outcome.error.message,
+          }
+        : { ...record, ...finished(), status: 'failed', candidates: null, error: outcome.error };
   }
   upsertSearchAttributes({ [SEARCH_ATTRIBUTES.status]: [record.status] });
   await recordTransition(record);

@@ -41,12 +41,24 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
   const { task, policy } = input;
   const deadlineMs = input.resume?.deadlineMs ?? Date.now() + policy.overallTimeoutMs;
   let record: VideoTaskRecord = input.resume?.record ?? {
-    id: task.id, kind: 'video', owner: task.owner, model: task.model, status: 'queued', progress: 0,
-    prompt: task.request.prompt, seconds: task.request.seconds, size: task.request.size,
-    created_at: task.created_at, completed_at: null, error: null,
+    id: task.id,
+    kind: 'video',
+    owner: task.owner,
+    model: task.model,
+    status: 'queued',
+    progress: 0,
+    prompt: task.request.prompt,
+    seconds: task.request.seconds,
+    size: task.request.size,
+    created_at: task.created_at,
+    completed_at: null,
+    error: null,
   };
   setHandler(getVideoTaskQuery, () => record);
-  const write = async (next: VideoTaskRecord) => { record = next; await recordVideoTransition(record); };
+  const write = async (next: VideoTaskRecord) => {
+    record = next;
+    await recordVideoTransition(record);
+  };
   const status = (s: TaskStatus) => upsertSearchAttributes({ [SEARCH_ATTRIBUTES.status]: [s] });
   if (!input.resume) await write(record);
 
@@ -87,12 +99,19 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
   } catch (err) {
     if (err instanceof ContinueAsNew) throw err;
     if (err instanceof OverallTimeout) {
-      outcome = { status: 'failed', error: { code: 'upstream_timeout', message: `The upstream did not finish the video within ${policy.overallTimeoutMs} ms.` } };
+      outcome = {
+        status: 'failed',
+        error: {
+          code: 'upstream_timeout',
+          message: `The upstream did not finish the video within ${policy.overallTimeoutMs} ms.`,
+        },
+      };
     }
     outcome ??= classify(err);
-    record = outcome.status === 'uncertain'
-      ? { ...record, ...finished(), status: 'uncertain', error: null, uncertain_reason: outcome.error.message }
-      : { ...record, ...finished(), status: 'failed', error: outcome.error };
+    record =
+      outcome.status === 'uncertain'
+        ? { ...record, ...finished(), status: 'uncertain', error: null, uncertain_reason: outcome.error.message }
+        : { ...record, ...finished(), status: 'failed', error: outcome.error };
   }
   status(record.status);
   await write(record);

@@ -55,7 +55,10 @@ export async function parseGeminiResult(body: GeminiResponse, blobs: BlobStore):
   };
 }
 
-async function readImage(d: UpstreamPart['inlineData'], blobs: BlobStore): Promise<{ mimeType: string; data: string } | null> {
+async function readImage(
+  d: UpstreamPart['inlineData'],
+  blobs: BlobStore,
+): Promise<{ mimeType: string; data: string } | null> {
   if (!d || typeof d !== 'object') return null; // rule 1
   const { mimeType, data } = d;
   if (typeof mimeType !== 'string' || !mimeType.startsWith('image/')) return null; // rule 2

@@ -26,7 +26,9 @@ export class GeminiImageProvider implements ImageProvider {
     const deadline = Date.now() + model.timeoutMs;
     const key = upstreamKey(model, input.credential, this.deps.configuredKey);
     const url = `${model.baseUrl!.replace(/\/+$/, '')}/v1beta/models/${encodeURIComponent(model.upstreamModel ?? model.id)}:generateContent`;
-    const request = model.inlineReferences ? await inlineReferences(input.request, this.deps.fetchReference, model, signal) : input.request;
+    const request = model.inlineReferences
+      ? await inlineReferences(input.request, this.deps.fetchReference, model, signal)
+      : input.request;
     const { contents, generationConfig, tools, systemInstruction } = request;
     const body = JSON.stringify({ contents, generationConfig, tools, systemInstruction });
     const headers: Record<string, string> = { 'content-type': 'application/json' };
@@ -44,8 +46,14 @@ export class GeminiImageProvider implements ImageProvider {
           await abortableSleep(wait, signal);
           continue;
         }
-        const why = retry >= model.rateLimitRetries ? `after ${retry} ${retry === 1 ? 'retry' : 'retries'}` : `a retry in ${Math.ceil(wait / 1000)} s would pass the ${model.timeoutMs} ms budget`;
-        throw new UpstreamFailure('upstream_rate_limited', `upstream answered 429 (${why}): ${upstreamMessage(text, key)}`);
+        const why =
+          retry >= model.rateLimitRetries
+            ? `after ${retry} ${retry === 1 ? 'retry' : 'retries'}`
+            : `a retry in ${Math.ceil(wait / 1000)} s would pass the ${model.timeoutMs} ms budget`;
+        throw new UpstreamFailure(
+          'upstream_rate_limited',
+          `upstream answered 429 (${why}): ${upstreamMessage(text, key)}`,
+        );
       }
       if (!res.ok) {
         const code = statusToCode(res.status);
@@ -54,7 +62,11 @@ export class GeminiImageProvider implements ImageProvider {
         throw new UpstreamFailure(code, `upstream answered ${res.status}: ${upstreamMessage(text, key)}`, retryable);
       }
       const result = await parseGeminiResult(parseUpstreamJson<GeminiResponse>(text), this.deps.blobs);
-      return { response_id: result.response_id ?? input.id, model_version: result.model_version ?? model.upstreamModel ?? model.id, candidates: result.candidates };
+      return {
+        response_id: result.response_id ?? input.id,
+        model_version: result.model_version ?? model.upstreamModel ?? model.id,
+        candidates: result.candidates,
+      };
     }
   }
 }

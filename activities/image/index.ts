@@ -27,9 +27,21 @@ export function createActivities({ store, models, providers }: ActivityDeps) {
 
     /** One upstream generation. Marks the task running, then calls the model's provider. */
     async generateImage(input: ImageTaskInput): Promise<GenerationResult> {
-      const running = () => store.transition({ id: input.id, kind: 'image', owner: input.owner, model: input.model, status: 'running', created_at: input.created_at, finished_at: null, candidates: null, error: null });
-      return upstream.send(input, IMAGE_CALL, running,
-        (model, signal, dispatching) => providers[model.provider].generate({ input, model, signal, dispatching }));
+      const running = () =>
+        store.transition({
+          id: input.id,
+          kind: 'image',
+          owner: input.owner,
+          model: input.model,
+          status: 'running',
+          created_at: input.created_at,
+          finished_at: null,
+          candidates: null,
+          error: null,
+        });
+      return upstream.send(input, IMAGE_CALL, running, (model, signal, dispatching) =>
+        providers[model.provider].generate({ input, model, signal, dispatching }),
+      );
     },
   };
 }

@@ -14,13 +14,23 @@ export class LocalImageProvider implements ImageProvider {
     await dispatching();
     await abortableSleep(model.latencyMs, signal);
     const cfg = input.request.generationConfig?.imageConfig;
-    const png = await renderPromptPng({ prompt: promptText(input.request), aspectRatio: cfg?.aspectRatio, imageSize: cfg?.imageSize });
+    const png = await renderPromptPng({
+      prompt: promptText(input.request),
+      aspectRatio: cfg?.aspectRatio,
+      imageSize: cfg?.imageSize,
+    });
     signal.throwIfAborted();
     const url = await this.blobs.put(png, 'image/png');
     return {
       response_id: `local-${randomUUID()}`,
       model_version: `${model.id}-local-1`,
-      candidates: [{ content: { role: 'model', parts: [{ inlineData: { mimeType: 'image/png', data: url } }] }, finishReason: 'STOP', index: 0 }],
+      candidates: [
+        {
+          content: { role: 'model', parts: [{ inlineData: { mimeType: 'image/png', data: url } }] },
+          finishReason: 'STOP',
+          index: 0,
+        },
+      ],
     };
   }
 }

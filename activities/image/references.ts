@@ -6,7 +6,14 @@ import type { ImageRequest, Part } from '../../src/shared/task.js';
 import { UpstreamFailure } from '../upstream-http.js';
 
 /** Media types upstream image models accept as input; SVG (a document, not a picture) is not one. */
-export const REFERENCE_TYPES = new Set(['image/png', 'image/jpeg', 'image/webp', 'image/gif', 'image/heic', 'image/heif']);
+export const REFERENCE_TYPES = new Set([
+  'image/png',
+  'image/jpeg',
+  'image/webp',
+  'image/gif',
+  'image/heic',
+  'image/heif',
+]);
 /** One slow reference host must not eat the whole upstream budget. */
 const REFERENCE_TIMEOUT_MS = 15_000;
 
@@ -14,7 +21,12 @@ const REFERENCE_TIMEOUT_MS = 15_000;
  * The request with every reference URL replaced by its bytes (base64 `inlineData`). A reference that
  * cannot be used ends the task invalid_request: the caller sent it, and resending will not help.
  */
-export async function inlineReferences(request: ImageRequest, fetch: SafeFetch, model: ImageModel, signal: AbortSignal): Promise<ImageRequest> {
+export async function inlineReferences(
+  request: ImageRequest,
+  fetch: SafeFetch,
+  model: ImageModel,
+  signal: AbortSignal,
+): Promise<ImageRequest> {
   let n = 0;
   const jobs: Promise<void>[] = [];
   const contents = request.contents.map((c) => ({
@@ -23,17 +35,23 @@ export async function inlineReferences(request: ImageRequest, fetch: SafeFetch, 
       if (!p.inlineData) return p;
       const index = ++n;
       const out: Part = { ...p, inlineData: { ...p.inlineData } };
-      jobs.push((async () => {
-        const timeout = AbortSignal.timeout(REFERENCE_TIMEOUT_MS);
-        try {
-          const got = await fetch(p.inlineData!.data, AbortSignal.any([signal, timeout]), model.referenceMaxBytes);
-          out.inlineData = { mimeType: got.mediaType, data: got.data.toString('base64') };
-        } catch (err) {
-          if (signal.aborted) throw err;
-          const why = timeout.aborted ? `no answer within ${REFERENCE_TIMEOUT_MS} ms` : err instanceof UnusableUrl ? err.message : 'it could not be downloaded';
-          throw new UpstreamFailure('invalid_request', `Reference image ${index} cannot be used: ${why}.`);
-        }
-      })());
+      jobs.push(
+        (async () => {
+          const timeout = AbortSignal.timeout(REFERENCE_TIMEOUT_MS);
+          try {
+            const got = await fetch(p.inlineData!.data, AbortSignal.any([signal, timeout]), model.referenceMaxBytes);
+            out.inlineData = { mimeType: got.mediaType, data: got.data.toString('base64') };
+          } catch (err) {
+            if (signal.aborted) throw err;
+            const why = timeout.aborted
+              ? `no answer within ${REFERENCE_TIMEOUT_MS} ms`
+              : err instanceof UnusableUrl
+                ? err.message
+                : 'it could not be downloaded';
+            throw new UpstreamFailure('invalid_request', `Reference image ${index} cannot be used: ${why}.`);
+          }
+        })(),
+      );
       return out;
     }),
   }));
@@ -46,5 +64,10 @@ export async function inlineReferences(request: ImageRequest, fetch: SafeFetch, 
 
 /** The SSRF-guarded downloader for reference images; `allow` is the test-only exemption list. */
 export function referenceFetcher(allow: string[] = []): SafeFetch {
-  return createSafeFetch({ maxBytes: 10 * 1024 * 1024, maxRedirects: 3, acceptType: (t) => REFERENCE_TYPES.has(t), allow });
+  return createSafeFetch({
+    maxBytes: 10 * 1024 * 1024,
+    maxRedirects: 3,
+    acceptType: (t) => REFERENCE_TYPES.has(t),
+    allow,
+  });
 }

@@ -3,12 +3,26 @@ import { createHash } from 'node:crypto';
 import { Jimp, loadFont, measureText, PNGFilterType } from 'jimp';
 import { SANS_16_BLACK, SANS_32_BLACK, SANS_64_BLACK, SANS_128_BLACK } from 'jimp/fonts';
 
-export interface RenderOptions { prompt: string; aspectRatio?: string; imageSize?: string; seed?: number }
+export interface RenderOptions {
+  prompt: string;
+  aspectRatio?: string;
+  imageSize?: string;
+  seed?: number;
+}
 
 type Font = Awaited<ReturnType<typeof loadFont>>;
 
-const LONG_SIDE = new Map([['1K', 1024], ['2K', 2048], ['4K', 4096]]);
-const FONT_FILES = new Map([[16, SANS_16_BLACK], [32, SANS_32_BLACK], [64, SANS_64_BLACK], [128, SANS_128_BLACK]]);
+const LONG_SIDE = new Map([
+  ['1K', 1024],
+  ['2K', 2048],
+  ['4K', 4096],
+]);
+const FONT_FILES = new Map([
+  [16, SANS_16_BLACK],
+  [32, SANS_32_BLACK],
+  [64, SANS_64_BLACK],
+  [128, SANS_128_BLACK],
+]);
 const ELLIPSIS = '...'; // the bundled fonts have no U+2026 glyph
 
 export function imageDimensions(aspectRatio = '1:1', imageSize = '1K'): { width: number; height: number } {
@@ -37,7 +51,9 @@ function getFont(size: number): Promise<Font> {
 
 /** Soft (pastel) opaque RGBA pixel, stable for a given prompt + seed. */
 function backgroundPixel(prompt: string, seed?: number): Buffer {
-  const h = createHash('sha256').update(`${seed ?? ''}\u0000${prompt}`).digest();
+  const h = createHash('sha256')
+    .update(`${seed ?? ''}\u0000${prompt}`)
+    .digest();
   const hue = h.readUInt16BE(0) % 360;
   const sat = 0.35 + (h[2]! / 255) * 0.25;
   const light = 0.82 + (h[3]! / 255) * 0.08; // light enough for black text to stay readable
@@ -61,8 +77,15 @@ function wrap(font: Font, text: string, maxWidth: number, maxLines: number): str
   for (let word of text.split(' ')) {
     while (lines.length <= maxLines) {
       const candidate = line ? `${line} ${word}` : word;
-      if (measureText(font, candidate) <= maxWidth) { line = candidate; break; }
-      if (line) { lines.push(line); line = ''; continue; }
+      if (measureText(font, candidate) <= maxWidth) {
+        line = candidate;
+        break;
+      }
+      if (line) {
+        lines.push(line);
+        line = '';
+        continue;
+      }
       let n = 1;
       while (n < word.length && measureText(font, word.slice(0, n + 1)) <= maxWidth) n++;
       lines.push(word.slice(0, n));

@@ -6,27 +6,49 @@ import { fetchText, parseUpstreamJson, TransportFailure, UpstreamFailure } from 
 
 /** A non-2xx answer: its status tells a lasting refusal from a passing fault. */
 export class HttpStatusFailure extends UpstreamFailure {
-  constructor(readonly status: number, message: string) {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
     super(statusToCode(status), message);
   }
-  override get transient(): boolean { return this.status >= 500 || this.status === 429 || this.status === 408; }
+  override get transient(): boolean {
+    return this.status >= 500 || this.status === 429 || this.status === 408;
+  }
 }
 
 /** Largest upstream file copied into the blob store. */
 export const MAX_VIDEO_BYTES = 512 * 1024 * 1024;
 
 const MIME_BY_TYPE: Record<string, string> = {
-  mp4: 'video/mp4', png: 'image/png', jpg: 'image/jpeg', jpeg: 'image/jpeg', webp: 'image/webp', gif: 'image/gif',
+  mp4: 'video/mp4',
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  webp: 'image/webp',
+  gif: 'image/gif',
 };
 
-export async function requestJson(url: string, init: RequestInit & { signal: AbortSignal }, key?: string): Promise<unknown> {
+export async function requestJson(
+  url: string,
+  init: RequestInit & { signal: AbortSignal },
+  key?: string,
+): Promise<unknown> {
   const { res, text } = await fetchText(url, init);
-  if (!res.ok) throw new HttpStatusFailure(res.status, `upstream answered ${res.status}: ${upstreamMessage(text, key)}`);
+  if (!res.ok)
+    throw new HttpStatusFailure(res.status, `upstream answered ${res.status}: ${upstreamMessage(text, key)}`);
   return parseUpstreamJson(text);
 }
 
 /** Downloads one file (at most MAX_VIDEO_BYTES) and stores it; returns its Kiln URL. */
-export async function copyToBlobs(blobs: BlobStore, url: string, fileType: string | undefined, signal: AbortSignal, headers: Record<string, string> = {}, key?: string): Promise<VideoResult> {
+export async function copyToBlobs(
+  blobs: BlobStore,
+  url: string,
+  fileType: string | undefined,
+  signal: AbortSignal,
+  headers: Record<string, string> = {},
+  key?: string,
+): Promise<VideoResult> {
   let res: Response;
   try {
     res = await fetch(url, { headers, signal });
@@ -34,15 +56,24 @@ export async function copyToBlobs(blobs: BlobStore, url: string, fileType: strin
     if (signal.aborted) throw err;
     throw new TransportFailure(`download failed (${causeCode(err) ?? (err as Error).message})`, false);
   }
-  if (!res.ok) throw new HttpStatusFailure(res.status, `the finished file could not be downloaded: upstream answered ${res.status}: ${upstreamMessage(await res.text().catch(() => ''), key)}`);
+  if (!res.ok)
+    throw new HttpStatusFailure(
+      res.status,
+      `the finished file could not be downloaded: upstream answered ${res.status}: ${upstreamMessage(await res.text().catch(() => ''), key)}`,
+    );
   const declared = Number(res.headers.get('content-length') ?? 0);
-  if (declared > MAX_VIDEO_BYTES) throw new UpstreamFailure('upstream_error', `the finished file is ${declared} bytes; at most ${MAX_VIDEO_BYTES} are copied`);
+  if (declared > MAX_VIDEO_BYTES)
+    throw new UpstreamFailure(
+      'upstream_error',
+      `the finished file is ${declared} bytes; at most ${MAX_VIDEO_BYTES} are copied`,
+    );
   const chunks: Buffer[] = [];
   let size = 0;
   try {
     for await (const chunk of res.body ?? []) {
       size += chunk.length;
-      if (size > MAX_VIDEO_BYTES) throw new UpstreamFailure('upstream_error', `the finished file is over ${MAX_VIDEO_BYTES} bytes`);
+      if (size > MAX_VIDEO_BYTES)
+        throw new UpstreamFailure('upstream_error', `the finished file is over ${MAX_VIDEO_BYTES} bytes`);
       chunks.push(Buffer.from(chunk));
     }
   } catch (err) {

@@ -16,7 +16,10 @@ export interface VideoActivityDeps {
   configuredKey(modelId: string): string | undefined;
 }
 
-export interface VideoStep { task: VideoTaskInput; job: VideoJob }
+export interface VideoStep {
+  task: VideoTaskInput;
+  job: VideoJob;
+}
 
 export function createVideoActivities({ store, models, providers, configuredKey }: VideoActivityDeps) {
   const upstream = upstreamCalls(store, models);
@@ -41,12 +44,24 @@ export function createVideoActivities({ store, models, providers, configuredKey 
     /** Starts the upstream job. Marks the task running; an attempt lost after sending is uncertain. */
     async createVideo(input: VideoTaskInput): Promise<VideoJob> {
       const r = input.request;
-      const running = () => store.transition({
-        id: input.id, kind: 'video', owner: input.owner, model: input.model, status: 'running', progress: 0,
-        prompt: r.prompt, seconds: r.seconds, size: r.size, created_at: input.created_at, completed_at: null, error: null,
-      });
-      return upstream.send(input, VIDEO_CALL, running,
-        (model, signal, dispatching) => providers[model.provider].create({ ...callOf(input, model, signal), dispatching }));
+      const running = () =>
+        store.transition({
+          id: input.id,
+          kind: 'video',
+          owner: input.owner,
+          model: input.model,
+          status: 'running',
+          progress: 0,
+          prompt: r.prompt,
+          seconds: r.seconds,
+          size: r.size,
+          created_at: input.created_at,
+          completed_at: null,
+          error: null,
+        });
+      return upstream.send(input, VIDEO_CALL, running, (model, signal, dispatching) =>
+        providers[model.provider].create({ ...callOf(input, model, signal), dispatching }),
+      );
     },
 
     /** One look at the upstream job (a read: safe to retry). */
@@ -55,7 +70,12 @@ export function createVideoActivities({ store, models, providers, configuredKey 
     },
 
     /** Copies the finished video (and, workflow-node, every output) into the blob store. */
-    async fetchVideo({ task, job, outputs, results }: VideoStep & { outputs: VideoOutput[]; results: boolean }): Promise<VideoFinished> {
+    async fetchVideo({
+      task,
+      job,
+      outputs,
+      results,
+    }: VideoStep & { outputs: VideoOutput[]; results: boolean }): Promise<VideoFinished> {
       return read(task, (call, provider) => provider.fetch({ ...call, job, outputs, results }));
     },
   };

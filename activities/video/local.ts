@@ -9,7 +9,10 @@ import type { VideoCall, VideoFinished, VideoProvider } from './types.js';
 
 export class LocalVideoProvider implements VideoProvider {
   /** `ffmpeg`: the encoder binary (FFMPEG_BIN, .tools/bin/ffmpeg from the bootstrap, or PATH). */
-  constructor(private readonly blobs: BlobStore, private readonly ffmpeg: string) {}
+  constructor(
+    private readonly blobs: BlobStore,
+    private readonly ffmpeg: string,
+  ) {}
 
   async create({ model, dispatching }: VideoCall & { dispatching(): Promise<void> }): Promise<VideoJob> {
     await dispatching();
@@ -27,15 +30,26 @@ export class LocalVideoProvider implements VideoProvider {
     let mp4: Buffer;
     try {
       mp4 = await renderPromptMp4({
-        prompt: input.request.prompt, seconds: Number(input.request.seconds), size: input.request.size,
-        fps: model.localFps, maxSide: model.localMaxSide, ffmpeg: this.ffmpeg, signal,
+        prompt: input.request.prompt,
+        seconds: Number(input.request.seconds),
+        size: input.request.size,
+        fps: model.localFps,
+        maxSide: model.localMaxSide,
+        ffmpeg: this.ffmpeg,
+        signal,
       });
     } catch (err) {
       if (signal.aborted) throw err;
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-        throw new UpstreamFailure('upstream_error', `the local video renderer needs ffmpeg (${this.ffmpeg} not found): run scripts/bootstrap.sh or set FFMPEG_BIN`);
+        throw new UpstreamFailure(
+          'upstream_error',
+          `the local video renderer needs ffmpeg (${this.ffmpeg} not found): run scripts/bootstrap.sh or set FFMPEG_BIN`,
+        );
       }
-      throw new UpstreamFailure('upstream_error', `the local video renderer failed: ${String((err as Error).message).slice(0, 300)}`);
+      throw new UpstreamFailure(
+        'upstream_error',
+        `the local video renderer failed: ${String((err as Error).message).slice(0, 300)}`,
+      );
     }
     const url = await this.blobs.put(mp4, 'video/mp4');
     return { video_url: url, ...(results ? { results: [{ url, file_type: 'mp4', node_id: 'local' }] } : {}) };

@@ -17,33 +17,54 @@ interface UpstreamVideo {
 export class OpenAIVideoProvider implements VideoProvider {
   constructor(private readonly blobs: BlobStore) {}
 
-  private base(call: VideoCall) { return `${call.model.baseUrl!.replace(/\/+$/, '')}/v1/videos`; }
+  private base(call: VideoCall) {
+    return `${call.model.baseUrl!.replace(/\/+$/, '')}/v1/videos`;
+  }
 
   private headers(call: VideoCall, json = false): Record<string, string> {
-    return { ...(call.key ? { authorization: `Bearer ${call.key}` } : {}), ...(json ? { 'content-type': 'application/json' } : {}) };
+    return {
+      ...(call.key ? { authorization: `Bearer ${call.key}` } : {}),
+      ...(json ? { 'content-type': 'application/json' } : {}),
+    };
   }
 
   async create(call: VideoCall & { dispatching(): Promise<void> }): Promise<VideoJob> {
     const { input, model, signal } = call;
     const r = input.request;
     const body = {
-      model: model.upstreamModel ?? model.id, prompt: r.prompt, seconds: r.seconds, size: r.size,
+      model: model.upstreamModel ?? model.id,
+      prompt: r.prompt,
+      seconds: r.seconds,
+      size: r.size,
       ...(r.image ? { input_reference: { image_url: r.image } } : {}),
     };
     const headers = this.headers(call, true);
     if (model.idempotent) headers['idempotency-key'] = input.id;
     await call.dispatching();
-    const v = await requestJson(this.base(call), { method: 'POST', headers, body: JSON.stringify(body), signal }, call.key) as UpstreamVideo;
-    if (typeof v?.id !== 'string' || v.id === '') throw new UpstreamFailure('upstream_error', 'upstream accepted the video without an id');
+    const v = (await requestJson(
+      this.base(call),
+      { method: 'POST', headers, body: JSON.stringify(body), signal },
+      call.key,
+    )) as UpstreamVideo;
+    if (typeof v?.id !== 'string' || v.id === '')
+      throw new UpstreamFailure('upstream_error', 'upstream accepted the video without an id');
     if (v.status === 'failed') throw jobFailed(v, call.key);
     return { upstreamId: v.id };
   }
 
   async check(call: VideoCall & { job: VideoJob }): Promise<VideoCheck> {
-    const v = await requestJson(`${this.base(call)}/${encodeURIComponent(call.job.upstreamId)}`, { headers: this.headers(call), signal: call.signal }, call.key) as UpstreamVideo;
+    const v = (await requestJson(
+      `${this.base(call)}/${encodeURIComponent(call.job.upstreamId)}`,
+      { headers: this.headers(call), signal: call.signal },
+      call.key,
+    )) as UpstreamVideo;
     if (v?.status === 'completed') return { state: 'completed' };
     if (v?.status === 'failed') throw jobFailed(v, call.key);
-    if (v?.status !== 'queued' && v?.status !== 'in_progress') throw new UpstreamFailure('upstream_error', `upstream reported an unknown video status "${String(v?.status).slice(0, 40)}"`);
+    if (v?.status !== 'queued' && v?.status !== 'in_progress')
+      throw new UpstreamFailure(
+        'upstream_error',
+        `upstream reported an unknown video status "${String(v?.status).slice(0, 40)}"`,
+      );
     return { state: 'running', ...(typeof v.progress === 'number' ? { progress: v.progress } : {}) };
   }
 
@@ -58,8 +79,10 @@ export class OpenAIVideoProvider implements VideoProvider {
 function jobFailed(v: UpstreamVideo, key?: string): UpstreamFailure {
   const upstreamCode = v.error?.code ?? 'unknown';
   const code: TaskFailureCode = (TASK_FAILURE_CODES as readonly string[]).includes(upstreamCode)
-    ? upstreamCode as TaskFailureCode
-    : /moderation|policy|invalid/i.test(upstreamCode) ? 'invalid_request' : 'upstream_error';
+    ? (upstreamCode as TaskFailureCode)
+    : /moderation|policy|invalid/i.test(upstreamCode)
+      ? 'invalid_request'
+      : 'upstream_error';
   const message = upstreamMessage(JSON.stringify({ error: { message: v.error?.message ?? 'no message' } }), key);
   return new UpstreamFailure(code, `the upstream video job failed (${upstreamCode.slice(0, 60)}): ${message}`);
 }

@@ -15,7 +15,10 @@ export function ffmpegBinary(env: NodeJS.ProcessEnv): string {
   return env.FFMPEG_BIN || (existsSync(BOOTSTRAPPED_FFMPEG) ? BOOTSTRAPPED_FFMPEG : 'ffmpeg');
 }
 
-export function videoProviders(blobs: BlobStore, env: NodeJS.ProcessEnv): Record<VideoModel['provider'], VideoProvider> {
+export function videoProviders(
+  blobs: BlobStore,
+  env: NodeJS.ProcessEnv,
+): Record<VideoModel['provider'], VideoProvider> {
   return {
     local: new LocalVideoProvider(blobs, ffmpegBinary(env)),
     'openai-videos': new OpenAIVideoProvider(blobs),

@@ -34,19 +34,52 @@ export async function renderPromptMp4(o: Mp4Options): Promise<Buffer> {
   const { width, height } = renderDimensions(o.size, o.maxSide);
   const dir = await mkdtemp(join(tmpdir(), 'kiln-mp4-'));
   try {
-    const png = await renderPromptPng({ prompt: o.prompt || '(workflow input)', aspectRatio: `${width}:${height}`, imageSize: '1K' });
+    const png = await renderPromptPng({
+      prompt: o.prompt || '(workflow input)',
+      aspectRatio: `${width}:${height}`,
+      imageSize: '1K',
+    });
     await writeFile(join(dir, 'still.png'), png);
     const dot = Math.max(4, 2 * Math.round(height / 24));
     const frames = Math.round(o.seconds * o.fps);
-    await run(o.ffmpeg, [
-      '-hide_banner', '-loglevel', 'error', '-nostdin', '-y',
-      '-loop', '1', '-framerate', String(o.fps), '-i', join(dir, 'still.png'),
-      '-f', 'lavfi', '-i', `color=c=0xE4572E:s=${dot}x${dot}:r=${o.fps}`,
-      '-filter_complex', `[0:v]scale=${width}:${height},setsar=1[bg];[bg][1:v]overlay=x=(W-w)*t/${o.seconds}:y=H-h-2:shortest=1,format=yuv420p[v]`,
-      '-map', '[v]', '-frames:v', String(frames), '-r', String(o.fps),
-      '-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', '-movflags', '+faststart',
-      join(dir, 'out.mp4'),
-    ], { signal: o.signal, maxBuffer: 1024 * 1024 });
+    await run(
+      o.ffmpeg,
+      [
+        '-hide_banner',
+        '-loglevel',
+        'error',
+        '-nostdin',
+        '-y',
+        '-loop',
+        '1',
+        '-framerate',
+        String(o.fps),
+        '-i',
+        join(dir, 'still.png'),
+        '-f',
+        'lavfi',
+        '-i',
+        `color=c=0xE4572E:s=${dot}x${dot}:r=${o.fps}`,
+        '-filter_complex',
+        `[0:v]scale=${width}:${height},setsar=1[bg];[bg][1:v]overlay=x=(W-w)*t/${o.seconds}:y=H-h-2:shortest=1,format=yuv420p[v]`,
+        '-map',
+        '[v]',
+        '-frames:v',
+        String(frames),
+        '-r',
+        String(o.fps),
+        '-c:v',
+        'libx264',
+        '-preset',
+        'ultrafast',
+        '-pix_fmt',
+        'yuv420p',
+        '-movflags',
+        '+faststart',
+        join(dir, 'out.mp4'),
+      ],
+      { signal: o.signal, maxBuffer: 1024 * 1024 },
+    );
     return await readFile(join(dir, 'out.mp4'));
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -7,7 +7,11 @@ import { UpstreamFailure } from '../upstream-http.js';
 import { copyToBlobs, requestJson } from './http.js';
 import type { VideoCall, VideoFinished, VideoProvider } from './types.js';
 
-interface Envelope<T> { code?: number; msg?: string; data?: T }
+interface Envelope<T> {
+  code?: number;
+  msg?: string;
+  data?: T;
+}
 
 /** The workflow's inputs: the model's node mapping for prompt/image/seconds/size, then the caller's own entries (which win). */
 export function nodeInfoList(call: VideoCall): NodeInfo[] {
@@ -15,7 +19,12 @@ export function nodeInfoList(call: VideoCall): NodeInfo[] {
   const out = new Map<string, NodeInfo>();
   const put = (n: NodeInfo) => out.set(`${n.nodeId}\u0000${n.fieldName}`, n);
   const nodes = call.model.nodes;
-  const mapped: [keyof typeof nodes, string | undefined][] = [['prompt', r.prompt], ['image', r.image], ['seconds', r.seconds], ['size', r.size]];
+  const mapped: [keyof typeof nodes, string | undefined][] = [
+    ['prompt', r.prompt],
+    ['image', r.image],
+    ['seconds', r.seconds],
+    ['size', r.size],
+  ];
   for (const [field, value] of mapped) {
     const at = nodes[field];
     if (at && value !== undefined && value !== '') put({ ...at, fieldValue: value });
@@ -31,7 +40,16 @@ export class WorkflowNodeVideoProvider implements VideoProvider {
     const url = `${call.model.baseUrl!.replace(/\/+$/, '')}${path}`;
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (call.model.idempotent && path.endsWith('/create')) headers['idempotency-key'] = call.input.id;
-    const env = await requestJson(url, { method: 'POST', headers, body: JSON.stringify({ ...(call.key ? { apiKey: call.key } : {}), ...body }), signal: call.signal }, call.key) as Envelope<T>;
+    const env = (await requestJson(
+      url,
+      {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ ...(call.key ? { apiKey: call.key } : {}), ...body }),
+        signal: call.signal,
+      },
+      call.key,
+    )) as Envelope<T>;
     return env ?? {};
   }
 
@@ -41,7 +59,8 @@ export class WorkflowNodeVideoProvider implements VideoProvider {
     const env = await this.call<{ taskId?: string | number }>(call, '/task/openapi/create', body);
     if (env.code !== 0) throw envelopeFailure(env, call.key);
     const id = env.data?.taskId;
-    if (id === undefined || id === '') throw new UpstreamFailure('upstream_error', 'upstream accepted the workflow without a taskId');
+    if (id === undefined || id === '')
+      throw new UpstreamFailure('upstream_error', 'upstream accepted the workflow without a taskId');
     return { upstreamId: String(id) };
   }
 
@@ -52,17 +71,35 @@ export class WorkflowNodeVideoProvider implements VideoProvider {
     if (status === 'QUEUED' || status === 'CREATE') return { state: 'running', progress: 0 };
     if (status === 'RUNNING') return { state: 'running' };
     if (status === 'FAILED') {
-      const out = await this.call<{ failedReason?: Record<string, unknown> }>(call, '/task/openapi/outputs', { taskId: call.job.upstreamId }).catch(() => ({} as Envelope<{ failedReason?: Record<string, unknown> }>));
+      const out = await this.call<{ failedReason?: Record<string, unknown> }>(call, '/task/openapi/outputs', {
+        taskId: call.job.upstreamId,
+      }).catch(() => ({}) as Envelope<{ failedReason?: Record<string, unknown> }>);
       const reason = out.data?.failedReason?.exception_message ?? out.msg ?? 'no reason given';
-      throw new UpstreamFailure('upstream_error', `the upstream workflow failed: ${redact(String(reason), call.key).slice(0, 300)}`);
+      throw new UpstreamFailure(
+        'upstream_error',
+        `the upstream workflow failed: ${redact(String(reason), call.key).slice(0, 300)}`,
+      );
     }
-    if (status !== 'SUCCESS') throw new UpstreamFailure('upstream_error', `upstream reported an unknown workflow status "${status.slice(0, 40)}"`);
-    const out = await this.call<{ fileUrl?: string; fileType?: string; nodeId?: string | number }[]>(call, '/task/openapi/outputs', { taskId: call.job.upstreamId });
+    if (status !== 'SUCCESS')
+      throw new UpstreamFailure(
+        'upstream_error',
+        `upstream reported an unknown workflow status "${status.slice(0, 40)}"`,
+      );
+    const out = await this.call<{ fileUrl?: string; fileType?: string; nodeId?: string | number }[]>(
+      call,
+      '/task/openapi/outputs',
+      { taskId: call.job.upstreamId },
+    );
     if (out.code !== 0) throw envelopeFailure(out, call.key);
     const outputs: VideoOutput[] = (Array.isArray(out.data) ? out.data : [])
       .filter((o) => typeof o?.fileUrl === 'string' && /^https?:\/\//.test(o.fileUrl))
-      .map((o) => ({ url: o.fileUrl!, ...(o.fileType ? { fileType: String(o.fileType) } : {}), ...(o.nodeId !== undefined ? { nodeId: String(o.nodeId) } : {}) }));
-    if (outputs.length === 0) throw new UpstreamFailure('upstream_error', 'the upstream workflow finished without output files');
+      .map((o) => ({
+        url: o.fileUrl!,
+        ...(o.fileType ? { fileType: String(o.fileType) } : {}),
+        ...(o.nodeId !== undefined ? { nodeId: String(o.nodeId) } : {}),
+      }));
+    if (outputs.length === 0)
+      throw new UpstreamFailure('upstream_error', 'the upstream workflow finished without output files');
     return { state: 'completed', outputs };
   }
 
@@ -87,6 +124,7 @@ function envelopeFailure(env: Envelope<unknown>, key?: string): UpstreamFailure 
   if (/BALANCE|COINS?\b|INSUFFICIENT/.test(text)) code = 'insufficient_balance';
   else if (/APIKEY|TOKEN|UNAUTHORI[SZ]ED|FORBIDDEN/.test(text) && !/NODE_INFO/.test(text)) code = 'auth_failed';
   else if (/QUEUE_MAXED|RATE|TOO_MANY/.test(text)) code = 'upstream_rate_limited';
-  else if ([380, 433, 803].includes(Number(env.code)) || /NOT_EXISTS|VALIDATE|NODE_INFO|PARAM/.test(text)) code = 'invalid_request';
+  else if ([380, 433, 803].includes(Number(env.code)) || /NOT_EXISTS|VALIDATE|NODE_INFO|PARAM/.test(text))
+    code = 'invalid_request';
   return new UpstreamFailure(code, `upstream refused the workflow (code ${env.code}): ${msg}`);
 }

@@ -25,7 +25,10 @@ async function readBody(ctx: Context, limitBytes: number): Promise<void> {
   } catch (err) {
     // The shared message names the 2 MB of task submissions; chat has its own limit.
     if ((err as { status?: unknown }).status === 413) {
-      throw new KilnError('request_too_large', `The request body is larger than ${limitBytes} bytes after decompression.`);
+      throw new KilnError(
+        'request_too_large',
+        `The request body is larger than ${limitBytes} bytes after decompression.`,
+      );
     }
     throw err;
   }
@@ -48,36 +51,61 @@ async function* sse(chunks: AsyncIterable<ChatChunk>, log: Logger): AsyncGenerat
 const ChatRequest = chatBodySchema(modelsOfKind(DEFAULT_MODELS, 'chat')[0]).meta({ id: 'ChatCompletionRequest' });
 
 export function chatRoutes({ chat, log }: ChatRouteDeps): RouteDef[] {
-  return [route({
-    method: 'post', route: '/v1/chat/completions', operationId: 'createChatCompletion', tags: ['chat'],
-    summary: 'Multimodal chat completion (text and data-URI images in, text out), synchronous, optionally streamed',
-    description: 'Limits per chat model: `maxBodyBytes` (request body after gzip/br decompression), `maxImages`, `maxImageBytes` '
-      + '(one image, decoded), `maxOutputTokens` (highest max_tokens). When the client disconnects, the upstream request is aborted.',
-    // The body limit and the schema depend on the model the body names: the service validates it.
-    request: { body: ChatRequest, checkedByHandler: ['body'] },
-    responses: { 200: {
-      description: 'The completion (or, with stream: true, server-sent events)', schema: ChatCompletion,
-      alternatives: { 'text/event-stream': z.string().meta({ description: 'stream: true: `data: <chat.completion.chunk>` events, then `data: [DONE]`' }) },
-    } },
-    errors: [
-      'invalid_request', 'invalid_image_url', 'too_many_images', 'image_too_large', 'request_too_large', 'model_not_found',
-      'unsupported_content_encoding', 'unsupported_media_type',
-      'auth_failed', 'insufficient_balance', 'upstream_rate_limited', 'upstream_error', 'upstream_timeout',
-    ],
-    handler: async (ctx, { caller }) => {
-      await readBody(ctx, chat.bodyLimit);
-      const gone = new AbortController();
-      ctx.res.once('close', () => { if (!ctx.res.writableFinished) gone.abort(); });
-      const outcome = await chat.complete(caller, ctx.request.body, rawBodyBytes(ctx), gone.signal);
-      if (!outcome.stream) {
-        ctx.body = outcome.completion;
-        return;
-      }
-      ctx.type = 'text/event-stream; charset=utf-8';
-      ctx.set('Cache-Control', 'no-cache');
-      // Proxies such as nginx would otherwise hold chunks back.
-      ctx.set('X-Accel-Buffering', 'no');
-      ctx.body = Readable.from(sse(outcome.chunks, log), { objectMode: false });
-    },
-  })];
+  return [
+    route({
+      method: 'post',
+      route: '/v1/chat/completions',
+      operationId: 'createChatCompletion',
+      tags: ['chat'],
+      summary: 'Multimodal chat completion (text and data-URI images in, text out), synchronous, optionally streamed',
+      description:
+        'Limits per chat model: `maxBodyBytes` (request body after gzip/br decompression), `maxImages`, `maxImageBytes` ' +
+        '(one image, decoded), `maxOutputTokens` (highest max_tokens). When the client disconnects, the upstream request is aborted.',
+      // The body limit and the schema depend on the model the body names: the service validates it.
+      request: { body: ChatRequest, checkedByHandler: ['body'] },
+      responses: {
+        200: {
+          description: 'The completion (or, with stream: true, server-sent events)',
+          schema: ChatCompletion,
+          alternatives: {
+            'text/event-stream': z
+              .string()
+              .meta({ description: 'stream: true: `data: <chat.completion.chunk>` events, then `data: [DONE]`' }),
+          },
+        },
+      },
+      errors: [
+        'invalid_request',
+        'invalid_image_url',
+        'too_many_images',
+        'image_too_large',
+        'request_too_large',
+        'model_not_found',
+        'unsupported_content_encoding',
+        'unsupported_media_type',
+        'auth_failed',
+        'insufficient_balance',
+        'upstream_rate_limited',
+        'upstream_error',
+        'upstream_timeout',
+      ],
+      handler: async (ctx, { caller }) => {
+        await readBody(ctx, chat.bodyLimit);
+        const gone = new AbortController();
+        ctx.res.once('close', () => {
+          if (!ctx.res.writableFinished) gone.abort();
+        });
+        const outcome = await chat.complete(caller, ctx.request.body, rawBodyBytes(ctx), gone.signal);
+        if (!outcome.stream) {
+          ctx.body = outcome.completion;
+          return;
+        }
+        ctx.type = 'text/event-stream; charset=utf-8';
+        ctx.set('Cache-Control', 'no-cache');
+        // Proxies such as nginx would otherwise hold chunks back.
+        ctx.set('X-Accel-Buffering', 'no');
+        ctx.body = Readable.from(sse(outcome.chunks, log), { objectMode: false });
+      },
+    }),
+  ];
 }

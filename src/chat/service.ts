@@ -12,8 +12,7 @@ import { upstreamKey } from '../shared/credentials.js';
 import type { Caller } from '../infra/auth.js';
 
 export type ChatOutcome =
-  | { stream: false; completion: ChatCompletion }
-  | { stream: true; chunks: AsyncIterable<ChatChunk> };
+  { stream: false; completion: ChatCompletion } | { stream: true; chunks: AsyncIterable<ChatChunk> };
 
 /** Fallback body limit when no chat model is configured (the request is then refused anyway). */
 const NO_MODEL_BODY_BYTES = 2 * 1024 * 1024;
@@ -25,7 +24,10 @@ export class ChatService {
   constructor(
     private readonly allModels: Model[],
     private readonly upstreamKeys: Config['upstreamKeys'] = {},
-    private readonly providers: Record<ChatModel['provider'], ChatProvider> = { local: new LocalChatProvider(), openai: new OpenAIChatProvider() },
+    private readonly providers: Record<ChatModel['provider'], ChatProvider> = {
+      local: new LocalChatProvider(),
+      openai: new OpenAIChatProvider(),
+    },
   ) {
     const chat = modelsOfKind(allModels, 'chat');
     this.bodyLimit = chat.length ? Math.max(...chat.map((m) => m.maxBodyBytes)) : NO_MODEL_BODY_BYTES;
@@ -42,7 +44,10 @@ export class ChatService {
   async complete(caller: Caller, raw: unknown, bodyBytes: number | undefined, gone: AbortSignal): Promise<ChatOutcome> {
     const model = this.model(requestedModel(raw));
     if (bodyBytes !== undefined && bodyBytes > model.maxBodyBytes) {
-      throw new KilnError('request_too_large', `The request body has ${bodyBytes} bytes after decompression; model ${model.id} accepts at most ${model.maxBodyBytes}.`);
+      throw new KilnError(
+        'request_too_large',
+        `The request body has ${bodyBytes} bytes after decompression; model ${model.id} accepts at most ${model.maxBodyBytes}.`,
+      );
     }
     const { request, images } = validateChat(raw, model);
     const credential = upstreamKey(model, caller.credential, (id) => this.upstreamKeys?.[id]);
@@ -58,7 +63,8 @@ export class ChatService {
     const call: ChatCall = { model, request, images, credential, signal: AbortSignal.any([gone, budget.signal]) };
     const failure = (err: unknown): unknown => {
       if (err instanceof KilnError) return err;
-      if (budget.signal.aborted) return new KilnError('upstream_timeout', `The upstream gave no answer within ${model.timeoutMs} ms.`);
+      if (budget.signal.aborted)
+        return new KilnError('upstream_timeout', `The upstream gave no answer within ${model.timeoutMs} ms.`);
       if (gone.aborted) return new KilnError('invalid_request', 'The client closed the connection.');
       return err;
     };
@@ -77,7 +83,12 @@ export class ChatService {
 }
 
 /** Re-arms the time budget while waiting for each chunk, and maps failures as above. */
-async function* paced<T>(chunks: AsyncIterable<T>, arm: () => void, disarm: () => void, failure: (err: unknown) => unknown): AsyncGenerator<T> {
+async function* paced<T>(
+  chunks: AsyncIterable<T>,
+  arm: () => void,
+  disarm: () => void,
+  failure: (err: unknown) => unknown,
+): AsyncGenerator<T> {
   const it = chunks[Symbol.asyncIterator]();
   try {
     for (;;) {

@@ -5,7 +5,10 @@ export type TextItem = { type: 'text'; text: string };
 export type ImageItem = { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' } };
 export type ContentItem = TextItem | ImageItem;
 export type Role = 'system' | 'user' | 'assistant';
-export interface ChatMessage { role: Role; content: ContentItem[] }
+export interface ChatMessage {
+  role: Role;
+  content: ContentItem[];
+}
 
 /** What the checks learned from an image's decoded bytes, in order of appearance. */
 export interface ImageInfo {
@@ -30,14 +33,23 @@ export interface ChatRequest {
   stream_options?: { include_usage?: boolean };
 }
 
-export interface Usage { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
 
 export interface ChatCompletion {
   id: string;
   object: 'chat.completion';
   created: number;
   model: string;
-  choices: { index: number; message: { role: 'assistant'; content: string | null; [k: string]: unknown }; finish_reason: string | null; [k: string]: unknown }[];
+  choices: {
+    index: number;
+    message: { role: 'assistant'; content: string | null; [k: string]: unknown };
+    finish_reason: string | null;
+    [k: string]: unknown;
+  }[];
   usage?: Usage;
   [k: string]: unknown;
 }
@@ -47,7 +59,12 @@ export interface ChatChunk {
   object: 'chat.completion.chunk';
   created: number;
   model: string;
-  choices: { index: number; delta: { role?: 'assistant'; content?: string | null; [k: string]: unknown }; finish_reason: string | null; [k: string]: unknown }[];
+  choices: {
+    index: number;
+    delta: { role?: 'assistant'; content?: string | null; [k: string]: unknown };
+    finish_reason: string | null;
+    [k: string]: unknown;
+  }[];
   usage?: Usage | null;
   [k: string]: unknown;
 }

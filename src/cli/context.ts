@@ -4,8 +4,14 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { InvalidArgumentError } from 'commander';
 import {
-  APIConnectionError, AuthenticationError, Kiln, KilnAPIError, KilnClientError, PollTimeoutError,
-  extensionFor, type PollingOptions,
+  APIConnectionError,
+  AuthenticationError,
+  Kiln,
+  KilnAPIError,
+  KilnClientError,
+  PollTimeoutError,
+  extensionFor,
+  type PollingOptions,
 } from '../client/index.js';
 
 /** Exit codes (documented in `kiln --help` and the README). */
@@ -40,7 +46,9 @@ export class UsageError extends Error {}
 
 /** Carries an exit code out of a command that printed its own outcome. */
 export class ExitCode extends Error {
-  constructor(readonly code: number) { super(`exit ${code}`); }
+  constructor(readonly code: number) {
+    super(`exit ${code}`);
+  }
 }
 
 export interface GlobalOptions {
@@ -56,7 +64,8 @@ export interface GlobalOptions {
 export function seconds(name: string) {
   return (v: string): number => {
     const n = Number(v);
-    if (!/^\d+(\.\d+)?$/.test(v.trim()) || !Number.isFinite(n)) throw new InvalidArgumentError(`${name} must be a number of seconds, got "${v}".`);
+    if (!/^\d+(\.\d+)?$/.test(v.trim()) || !Number.isFinite(n))
+      throw new InvalidArgumentError(`${name} must be a number of seconds, got "${v}".`);
     return n;
   };
 }
@@ -90,7 +99,11 @@ export class Ctx {
       if (flag !== undefined) return flag * 1000;
       const v = env[envName];
       if (v === undefined || v === '') return undefined;
-      try { return seconds(envName)(v) * 1000; } catch (err) { throw new UsageError((err as Error).message); }
+      try {
+        return seconds(envName)(v) * 1000;
+      } catch (err) {
+        throw new UsageError((err as Error).message);
+      }
     };
     const first = sec(this.opts.firstCheck, 'KILN_POLL_FIRST_CHECK');
     const interval = sec(this.opts.interval, 'KILN_POLL_INTERVAL');
@@ -127,7 +140,14 @@ export class Ctx {
   }
 
   /** Writes bytes to DIR/name (DIR created), returns the path. */
-  save(dir: string, base: string, bytes: Uint8Array, contentType: string | null, url: string | undefined, fallbackExt: string): string {
+  save(
+    dir: string,
+    base: string,
+    bytes: Uint8Array,
+    contentType: string | null,
+    url: string | undefined,
+    fallbackExt: string,
+  ): string {
     mkdirSync(dir, { recursive: true });
     const path = join(dir, `${base}.${extensionFor(contentType, url, fallbackExt)}`);
     writeFileSync(path, bytes);
@@ -146,14 +166,25 @@ export function reportError(err: unknown, ctx: Ctx | null, baseUrl: string): num
     text = `error: ${err.message}\n(run kiln --help)`;
   } else if (err instanceof PollTimeoutError) {
     code = EXIT.timeout;
-    body = { code: 'timeout', message: err.message, task_id: err.taskId, task_ids: err.taskIds, last_status: err.lastStatus };
+    body = {
+      code: 'timeout',
+      message: err.message,
+      task_id: err.taskId,
+      task_ids: err.taskIds,
+      last_status: err.lastStatus,
+    };
     text = `error: ${err.message}`;
   } else if (err instanceof APIConnectionError) {
     code = EXIT.connection;
     body = { code: 'connection_error', message: err.message };
     text = `error: cannot reach Kiln at ${baseUrl}: ${err.message}\n(is it running? set KILN_BASE_URL or --base-url)`;
   } else if (err instanceof KilnAPIError) {
-    body = { code: err.code, message: err.message, status: err.status, ...(err.retryAfter !== undefined ? { retry_after: err.retryAfter } : {}) };
+    body = {
+      code: err.code,
+      message: err.message,
+      status: err.status,
+      ...(err.retryAfter !== undefined ? { retry_after: err.retryAfter } : {}),
+    };
     text = `error: ${err.message}`;
     if (err instanceof AuthenticationError) text += '\n(check KILN_API_KEY)';
     if (err.retryAfter !== undefined) text += `\n(retry after ${err.retryAfter} s)`;

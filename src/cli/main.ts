@@ -5,22 +5,38 @@ import { Ctx, EXIT, EXIT_HELP, ExitCode, reportError, seconds, type GlobalOption
 import { registerMediaCommands } from './media-commands.js';
 import { registerTaskCommands } from './tasks-commands.js';
 
-const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+  version: string;
+};
 
 let ctx: Ctx | null = null;
 const make = (cmd: Command): Ctx => (ctx = new Ctx(cmd.optsWithGlobals<GlobalOptions>()));
 
 export function buildProgram(): Command {
   const program = new Command('kiln')
-    .description('Image, chat and video generation through a Kiln gateway. Waits follow the service\'s polling guidance.')
+    .description(
+      "Image, chat and video generation through a Kiln gateway. Waits follow the service's polling guidance.",
+    )
     .version(version)
     .option('--base-url <url>', 'Kiln base URL (env KILN_BASE_URL; default http://localhost:8787)')
     .option('--api-key <key>', 'API key (env KILN_API_KEY; prefer the environment: flags show in ps)')
     .option('--json', 'machine-readable JSON on stdout (errors too: {"error": {...}})')
     .option('-q, --quiet', 'no progress display on stderr')
-    .option('--first-check <s>', 'seconds from submit to the first check (env KILN_POLL_FIRST_CHECK; default 50)', seconds('--first-check'))
-    .option('--interval <s>', 'seconds between checks; a longer Retry-After wins (env KILN_POLL_INTERVAL; default 10)', seconds('--interval'))
-    .option('--timeout <s>', 'seconds to wait in total before giving up (env KILN_POLL_TIMEOUT; default 1200)', seconds('--timeout'))
+    .option(
+      '--first-check <s>',
+      'seconds from submit to the first check (env KILN_POLL_FIRST_CHECK; default 50)',
+      seconds('--first-check'),
+    )
+    .option(
+      '--interval <s>',
+      'seconds between checks; a longer Retry-After wins (env KILN_POLL_INTERVAL; default 10)',
+      seconds('--interval'),
+    )
+    .option(
+      '--timeout <s>',
+      'seconds to wait in total before giving up (env KILN_POLL_TIMEOUT; default 1200)',
+      seconds('--timeout'),
+    )
     .addHelpText('after', `\n${EXIT_HELP}`)
     .showHelpAfterError('(run kiln --help for usage)')
     .exitOverride();
@@ -30,8 +46,11 @@ export function buildProgram(): Command {
 
   // The admin commands talk to Redis, not the API: src/cli/keys.ts reads process.argv itself and
   // exits when done.
-  program.command('keys')
-    .description('admin (AUTH_MODE=keys; needs KILN_SECRET and REDIS_URL): keys create --owner NAME [--name LABEL] | keys list | keys revoke <KEY_OR_ID>')
+  program
+    .command('keys')
+    .description(
+      'admin (AUTH_MODE=keys; needs KILN_SECRET and REDIS_URL): keys create --owner NAME [--name LABEL] | keys list | keys revoke <KEY_OR_ID>',
+    )
     .helpOption(false)
     .allowUnknownOption()
     .allowExcessArguments()
@@ -69,7 +88,10 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then((code) => process.exit(code), (err) => {
-  process.stderr.write(`error: ${(err as Error).message}\n`);
-  process.exit(EXIT.error);
-});
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err) => {
+    process.stderr.write(`error: ${(err as Error).message}\n`);
+    process.exit(EXIT.error);
+  },
+);

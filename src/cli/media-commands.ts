@@ -2,8 +2,15 @@
 import { readFileSync } from 'node:fs';
 import { InvalidArgumentError, type Command } from 'commander';
 import {
-  chatTextOf, imageMimeOf, streamText, systemMessage, userMessage, videoUrlsOf,
-  type ChatCompletionCreateParams, type NodeInfo, type Video,
+  chatTextOf,
+  imageMimeOf,
+  streamText,
+  systemMessage,
+  userMessage,
+  videoUrlsOf,
+  type ChatCompletionCreateParams,
+  type NodeInfo,
+  type Video,
 } from '../client/index.js';
 import { Ctx, EXIT, ExitCode, integer, UsageError } from './context.js';
 import { progressDisplay } from './progress.js';
@@ -31,14 +38,17 @@ function chatImage(spec: string): { mimeType: string; bytes: Uint8Array } | stri
   }
 }
 
-const number = (name: string) => (v: string): number => {
-  const n = Number(v);
-  if (v.trim() === '' || !Number.isFinite(n)) throw new InvalidArgumentError(`${name} must be a number, got "${v}".`);
-  return n;
-};
+const number =
+  (name: string) =>
+  (v: string): number => {
+    const n = Number(v);
+    if (v.trim() === '' || !Number.isFinite(n)) throw new InvalidArgumentError(`${name} must be a number, got "${v}".`);
+    return n;
+  };
 
 export function registerMediaCommands(program: Command, make: Make): void {
-  program.command('chat')
+  program
+    .command('chat')
     .description('ask a chat model (text and images in, text out)')
     .argument('<text>', 'the message')
     .option('-m, --model <id>', 'chat model (default: the first chat model of GET /v1/models)')
@@ -59,7 +69,8 @@ export function registerMediaCommands(program: Command, make: Make): void {
         ...(o.seed !== undefined ? { seed: o.seed } : {}),
       };
       if (o.stream && !ctx.json) {
-        for await (const t of streamText(ctx.kiln.chat.completions.stream(params, { signal: ctx.abort.signal }))) process.stdout.write(t);
+        for await (const t of streamText(ctx.kiln.chat.completions.stream(params, { signal: ctx.abort.signal })))
+          process.stdout.write(t);
         process.stdout.write('\n');
         return;
       }
@@ -68,7 +79,8 @@ export function registerMediaCommands(program: Command, make: Make): void {
       ctx.say(chatTextOf(completion));
     });
 
-  program.command('video')
+  program
+    .command('video')
     .description('generate a video: create a task, wait by the polling guidance, download it')
     .argument('<prompt>', 'what to film')
     .option('-m, --model <id>', 'video model (default: the first video model of GET /v1/models)')
@@ -82,7 +94,8 @@ export function registerMediaCommands(program: Command, make: Make): void {
       const ctx = make(cmd);
       const nodeInfoList = ((o.node as string[] | undefined) ?? []).map(parseNode);
       const params = {
-        model: await ctx.defaultModel('video', o.model), prompt,
+        model: await ctx.defaultModel('video', o.model),
+        prompt,
         ...(o.image ? { image: o.image as string } : {}),
         ...(o.seconds ? { seconds: String(o.seconds) } : {}),
         ...(o.size ? { size: o.size as string } : {}),
@@ -99,7 +112,10 @@ export function registerMediaCommands(program: Command, make: Make): void {
       try {
         video = await ctx.kiln.videos.createAndWait(params, {
           signal: ctx.abort.signal,
-          onSubmitted: (v) => { progress.submitted(v.id); ctx.waiting = v.id; },
+          onSubmitted: (v) => {
+            progress.submitted(v.id);
+            ctx.waiting = v.id;
+          },
           onProgress: (p) => progress.update(p),
         });
       } finally {
@@ -112,9 +128,10 @@ export function registerMediaCommands(program: Command, make: Make): void {
 async function finishVideo(ctx: Ctx, video: Video, dir: string): Promise<number> {
   if (video.status !== 'completed') {
     ctx.out({ video });
-    const why = video.status === 'uncertain'
-      ? 'may have reached the generator, but its result cannot be confirmed; check before resubmitting'
-      : `${video.error?.code ?? 'error'}: ${video.error?.message ?? ''}`;
+    const why =
+      video.status === 'uncertain'
+        ? 'may have reached the generator, but its result cannot be confirmed; check before resubmitting'
+        : `${video.error?.code ?? 'error'}: ${video.error?.message ?? ''}`;
     if (!ctx.json) process.stderr.write(`video ${video.id} ${video.status}: ${why}\n`);
     return video.status === 'uncertain' ? EXIT.uncertain : EXIT.failed;
   }

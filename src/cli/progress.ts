@@ -30,16 +30,28 @@ export function progressDisplay(label: string, enabled: boolean): Progress {
   let ticker: NodeJS.Timeout | undefined;
   if (tty) {
     spinner = ora({ text: line(), stream: process.stderr }).start();
-    ticker = setInterval(() => { spinner!.text = line(); }, 1000);
+    ticker = setInterval(() => {
+      spinner!.text = line();
+    }, 1000);
     ticker.unref();
   }
   const log = () => {
-    if (tty) { spinner!.text = line(); return; }
+    if (tty) {
+      spinner!.text = line();
+      return;
+    }
     const key = `${id} ${status}${retrying}`;
-    if (key !== lastLogged) { process.stderr.write(`[${secs(Date.now() - started)}] ${label} ${id} ${status}${retrying}\n`); lastLogged = key; }
+    if (key !== lastLogged) {
+      process.stderr.write(`[${secs(Date.now() - started)}] ${label} ${id} ${status}${retrying}\n`);
+      lastLogged = key;
+    }
   };
   return {
-    submitted(taskId) { id = taskId; status = 'accepted'; log(); },
+    submitted(taskId) {
+      id = taskId;
+      status = 'accepted';
+      log();
+    },
     update(p) {
       const statuses = p.pending.map((x) => p.statuses[x]).filter(Boolean);
       if (p.pending.length > 1) status = `${p.pending.length} unfinished`;

@@ -16,8 +16,10 @@ export function outcomeCode(status: string): number {
 }
 
 function describe(t: ImageTask | BatchItem): string {
-  if (t.status === 'failed' || t.status === 'not_found') return `task ${t.id} ${t.status}: ${t.error?.code ?? 'error'}: ${t.error?.message ?? ''}`;
-  if (t.status === 'uncertain') return `task ${t.id} is uncertain: ${t.uncertain_reason ?? 'the request may have reached the generator, but its result cannot be confirmed'}. Check before resubmitting.`;
+  if (t.status === 'failed' || t.status === 'not_found')
+    return `task ${t.id} ${t.status}: ${t.error?.code ?? 'error'}: ${t.error?.message ?? ''}`;
+  if (t.status === 'uncertain')
+    return `task ${t.id} is uncertain: ${t.uncertain_reason ?? 'the request may have reached the generator, but its result cannot be confirmed'}. Check before resubmitting.`;
   return `task ${t.id} ${t.status}`;
 }
 
@@ -46,7 +48,11 @@ async function finish(ctx: Ctx, task: ImageTask, dir: string | undefined): Promi
   }
   if (dir === undefined) {
     ctx.out({ task });
-    ctx.say(imagesOf(task).map((i) => (i.kind === 'url' ? i.url : `(base64 ${i.mimeType}, ${i.data.length} bytes)`)).join('\n'));
+    ctx.say(
+      imagesOf(task)
+        .map((i) => (i.kind === 'url' ? i.url : `(base64 ${i.mimeType}, ${i.data.length} bytes)`))
+        .join('\n'),
+    );
     return code;
   }
   const files = await saveImages(ctx, task, dir);
@@ -56,7 +62,8 @@ async function finish(ctx: Ctx, task: ImageTask, dir: string | undefined): Promi
 }
 
 export function registerTaskCommands(program: Command, make: Make): void {
-  program.command('image')
+  program
+    .command('image')
     .description('generate an image: submit a task, wait by the polling guidance, download the images')
     .argument('<prompt>', 'what to draw (at most 4000 characters)')
     .option('-m, --model <id>', 'image model (default: the first image model of GET /v1/models)')
@@ -80,7 +87,10 @@ export function registerTaskCommands(program: Command, make: Make): void {
       try {
         const task = await ctx.kiln.tasks.createAndWait(params, {
           signal: ctx.abort.signal,
-          onSubmitted: (t) => { progress.submitted(t.id); ctx.waiting = t.id; },
+          onSubmitted: (t) => {
+            progress.submitted(t.id);
+            ctx.waiting = t.id;
+          },
           onProgress: (p) => progress.update(p),
         });
         progress.stop();
@@ -92,7 +102,8 @@ export function registerTaskCommands(program: Command, make: Make): void {
 
   const tasks = program.command('tasks').description('list, inspect, wait for and fetch image tasks');
 
-  tasks.command('list')
+  tasks
+    .command('list')
     .description('recent tasks, newest first')
     .option('--days <n>', 'look-back window, 1-3', integer('--days'))
     .option('--limit <n>', 'items per page, 1-100', integer('--limit'))
@@ -105,10 +116,14 @@ export function registerTaskCommands(program: Command, make: Make): void {
       else items.push(...(await ctx.kiln.tasks.listPage(params, { signal: ctx.abort.signal })).items);
       ctx.out(items);
       const time = (s: number | null) => (s ? new Date(s * 1000).toISOString().replace('.000Z', 'Z') : '-');
-      for (const t of items) ctx.say(`${t.id}  ${t.status.padEnd(9)}  ${t.model}  created ${time(t.created_at)}  finished ${time(t.finished_at)}`);
+      for (const t of items)
+        ctx.say(
+          `${t.id}  ${t.status.padEnd(9)}  ${t.model}  created ${time(t.created_at)}  finished ${time(t.finished_at)}`,
+        );
     });
 
-  tasks.command('get')
+  tasks
+    .command('get')
     .description('one task (GET /v1/tasks/{id}); several ids use batch-get, 100 per request')
     .argument('<ids...>', 'task ids')
     .action(async (ids: string[], _o, cmd: Command) => {
@@ -121,12 +136,14 @@ export function registerTaskCommands(program: Command, make: Make): void {
         return;
       }
       const items: BatchItem[] = [];
-      for (const batch of chunk(ids, ctx.kiln.polling.batchSize)) items.push(...(await ctx.kiln.tasks.batchGet(batch, { signal: ctx.abort.signal })).items);
+      for (const batch of chunk(ids, ctx.kiln.polling.batchSize))
+        items.push(...(await ctx.kiln.tasks.batchGet(batch, { signal: ctx.abort.signal })).items);
       ctx.out(items);
       for (const t of items) ctx.say(describe(t));
     });
 
-  tasks.command('wait')
+  tasks
+    .command('wait')
     .description('wait for tasks to finish (a refresh now, then the polling guidance); download with --out')
     .argument('<ids...>', 'task ids')
     .option('-o, --out <dir>', 'save the images of succeeded tasks here')
@@ -142,13 +159,21 @@ export function registerTaskCommands(program: Command, make: Make): void {
           ctx.waiting = t.id;
           const sinceSubmit = t.created_at ? t.created_at * 1000 + kiln.polling.firstCheckMs - Date.now() : 0;
           const final = isUnfinished(t.status)
-            ? await kiln.tasks.wait(t.id, { signal: ctx.abort.signal, firstDelayMs: Math.max(kiln.polling.intervalMs, t.retryAfterMs ?? 0, sinceSubmit), onProgress: (p) => progress.update(p) })
+            ? await kiln.tasks.wait(t.id, {
+                signal: ctx.abort.signal,
+                firstDelayMs: Math.max(kiln.polling.intervalMs, t.retryAfterMs ?? 0, sinceSubmit),
+                onProgress: (p) => progress.update(p),
+              })
             : t;
           progress.stop();
           throw new ExitCode(await finish(ctx, final, o.out));
         }
         ctx.waiting = ids[0];
-        const results = await kiln.tasks.waitMany(ids, { signal: ctx.abort.signal, firstDelayMs: 0, onProgress: (p) => progress.update(p) });
+        const results = await kiln.tasks.waitMany(ids, {
+          signal: ctx.abort.signal,
+          firstDelayMs: 0,
+          onProgress: (p) => progress.update(p),
+        });
         progress.stop();
         let code = 0;
         const files: Record<string, string[]> = {};
@@ -165,14 +190,19 @@ export function registerTaskCommands(program: Command, make: Make): void {
       }
     });
 
-  tasks.command('content')
+  tasks
+    .command('content')
     .description("the first image's URL (the content redirect); with --out, download it")
     .argument('<id>', 'task id')
     .option('-o, --out <dir>', 'save the image here')
     .action(async (id: string, o, cmd: Command) => {
       const ctx = make(cmd);
       const url = await ctx.kiln.tasks.content(id, { signal: ctx.abort.signal });
-      if (!o.out) { ctx.out({ id, url }); ctx.say(url); return; }
+      if (!o.out) {
+        ctx.out({ id, url });
+        ctx.say(url);
+        return;
+      }
       const { bytes, contentType } = await ctx.kiln.download(url, { signal: ctx.abort.signal });
       const file = ctx.save(o.out, id, bytes, contentType, url, 'png');
       ctx.out({ id, url, file });

@@ -3,7 +3,13 @@ import { EventSourceParserStream } from 'eventsource-parser/stream';
 import type { KilnCore } from './core.js';
 import { KilnClientError } from './errors.js';
 import { dataUri } from './results.js';
-import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParams, ChatContentItem, ChatMessage } from './types.js';
+import type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatCompletionCreateParams,
+  ChatContentItem,
+  ChatMessage,
+} from './types.js';
 
 export interface UserMessageInput {
   text: string;
@@ -14,7 +20,11 @@ export interface UserMessageInput {
 /** A `user` message in the contract's shape: content is always an array of items. */
 export function userMessage({ text, images = [] }: UserMessageInput): ChatMessage {
   const content: ChatContentItem[] = [{ type: 'text', text }];
-  for (const img of images) content.push({ type: 'image_url', image_url: { url: typeof img === 'string' ? img : dataUri(img.mimeType, img.bytes) } });
+  for (const img of images)
+    content.push({
+      type: 'image_url',
+      image_url: { url: typeof img === 'string' ? img : dataUri(img.mimeType, img.bytes) },
+    });
   return { role: 'user', content };
 }
 
@@ -27,20 +37,33 @@ class Completions {
 
   async create(params: ChatCompletionCreateParams, opts: { signal?: AbortSignal } = {}): Promise<ChatCompletion> {
     const { stream: _s, ...body } = params;
-    return (await this.core.request<ChatCompletion>('POST', '/v1/chat/completions', { body, signal: opts.signal })).data;
+    return (await this.core.request<ChatCompletion>('POST', '/v1/chat/completions', { body, signal: opts.signal }))
+      .data;
   }
 
   /** Streams the completion: yields each `chat.completion.chunk` until `[DONE]`. */
-  async *stream(params: ChatCompletionCreateParams, opts: { signal?: AbortSignal } = {}): AsyncGenerator<ChatCompletionChunk> {
-    const { response } = await this.core.request<void>('POST', '/v1/chat/completions', { body: { ...params, stream: true }, signal: opts.signal, raw: true });
+  async *stream(
+    params: ChatCompletionCreateParams,
+    opts: { signal?: AbortSignal } = {},
+  ): AsyncGenerator<ChatCompletionChunk> {
+    const { response } = await this.core.request<void>('POST', '/v1/chat/completions', {
+      body: { ...params, stream: true },
+      signal: opts.signal,
+      raw: true,
+    });
     if (!response.body) throw new KilnClientError('The chat stream answered without a body.');
     const events = response.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
     for await (const ev of events as unknown as AsyncIterable<{ event?: string; data: string }>) {
       if (ev.data === '[DONE]') return;
       let chunk: unknown;
-      try { chunk = JSON.parse(ev.data); } catch { throw new KilnClientError(`The chat stream sent an event that is not JSON: ${ev.data.slice(0, 100)}`); }
+      try {
+        chunk = JSON.parse(ev.data);
+      } catch {
+        throw new KilnClientError(`The chat stream sent an event that is not JSON: ${ev.data.slice(0, 100)}`);
+      }
       const err = (chunk as { error?: { code?: string; message?: string } }).error;
-      if (err) throw new KilnClientError(`The chat stream ended with an error: ${err.code ?? 'error'}: ${err.message ?? ''}`);
+      if (err)
+        throw new KilnClientError(`The chat stream ended with an error: ${err.code ?? 'error'}: ${err.message ?? ''}`);
       yield chunk as ChatCompletionChunk;
     }
   }

@@ -1,6 +1,13 @@
 // The HTTP layer of the client: base URL and key, injectable fetch, typed errors, retries of
 // one-shot calls. Polling has its own schedule (polling.ts) and calls with retries off.
-import { APIConnectionError, APIConnectionTimeoutError, errorFromResponse, isRetryable, KilnClientError, parseRetryAfter } from './errors.js';
+import {
+  APIConnectionError,
+  APIConnectionTimeoutError,
+  errorFromResponse,
+  isRetryable,
+  KilnClientError,
+  parseRetryAfter,
+} from './errors.js';
 import { DEFAULT_POLLING, realClock, retryDelay, type Clock, type PollingOptions } from './polling.js';
 
 export interface ClientOptions {
@@ -33,7 +40,10 @@ export interface RequestOptions {
   raw?: boolean;
 }
 
-export interface APIResponse<T> { data: T; response: Response }
+export interface APIResponse<T> {
+  data: T;
+  response: Response;
+}
 
 export class KilnCore {
   readonly baseURL: string;
@@ -78,7 +88,10 @@ export class KilnCore {
       } catch (err) {
         if (attempt >= retries || !isRetryable(err) || opts.signal?.aborted) throw err;
         const hint = (err as { retryAfter?: number }).retryAfter;
-        await this.clock.sleep(retryDelay(this.polling, attempt + 1, hint !== undefined ? hint * 1000 : undefined), opts.signal);
+        await this.clock.sleep(
+          retryDelay(this.polling, attempt + 1, hint !== undefined ? hint * 1000 : undefined),
+          opts.signal,
+        );
       }
     }
   }
@@ -103,9 +116,14 @@ export class KilnCore {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(opts.body);
     }
-    const res = await this.send(this.url(path, opts.query), { method, headers, body, redirect: opts.manualRedirect ? 'manual' : 'follow' }, opts.signal);
+    const res = await this.send(
+      this.url(path, opts.query),
+      { method, headers, body, redirect: opts.manualRedirect ? 'manual' : 'follow' },
+      opts.signal,
+    );
     if (res.status >= 400) throw errorFromResponse(res.status, res.headers, await readBody(res));
-    if (opts.raw || (opts.manualRedirect && res.status >= 300 && res.status < 400)) return { data: undefined as T, response: res };
+    if (opts.raw || (opts.manualRedirect && res.status >= 300 && res.status < 400))
+      return { data: undefined as T, response: res };
     const data = await readBody(res);
     return { data: data as T, response: res };
   }
@@ -116,7 +134,10 @@ export class KilnCore {
       return await this.fetchImpl(url, { ...init, signal: signal ? AbortSignal.any([signal, timeout]) : timeout });
     } catch (err) {
       if (signal?.aborted) throw signal.reason;
-      if (timeout.aborted) throw new APIConnectionTimeoutError(`${init.method} ${url}: no response within ${this.timeoutMs} ms`, { cause: err });
+      if (timeout.aborted)
+        throw new APIConnectionTimeoutError(`${init.method} ${url}: no response within ${this.timeoutMs} ms`, {
+          cause: err,
+        });
       const cause = (err as { cause?: { code?: string; message?: string } }).cause;
       const detail = cause?.code ?? cause?.message ?? (err as Error).message;
       throw new APIConnectionError(`${init.method} ${url}: connection failed (${detail})`, { cause: err });
@@ -127,7 +148,11 @@ export class KilnCore {
 async function readBody(res: Response): Promise<unknown> {
   const text = await res.text().catch(() => '');
   if (!text) return null;
-  try { return JSON.parse(text); } catch { return text; }
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
 }
 
 /** ms of a `Retry-After` header, or undefined. */

@@ -66,7 +66,9 @@ export class PollTimeoutError extends KilnClientError {
     readonly lastStatus: Record<string, string> = {},
   ) {
     const more = taskIds.length > 1 ? ` (and ${taskIds.length - 1} more)` : '';
-    super(`Gave up waiting for task ${taskId}${more} after ${Math.round(elapsedMs / 1000)} s; it may still finish: refresh it later with GET /v1/tasks/${taskId} or \`kiln tasks wait ${taskId}\`.`);
+    super(
+      `Gave up waiting for task ${taskId}${more} after ${Math.round(elapsedMs / 1000)} s; it may still finish: refresh it later with GET /v1/tasks/${taskId} or \`kiln tasks wait ${taskId}\`.`,
+    );
   }
 }
 
@@ -99,7 +101,12 @@ const BY_STATUS: Partial<Record<number, typeof KilnAPIError>> = {
 export function errorFromResponse(status: number, headers: Headers, body: unknown): KilnAPIError {
   const err = (body as { error?: { code?: unknown; message?: unknown } } | null)?.error;
   const code = typeof err?.code === 'string' ? err.code : `http_${status}`;
-  const message = typeof err?.message === 'string' ? err.message : typeof body === 'string' && body ? body.slice(0, 200) : 'no error body';
+  const message =
+    typeof err?.message === 'string'
+      ? err.message
+      : typeof body === 'string' && body
+        ? body.slice(0, 200)
+        : 'no error body';
   const Cls = BY_CODE[code] ?? BY_STATUS[status] ?? (status >= 500 ? InternalServerError : KilnAPIError);
   return new Cls(status, code, message, headers, body);
 }

@@ -17,12 +17,18 @@ export class Kiln extends KilnCore {
   }
 
   /** `GET /v1/models`: the configured models with their `kind` (image, chat, video). */
-  async models(opts: { signal?: AbortSignal } = {}): Promise<{ id: string; kind?: string; form?: string; description?: string | null }[]> {
-    return (await this.request<{ data: { id: string; kind?: string }[] }>('GET', '/v1/models', { signal: opts.signal })).data.data;
+  async models(
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<{ id: string; kind?: string; form?: string; description?: string | null }[]> {
+    return (await this.request<{ data: { id: string; kind?: string }[] }>('GET', '/v1/models', { signal: opts.signal }))
+      .data.data;
   }
 
   /** Downloads a result URL (the API key goes along only to this Kiln's own origin). */
-  async download(url: string, opts: { signal?: AbortSignal } = {}): Promise<{ bytes: Uint8Array; contentType: string | null }> {
+  async download(
+    url: string,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<{ bytes: Uint8Array; contentType: string | null }> {
     const res = await this.fetchUrl(url, opts.signal);
     return { bytes: new Uint8Array(await res.arrayBuffer()), contentType: res.headers.get('content-type') };
   }

@@ -108,7 +108,13 @@ export interface Observation<T> {
 }
 
 /** Polls one resource until `isDone`; throws PollTimeoutError (with the id) after timeoutMs. */
-export async function pollUntilDone<T>(id: string, check: () => Promise<Observation<T>>, statusOf: (v: T) => string, isDone: (v: T) => boolean, run: PollRun): Promise<T> {
+export async function pollUntilDone<T>(
+  id: string,
+  check: () => Promise<Observation<T>>,
+  statusOf: (v: T) => string,
+  isDone: (v: T) => boolean,
+  run: PollRun,
+): Promise<T> {
   const { options: o, clock } = run;
   const start = clock.now();
   const deadline = start + o.timeoutMs;
@@ -136,14 +142,21 @@ export async function pollUntilDone<T>(id: string, check: () => Promise<Observat
   }
 }
 
-export interface BatchItem { id: string; status: string }
+export interface BatchItem {
+  id: string;
+  status: string;
+}
 
 /**
  * Polls many tasks through batch-get until none is unfinished. Each cycle sends only the ids still
  * accepted/queued/running, split into requests of at most batchSize ids, all in that cycle.
  * Resolves to the last item per id (terminal, or not_found), in the order of `ids`.
  */
-export async function pollBatch<T extends BatchItem>(ids: string[], fetchBatch: (ids: string[]) => Promise<{ items: T[]; hintMs?: number }>, run: PollRun): Promise<Map<string, T>> {
+export async function pollBatch<T extends BatchItem>(
+  ids: string[],
+  fetchBatch: (ids: string[]) => Promise<{ items: T[]; hintMs?: number }>,
+  run: PollRun,
+): Promise<Map<string, T>> {
   const { options: o, clock } = run;
   const start = clock.now();
   const deadline = start + o.timeoutMs;
@@ -185,7 +198,16 @@ export async function pollBatch<T extends BatchItem>(ids: string[], fetchBatch: 
   return new Map([...new Set(ids)].map((id) => [id, done.get(id)!]));
 }
 
-async function waitOrTimeout(pending: string[], statuses: Record<string, string>, delay: number, start: number, deadline: number, checks: number, lastError: Error | undefined, run: PollRun): Promise<void> {
+async function waitOrTimeout(
+  pending: string[],
+  statuses: Record<string, string>,
+  delay: number,
+  start: number,
+  deadline: number,
+  checks: number,
+  lastError: Error | undefined,
+  run: PollRun,
+): Promise<void> {
   const now = run.clock.now();
   if (now + delay > deadline) {
     // The next check would land after the deadline: the total timeout ends the wait at the deadline.

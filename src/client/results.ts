@@ -2,8 +2,7 @@
 import type { Candidate, ChatCompletion, Video } from './types.js';
 
 export type ImageOutput =
-  | { kind: 'url'; url: string; mimeType?: string }
-  | { kind: 'base64'; mimeType: string; data: Buffer };
+  { kind: 'url'; url: string; mimeType?: string } | { kind: 'base64'; mimeType: string; data: Buffer };
 
 /**
  * Images in `candidates[*].content.parts[*].inlineData`, in order: a part without inlineData is
@@ -18,7 +17,8 @@ export function imagesOf(result: { candidates?: Candidate[] | null } | null | un
       const d = p.inlineData;
       if (!d || typeof d.data !== 'string' || d.data === '') continue;
       if (d.mimeType !== undefined && !d.mimeType.startsWith('image/')) continue;
-      if (d.data.startsWith('http')) out.push({ kind: 'url', url: d.data, ...(d.mimeType ? { mimeType: d.mimeType } : {}) });
+      if (d.data.startsWith('http'))
+        out.push({ kind: 'url', url: d.data, ...(d.mimeType ? { mimeType: d.mimeType } : {}) });
       else if (d.mimeType) out.push({ kind: 'base64', mimeType: d.mimeType, data: Buffer.from(d.data, 'base64') });
     }
   }
@@ -34,7 +34,11 @@ export function imageUrlsOf(result: { candidates?: Candidate[] | null } | null |
 export function chatTextOf(completion: ChatCompletion): string {
   const content = completion?.choices?.[0]?.message?.content;
   if (typeof content === 'string') return content;
-  if (Array.isArray(content)) return content.filter((i) => i?.type === 'text' && typeof i.text === 'string').map((i) => i.text).join('');
+  if (Array.isArray(content))
+    return content
+      .filter((i) => i?.type === 'text' && typeof i.text === 'string')
+      .map((i) => i.text)
+      .join('');
   return '';
 }
 
@@ -46,8 +50,13 @@ export function videoUrlsOf(video: Video): string[] {
 }
 
 const EXT: Record<string, string> = {
-  'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp', 'image/gif': 'gif',
-  'video/mp4': 'mp4', 'video/webm': 'webm', 'video/quicktime': 'mov',
+  'image/png': 'png',
+  'image/jpeg': 'jpg',
+  'image/webp': 'webp',
+  'image/gif': 'gif',
+  'video/mp4': 'mp4',
+  'video/webm': 'webm',
+  'video/quicktime': 'mov',
 };
 
 /** A file extension for a MIME type, falling back to the URL's own, then to `fallback`. */

@@ -3,7 +3,15 @@ import type { KilnCore } from './core.js';
 import { retryAfterMs } from './core.js';
 import { KilnClientError } from './errors.js';
 import { pollBatch, pollUntilDone, UNFINISHED_TASK_STATUSES, type PollProgress } from './polling.js';
-import type { BatchItem, BatchTaskList, GenerateContentRequest, ImageTask, SubmitResponse, TaskListItem, TaskListPage } from './types.js';
+import type {
+  BatchItem,
+  BatchTaskList,
+  GenerateContentRequest,
+  ImageTask,
+  SubmitResponse,
+  TaskListItem,
+  TaskListPage,
+} from './types.js';
 
 export interface ImageCreateParams {
   model: string;
@@ -27,9 +35,20 @@ export interface WaitOptions {
   onProgress?: (p: PollProgress) => void;
 }
 
-export interface ListParams { days?: number; limit?: number; before_created_at?: number; before_id?: string }
+export interface ListParams {
+  days?: number;
+  limit?: number;
+  before_created_at?: number;
+  before_id?: string;
+}
 
-const REF_MIME: Record<string, string> = { png: 'image/png', jpg: 'image/jpeg', jpeg: 'image/jpeg', webp: 'image/webp', gif: 'image/gif' };
+const REF_MIME: Record<string, string> = {
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  webp: 'image/webp',
+  gif: 'image/gif',
+};
 
 /** The generateContent body of a task submission from friendly parameters. */
 export function buildImageRequest(p: Omit<ImageCreateParams, 'model'>): GenerateContentRequest {
@@ -40,13 +59,15 @@ export function buildImageRequest(p: Omit<ImageCreateParams, 'model'>): Generate
     output: 'url' as const,
   };
   return {
-    contents: [{
-      role: 'user',
-      parts: [
-        { text: p.prompt },
-        ...refs.map((r) => ({ inlineData: { mimeType: r.mimeType ?? guessMime(r.url), data: r.url } })),
-      ],
-    }],
+    contents: [
+      {
+        role: 'user',
+        parts: [
+          { text: p.prompt },
+          ...refs.map((r) => ({ inlineData: { mimeType: r.mimeType ?? guessMime(r.url), data: r.url } })),
+        ],
+      },
+    ],
     generationConfig: { responseModalities: ['IMAGE'], ...(p.topP !== undefined ? { topP: p.topP } : {}), imageConfig },
     ...(p.system ? { systemInstruction: { parts: [{ text: p.system }] } } : {}),
   };
@@ -54,7 +75,11 @@ export function buildImageRequest(p: Omit<ImageCreateParams, 'model'>): Generate
 
 function guessMime(url: string): string {
   let path = url;
-  try { path = new URL(url).pathname; } catch { /* the server reports a bad URL */ }
+  try {
+    path = new URL(url).pathname;
+  } catch {
+    /* the server reports a bad URL */
+  }
   return REF_MIME[path.toLowerCase().split('.').pop() ?? ''] ?? 'image/png';
 }
 
@@ -64,9 +89,15 @@ export class Tasks {
   constructor(private readonly core: KilnCore) {}
 
   /** Submits a raw generateContent body as a task (`?output=url` is added). */
-  async submit(model: string, body: GenerateContentRequest, opts: { signal?: AbortSignal } = {}): Promise<SubmitResponse> {
+  async submit(
+    model: string,
+    body: GenerateContentRequest,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<SubmitResponse> {
     const path = `/v1beta/models/${encodeURIComponent(model)}:generateContent`;
-    return (await this.core.request<SubmitResponse>('POST', path, { body, query: { output: 'url' }, signal: opts.signal })).data;
+    return (
+      await this.core.request<SubmitResponse>('POST', path, { body, query: { output: 'url' }, signal: opts.signal })
+    ).data;
   }
 
   /** Submits an image task from friendly parameters. */
@@ -76,7 +107,10 @@ export class Tasks {
   }
 
   /** Submits, then waits by the polling guidance; resolves to the final task (succeeded, failed or uncertain). */
-  async createAndWait(params: ImageCreateParams, opts: Omit<WaitOptions, 'submittedAt'> & { onSubmitted?: (t: SubmitResponse) => void } = {}): Promise<ImageTask> {
+  async createAndWait(
+    params: ImageCreateParams,
+    opts: Omit<WaitOptions, 'submittedAt'> & { onSubmitted?: (t: SubmitResponse) => void } = {},
+  ): Promise<ImageTask> {
     const submittedAt = this.core.clock.now();
     const task = await this.create(params, opts);
     opts.onSubmitted?.(task);
@@ -85,23 +119,36 @@ export class Tasks {
 
   /** One task. `retryAfterMs` is the server's hint for the next poll (unfinished tasks). */
   async get(id: string, opts: { signal?: AbortSignal } = {}): Promise<ImageTask & { retryAfterMs?: number }> {
-    const { data, response } = await this.core.request<ImageTask>('GET', `/v1/tasks/${encodeURIComponent(id)}`, { signal: opts.signal, maxRetries: 0 });
+    const { data, response } = await this.core.request<ImageTask>('GET', `/v1/tasks/${encodeURIComponent(id)}`, {
+      signal: opts.signal,
+      maxRetries: 0,
+    });
     const hint = retryAfterMs(response);
     return hint === undefined ? data : Object.defineProperty(data, 'retryAfterMs', { value: hint, enumerable: false });
   }
 
   /** Up to 100 ids in one request (the server's limit); `waitMany` splits larger sets. */
   async batchGet(ids: string[], opts: { signal?: AbortSignal } = {}): Promise<BatchTaskList> {
-    return (await this.core.request<BatchTaskList>('POST', '/v1/tasks/batch-get', { body: { ids }, signal: opts.signal, maxRetries: 0 })).data;
+    return (
+      await this.core.request<BatchTaskList>('POST', '/v1/tasks/batch-get', {
+        body: { ids },
+        signal: opts.signal,
+        maxRetries: 0,
+      })
+    ).data;
   }
 
   /** One page of recent tasks, newest first. */
   async listPage(params: ListParams = {}, opts: { signal?: AbortSignal } = {}): Promise<TaskListPage> {
-    return (await this.core.request<TaskListPage>('GET', '/v1/tasks', { query: { ...params }, signal: opts.signal })).data;
+    return (await this.core.request<TaskListPage>('GET', '/v1/tasks', { query: { ...params }, signal: opts.signal }))
+      .data;
   }
 
   /** Every recent task, newest first, following the (before_created_at, before_id) cursor. */
-  async *list(params: Omit<ListParams, 'before_created_at' | 'before_id'> = {}, opts: { signal?: AbortSignal } = {}): AsyncGenerator<TaskListItem> {
+  async *list(
+    params: Omit<ListParams, 'before_created_at' | 'before_id'> = {},
+    opts: { signal?: AbortSignal } = {},
+  ): AsyncGenerator<TaskListItem> {
     const limit = params.limit ?? 20;
     let cursor: Pick<ListParams, 'before_created_at' | 'before_id'> = {};
     for (;;) {
@@ -115,9 +162,14 @@ export class Tasks {
 
   /** The first image's URL, from the content redirect (409 TaskNotReadyError while unfinished). */
   async content(id: string, opts: { signal?: AbortSignal } = {}): Promise<string> {
-    const { response } = await this.core.request<void>('GET', `/v1/tasks/${encodeURIComponent(id)}/content`, { manualRedirect: true, signal: opts.signal, maxRetries: 0 });
+    const { response } = await this.core.request<void>('GET', `/v1/tasks/${encodeURIComponent(id)}/content`, {
+      manualRedirect: true,
+      signal: opts.signal,
+      maxRetries: 0,
+    });
     const location = response.headers.get('location');
-    if (!location) throw new KilnClientError(`GET /v1/tasks/${id}/content answered ${response.status} without a Location header.`);
+    if (!location)
+      throw new KilnClientError(`GET /v1/tasks/${id}/content answered ${response.status} without a Location header.`);
     return new URL(location, this.core.baseURL).toString();
   }
 
@@ -129,7 +181,10 @@ export class Tasks {
   wait(id: string, opts: WaitOptions = {}): Promise<ImageTask> {
     return pollUntilDone(
       id,
-      async () => { const t = await this.get(id, opts); return { value: t, hintMs: t.retryAfterMs }; },
+      async () => {
+        const t = await this.get(id, opts);
+        return { value: t, hintMs: t.retryAfterMs };
+      },
       (t) => t.status,
       (t) => !isUnfinished(t.status),
       { options: this.core.polling, clock: this.core.clock, ...opts },
@@ -144,7 +199,10 @@ export class Tasks {
     if (ids.length === 0) return Promise.resolve(new Map());
     return pollBatch(
       ids,
-      async (batch) => { const r = await this.batchGet(batch, opts); return { items: r.items, hintMs: r.next_poll_after_ms }; },
+      async (batch) => {
+        const r = await this.batchGet(batch, opts);
+        return { items: r.items, hintMs: r.next_poll_after_ms };
+      },
       { options: this.core.polling, clock: this.core.clock, ...opts },
     );
   }

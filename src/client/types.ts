@@ -2,7 +2,10 @@
 
 export type TaskStatus = 'accepted' | 'queued' | 'running' | 'succeeded' | 'failed' | 'uncertain';
 
-export interface ErrorObject { code: string; message: string }
+export interface ErrorObject {
+  code: string;
+  message: string;
+}
 
 // The result parts are the same shapes the server stores: one definition (src/shared is pure).
 import type { Candidate, Part } from '../shared/task.js';
@@ -51,7 +54,11 @@ export interface TaskListItem {
   content_url: string;
 }
 
-export interface TaskListPage { object: 'list'; days: number; items: TaskListItem[] }
+export interface TaskListPage {
+  object: 'list';
+  days: number;
+  items: TaskListItem[];
+}
 
 /** generateContent request body (task form). */
 export interface GenerateContentRequest {
@@ -68,9 +75,7 @@ export interface GenerateContentRequest {
 
 // ---- chat ----
 
-export type ChatContentItem =
-  | { type: 'text'; text: string }
-  | { type: 'image_url'; image_url: { url: string } };
+export type ChatContentItem = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } };
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant';
@@ -91,7 +96,11 @@ export interface ChatCompletion {
   object?: string;
   model?: string;
   created?: number;
-  choices: { index?: number; message: { role?: string; content: string | { type: string; text?: string }[] | null }; finish_reason?: string | null }[];
+  choices: {
+    index?: number;
+    message: { role?: string; content: string | { type: string; text?: string }[] | null };
+    finish_reason?: string | null;
+  }[];
   usage?: Record<string, number>;
   [k: string]: unknown;
 }
@@ -107,7 +116,11 @@ export interface ChatCompletionChunk {
 
 export type VideoStatus = 'queued' | 'in_progress' | 'completed' | 'failed' | 'uncertain';
 
-export interface NodeInfo { nodeId: string; fieldName: string; fieldValue: string | number | boolean }
+export interface NodeInfo {
+  nodeId: string;
+  fieldName: string;
+  fieldValue: string | number | boolean;
+}
 
 export interface VideoCreateParams {
   model: string;

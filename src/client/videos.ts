@@ -17,7 +17,10 @@ export class Videos {
   }
 
   async retrieve(id: string, opts: { signal?: AbortSignal } = {}): Promise<Video & { retryAfterMs?: number }> {
-    const { data, response } = await this.core.request<Video>('GET', `/v1/videos/${encodeURIComponent(id)}`, { signal: opts.signal, maxRetries: 0 });
+    const { data, response } = await this.core.request<Video>('GET', `/v1/videos/${encodeURIComponent(id)}`, {
+      signal: opts.signal,
+      maxRetries: 0,
+    });
     const hint = retryAfterMs(response);
     return hint === undefined ? data : Object.defineProperty(data, 'retryAfterMs', { value: hint, enumerable: false });
   }
@@ -26,14 +29,20 @@ export class Videos {
   wait(id: string, opts: WaitOptions = {}): Promise<Video> {
     return pollUntilDone(
       id,
-      async () => { const v = await this.retrieve(id, opts); return { value: v, hintMs: v.retryAfterMs }; },
+      async () => {
+        const v = await this.retrieve(id, opts);
+        return { value: v, hintMs: v.retryAfterMs };
+      },
       (v) => v.status,
       (v) => !UNFINISHED_VIDEO_STATUSES.includes(v.status),
       { options: this.core.polling, clock: this.core.clock, ...opts },
     );
   }
 
-  async createAndWait(params: VideoCreateParams, opts: Omit<WaitOptions, 'submittedAt'> & { onSubmitted?: (v: Video) => void } = {}): Promise<Video> {
+  async createAndWait(
+    params: VideoCreateParams,
+    opts: Omit<WaitOptions, 'submittedAt'> & { onSubmitted?: (v: Video) => void } = {},
+  ): Promise<Video> {
     const submittedAt = this.core.clock.now();
     const video = await this.create(params, opts);
     opts.onSubmitted?.(video);
@@ -43,7 +52,14 @@ export class Videos {
   /** `GET /v1/videos/{id}/content?variant=video`: the video's bytes (the response streams them). */
   async content(id: string, opts: { signal?: AbortSignal; variant?: string } = {}): Promise<Response> {
     const query = { variant: opts.variant ?? 'video' };
-    return (await this.core.request<void>('GET', `/v1/videos/${encodeURIComponent(id)}/content`, { query, signal: opts.signal, raw: true, maxRetries: 0 })).response;
+    return (
+      await this.core.request<void>('GET', `/v1/videos/${encodeURIComponent(id)}/content`, {
+        query,
+        signal: opts.signal,
+        raw: true,
+        maxRetries: 0,
+      })
+    ).response;
   }
 
   /**
@@ -51,7 +67,8 @@ export class Videos {
    * when there is none, or a URL cannot be fetched, the content endpoint is the fallback.
    */
   async download(video: Video, opts: { signal?: AbortSignal } = {}): Promise<{ url: string; response: Response }[]> {
-    if (video.status !== 'completed') throw new KilnClientError(`Video ${video.id} is ${video.status}; only a completed video has content.`);
+    if (video.status !== 'completed')
+      throw new KilnClientError(`Video ${video.id} is ${video.status}; only a completed video has content.`);
     const out: { url: string; response: Response }[] = [];
     for (const [i, url] of videoUrlsOf(video).entries()) {
       try {

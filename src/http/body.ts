@@ -23,18 +23,30 @@ export function rawBodyBytes(ctx: Context): number | undefined {
 
 export function jsonBody({ limitBytes = LIMITS.bodyBytes, keepRaw = false }: JsonBodyOptions = {}): Middleware {
   const parse = koaBody({
-    json: true, jsonStrict: true, jsonLimit: limitBytes, includeUnparsed: keepRaw, multipart: false, urlencoded: false, text: false,
+    json: true,
+    jsonStrict: true,
+    jsonLimit: limitBytes,
+    includeUnparsed: keepRaw,
+    multipart: false,
+    urlencoded: false,
+    text: false,
     // Errors without an HTTP status come from the inflater (corrupt or truncated gzip/br data) or
     // the request stream: the client's doing, never a 500.
     onError: (err) => {
       if (typeof (err as { status?: unknown }).status === 'number') throw err;
-      throw new KilnError('invalid_request', 'The request body could not be read or decompressed; check the data against its Content-Encoding.');
+      throw new KilnError(
+        'invalid_request',
+        'The request body could not be read or decompressed; check the data against its Content-Encoding.',
+      );
     },
   });
   return async (ctx, next) => {
     const encoding = (ctx.get('content-encoding') || 'identity').trim().toLowerCase();
     if (!ALLOWED_ENCODINGS.has(encoding)) {
-      throw new KilnError('unsupported_content_encoding', `Content-Encoding "${encoding}" is not accepted; use gzip, br or none.`);
+      throw new KilnError(
+        'unsupported_content_encoding',
+        `Content-Encoding "${encoding}" is not accepted; use gzip, br or none.`,
+      );
     }
     // Content codings are case-insensitive (RFC 9110); the inflater compares them as written.
     if (ctx.req.headers['content-encoding'] !== undefined) ctx.req.headers['content-encoding'] = encoding;

@@ -20,10 +20,15 @@ export interface CodecDeps {
   corsOrigins: string[];
 }
 
-const b64 = z.string().max(8 * 1024 * 1024).regex(/^[A-Za-z0-9+/=_-]*$/, 'must be base64');
-const Payloads = z.object({
-  payloads: z.array(z.object({ metadata: z.record(z.string(), b64).optional(), data: b64.optional() })).max(10_000),
-}).meta({ id: 'CodecPayloads' });
+const b64 = z
+  .string()
+  .max(8 * 1024 * 1024)
+  .regex(/^[A-Za-z0-9+/=_-]*$/, 'must be base64');
+const Payloads = z
+  .object({
+    payloads: z.array(z.object({ metadata: z.record(z.string(), b64).optional(), data: b64.optional() })).max(10_000),
+  })
+  .meta({ id: 'CodecPayloads' });
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 const same = (a: string, b: string) => timingSafeEqual(digest(a), digest(b));
@@ -33,7 +38,9 @@ const toPayload = (p: z.infer<typeof Payloads>['payloads'][number]): Payload => 
   data: Buffer.from(p.data ?? '', 'base64'),
 });
 const fromPayload = (p: Payload) => ({
-  metadata: Object.fromEntries(Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v ?? new Uint8Array()).toString('base64')])),
+  metadata: Object.fromEntries(
+    Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v ?? new Uint8Array()).toString('base64')]),
+  ),
   data: Buffer.from(p.data ?? new Uint8Array()).toString('base64'),
 });
 
@@ -52,16 +59,30 @@ export function codecCors(origins: string[]): Middleware {
 
 /** The four codec routes: decode and encode, with the token in the Authorization header or the path. */
 export function codecRoutes({ codec, operatorToken }: CodecDeps): RouteDef[] {
-  const parse = koaBody({ json: true, jsonStrict: true, jsonLimit: '12mb', multipart: false, urlencoded: false, text: false });
+  const parse = koaBody({
+    json: true,
+    jsonStrict: true,
+    jsonLimit: '12mb',
+    multipart: false,
+    urlencoded: false,
+    text: false,
+  });
 
   const handle = async (ctx: Context, op: 'encode' | 'decode', pathToken: string | undefined) => {
-    if (!operatorToken) throw new KilnError('not_found', 'The codec endpoints are off: set KILN_OPERATOR_TOKEN to enable them.');
+    if (!operatorToken)
+      throw new KilnError('not_found', 'The codec endpoints are off: set KILN_OPERATOR_TOKEN to enable them.');
     const given = pathToken ?? /^Bearer (\S+)$/.exec(ctx.get('authorization'))?.[1];
-    if (!given || !same(given, operatorToken)) throw new KilnError('missing_api_key', 'The codec endpoints need the operator token.');
-    if (!ctx.is('application/json')) throw new KilnError('unsupported_media_type', 'Send the body as Content-Type: application/json.');
+    if (!given || !same(given, operatorToken))
+      throw new KilnError('missing_api_key', 'The codec endpoints need the operator token.');
+    if (!ctx.is('application/json'))
+      throw new KilnError('unsupported_media_type', 'Send the body as Content-Type: application/json.');
     await parse(ctx, async () => undefined);
     const parsed = Payloads.safeParse(ctx.request.body);
-    if (!parsed.success) throw new KilnError('invalid_request', `Invalid payloads: ${parsed.error.issues[0].path.join('.')}: ${parsed.error.issues[0].message}`);
+    if (!parsed.success)
+      throw new KilnError(
+        'invalid_request',
+        `Invalid payloads: ${parsed.error.issues[0].path.join('.')}: ${parsed.error.issues[0].message}`,
+      );
     const input = parsed.data.payloads.map(toPayload);
     let out: Payload[];
     try {
@@ -76,24 +97,36 @@ export function codecRoutes({ codec, operatorToken }: CodecDeps): RouteDef[] {
   const declare = (op: 'encode' | 'decode', inPath: boolean) => {
     const Op = op === 'decode' ? 'Decode' : 'Encode';
     const doc: Pick<RouteSpec, 'method' | 'operationId' | 'tags' | 'summary' | 'responses' | 'errors'> = {
-      method: 'post', operationId: `codec${Op}${inPath ? 'PathToken' : ''}`, tags: ['operations'],
+      method: 'post',
+      operationId: `codec${Op}${inPath ? 'PathToken' : ''}`,
+      tags: ['operations'],
       summary: `${op === 'decode' ? 'Decrypt' : 'Encrypt'} Temporal payloads (remote codec protocol)${inPath ? ', token in the path (for the Web UI)' : ''}`,
       responses: { 200: { description: 'The payloads, in the same order', schema: Payloads } },
-      errors: ['invalid_request', 'not_found', ...(inPath ? (['missing_api_key'] as const) : []), 'request_too_large', 'unsupported_media_type'],
+      errors: [
+        'invalid_request',
+        'not_found',
+        ...(inPath ? (['missing_api_key'] as const) : []),
+        'request_too_large',
+        'unsupported_media_type',
+      ],
     };
     // The handler checks the token (the endpoints answer not_found while it is unset) before it
     // reads the body, with its own size limit and message.
     return inPath
       ? route({
-        ...doc, route: `/codec/t/:token/${op}`, auth: false,
-        request: { params: z.object({ token: z.string() }), body: Payloads, checkedByHandler: ['body'] },
-        handler: (ctx, { params }) => handle(ctx, op, params.token),
-      })
+          ...doc,
+          route: `/codec/t/:token/${op}`,
+          auth: false,
+          request: { params: z.object({ token: z.string() }), body: Payloads, checkedByHandler: ['body'] },
+          handler: (ctx, { params }) => handle(ctx, op, params.token),
+        })
       : route({
-        ...doc, route: `/codec/${op}`, auth: 'operator',
-        request: { body: Payloads, checkedByHandler: ['body'] },
-        handler: (ctx) => handle(ctx, op, undefined),
-      });
+          ...doc,
+          route: `/codec/${op}`,
+          auth: 'operator',
+          request: { body: Payloads, checkedByHandler: ['body'] },
+          handler: (ctx) => handle(ctx, op, undefined),
+        });
   };
 
   return [declare('decode', false), declare('encode', false), declare('decode', true), declare('encode', true)];

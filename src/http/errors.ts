@@ -4,7 +4,13 @@ import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
 import { KilnError } from '../shared/errors.js';
 
-interface HttpishError { status?: number; statusCode?: number; type?: string; expose?: boolean; message?: string }
+interface HttpishError {
+  status?: number;
+  statusCode?: number;
+  type?: string;
+  expose?: boolean;
+  message?: string;
+}
 
 export function toKilnError(err: unknown): KilnError | null {
   if (err instanceof KilnError) return err;
@@ -15,10 +21,12 @@ export function toKilnError(err: unknown): KilnError | null {
   if (status === 413 || e.type === 'entity.too.large') {
     return new KilnError('request_too_large', 'The request body is larger than 2 MB after decompression.');
   }
-  if (status === 415) return new KilnError('unsupported_content_encoding', 'Content-Encoding must be gzip, br or absent.');
+  if (status === 415)
+    return new KilnError('unsupported_content_encoding', 'Content-Encoding must be gzip, br or absent.');
   if (status === 404) return new KilnError('not_found', 'No such endpoint.');
   if (status === 405) return new KilnError('method_not_allowed', 'Method not allowed on this endpoint.');
-  if (e.type === 'request.aborted') return new KilnError('invalid_request', 'The request body was not received completely.');
+  if (e.type === 'request.aborted')
+    return new KilnError('invalid_request', 'The request body was not received completely.');
   if (e.type === 'encoding.unsupported' || e.type === 'charset.unsupported') {
     return new KilnError('unsupported_media_type', 'The request body must be UTF-8 JSON.');
   }
@@ -43,11 +51,16 @@ export function errorMiddleware(log: Logger): Middleware {
     } catch (err) {
       const known = toKilnError(err);
       // The route template, not the path: a codec path carries the operator token.
-      if (!known) log.error({ err, method: ctx.method, route: (ctx as { _matchedRoute?: string })._matchedRoute ?? '(unmatched)' }, 'unhandled error');
+      if (!known)
+        log.error(
+          { err, method: ctx.method, route: (ctx as { _matchedRoute?: string })._matchedRoute ?? '(unmatched)' },
+          'unhandled error',
+        );
       const e = known ?? new KilnError('internal_error', 'Internal error; it has been logged.');
       ctx.status = e.status;
       ctx.body = e.toBody();
-      if (e.retryAfterSeconds !== undefined) ctx.set('Retry-After', String(Math.max(1, Math.ceil(e.retryAfterSeconds))));
+      if (e.retryAfterSeconds !== undefined)
+        ctx.set('Retry-After', String(Math.max(1, Math.ceil(e.retryAfterSeconds))));
     }
   };
 }

@@ -20,7 +20,9 @@ function taskIdOf(ctx: Context): string | undefined {
   const p = (ctx as Context & { params?: Record<string, string> }).params;
   if (p?.id?.startsWith('task_')) return p.id;
   const body = ctx.body as { id?: unknown } | null;
-  return body && typeof body === 'object' && typeof body.id === 'string' && body.id.startsWith('task_') ? body.id : undefined;
+  return body && typeof body === 'object' && typeof body.id === 'string' && body.id.startsWith('task_')
+    ? body.id
+    : undefined;
 }
 
 export function observe({ log, metrics, tracer, stopping }: ObserveDeps): Middleware {
@@ -44,7 +46,11 @@ export function observe({ log, metrics, tracer, stopping }: ObserveDeps): Middle
       rc.taskId ??= taskIdOf(ctx);
       if (span) {
         span.updateName(`${ctx.method} ${route}`);
-        span.setAttributes({ 'http.route': route, 'http.response.status_code': status, ...(rc.taskId ? { 'kiln.task_id': rc.taskId } : {}) });
+        span.setAttributes({
+          'http.route': route,
+          'http.response.status_code': status,
+          ...(rc.taskId ? { 'kiln.task_id': rc.taskId } : {}),
+        });
         if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
         span.end();
       }
@@ -62,10 +68,18 @@ export function observe({ log, metrics, tracer, stopping }: ObserveDeps): Middle
       // Route template only: queries and headers may carry keys.
       // Probes and scrapes arrive every few seconds: their lines only at debug.
       const quiet = route === '/healthz' || route === '/readyz' || route === '/metrics';
-      log[quiet ? 'debug' : 'info']({
-        reqId: rc.requestId, method: ctx.method, route, status, ms: Math.round(seconds * 1000),
-        ...(rc.taskId ? { taskId: rc.taskId } : {}), ...(rc.owner ? { owner: rc.owner } : {}),
-      }, 'request');
+      log[quiet ? 'debug' : 'info'](
+        {
+          reqId: rc.requestId,
+          method: ctx.method,
+          route,
+          status,
+          ms: Math.round(seconds * 1000),
+          ...(rc.taskId ? { taskId: rc.taskId } : {}),
+          ...(rc.owner ? { owner: rc.owner } : {}),
+        },
+        'request',
+      );
     }
   };
 }

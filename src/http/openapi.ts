@@ -16,7 +16,10 @@ export interface ResponseDoc {
   alternatives?: Record<string, z.ZodType>;
   headers?: Record<string, { description: string; schema: { type: 'string' | 'integer' } }>;
   /** OpenAPI links: how a value of this answer feeds another operation (clients and stateful fuzzing follow them). */
-  links?: Record<string, { operationId: string; description?: string; parameters?: Record<string, string>; requestBody?: unknown }>;
+  links?: Record<
+    string,
+    { operationId: string; description?: string; parameters?: Record<string, string>; requestBody?: unknown }
+  >;
 }
 
 export interface OperationDoc {
@@ -37,23 +40,33 @@ export interface OperationDoc {
   errors?: ErrorCode[];
 }
 
-export const openApiPath = (op: Pick<OperationDoc, 'route' | 'path'>) => op.path ?? op.route.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+export const openApiPath = (op: Pick<OperationDoc, 'route' | 'path'>) =>
+  op.path ?? op.route.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
 
 /** Every error code with its HTTP status; the codes a task can end with are also named apart. */
 const ERROR_CODE_COMPONENT = {
   type: 'string' as const,
   enum: Object.keys(ERROR_STATUS),
-  description: Object.entries(ERROR_STATUS)
-    .map(([c, s]) => `\`${c}\`: HTTP ${s}`).join('; ')
-    + `. Codes a task can end with (error.code of a failed task; chat completions answer them synchronously with the status above): ${TASK_FAILURE_CODES.join(', ')}.`,
+  description:
+    Object.entries(ERROR_STATUS)
+      .map(([c, s]) => `\`${c}\`: HTTP ${s}`)
+      .join('; ') +
+    `. Codes a task can end with (error.code of a failed task; chat completions answer them synchronously with the status above): ${TASK_FAILURE_CODES.join(', ')}.`,
 };
 
-const errorBody = (codes: ErrorCode[]) => z.object({
-  error: z.object({ code: z.enum(codes as [ErrorCode, ...ErrorCode[]]), message: z.string() }),
-});
+const errorBody = (codes: ErrorCode[]) =>
+  z.object({
+    error: z.object({ code: z.enum(codes as [ErrorCode, ...ErrorCode[]]), message: z.string() }),
+  });
 
-const RETRY_AFTER = { description: 'Seconds to wait before retrying (whole seconds).', schema: { type: 'integer' as const } };
-const REQUEST_ID = { description: 'The request id: the caller\'s X-Request-Id when it is sane, else a generated one.', schema: { type: 'string' as const } };
+const RETRY_AFTER = {
+  description: 'Seconds to wait before retrying (whole seconds).',
+  schema: { type: 'integer' as const },
+};
+const REQUEST_ID = {
+  description: "The request id: the caller's X-Request-Id when it is sane, else a generated one.",
+  schema: { type: 'string' as const },
+};
 
 function toRouteConfig(op: OperationDoc): RouteConfig {
   const auth = op.auth ?? true;
@@ -66,17 +79,28 @@ function toRouteConfig(op: OperationDoc): RouteConfig {
     responses[status] = {
       description: r.description,
       headers: { 'X-Request-Id': REQUEST_ID, ...(r.headers ?? {}) },
-      ...(r.schema ? { content: Object.fromEntries([
-        ...[r.contentType ?? 'application/json'].flat().map((t) => [t, { schema: r.schema! }] as const),
-        ...Object.entries(r.alternatives ?? {}).map(([t, schema]) => [t, { schema }] as const),
-      ]) } : {}),
+      ...(r.schema
+        ? {
+            content: Object.fromEntries([
+              ...[r.contentType ?? 'application/json'].flat().map((t) => [t, { schema: r.schema! }] as const),
+              ...Object.entries(r.alternatives ?? {}).map(([t, schema]) => [t, { schema }] as const),
+            ]),
+          }
+        : {}),
       ...(r.links ? { links: r.links } : {}),
     };
   }
   const byStatus = new Map<number, ErrorCode[]>();
   for (const c of codes) byStatus.set(ERROR_STATUS[c], [...(byStatus.get(ERROR_STATUS[c]) ?? []), c]);
   for (const [status, list] of [...byStatus].sort(([a], [b]) => a - b)) {
-    const retry = list.some((c) => c === 'rate_limited' || c === 'upstream_rate_limited' || c === 'queue_full' || c === 'service_unavailable' || c === 'task_not_ready');
+    const retry = list.some(
+      (c) =>
+        c === 'rate_limited' ||
+        c === 'upstream_rate_limited' ||
+        c === 'queue_full' ||
+        c === 'service_unavailable' ||
+        c === 'task_not_ready',
+    );
     responses[String(status)] = {
       description: `Error: ${list.map((c) => `\`${c}\``).join(', ')}`,
       headers: { 'X-Request-Id': REQUEST_ID, ...(retry ? { 'Retry-After': RETRY_AFTER } : {}) },
@@ -97,39 +121,78 @@ function toRouteConfig(op: OperationDoc): RouteConfig {
     request: {
       ...(op.request?.params ? { params: op.request.params } : {}),
       ...(op.request?.query ? { query: op.request.query as ZodObj } : {}),
-      ...(body ? { body: { required: true, content: { [op.request?.bodyContentType ?? 'application/json']: { schema: body } } } } : {}),
+      ...(body
+        ? {
+            body: {
+              required: true,
+              content: { [op.request?.bodyContentType ?? 'application/json']: { schema: body } },
+            },
+          }
+        : {}),
     },
     responses,
   };
 }
 
-export function buildOpenApiDocument(operations: readonly OperationDoc[], opts: { serverUrl?: string; version?: string } = {}) {
+export function buildOpenApiDocument(
+  operations: readonly OperationDoc[],
+  opts: { serverUrl?: string; version?: string } = {},
+) {
   const registry = new OpenAPIRegistry();
   registry.registerComponent('securitySchemes', 'bearerAuth', {
-    type: 'http', scheme: 'bearer',
-    description: 'Authorization: Bearer <API_KEY>. In passthrough mode any well-formed key; in keys mode a key issued by `npm run keys`.',
+    type: 'http',
+    scheme: 'bearer',
+    description:
+      'Authorization: Bearer <API_KEY>. In passthrough mode any well-formed key; in keys mode a key issued by `npm run keys`.',
   });
   registry.registerComponent('securitySchemes', 'operatorToken', {
-    type: 'http', scheme: 'bearer', description: 'The operator token (KILN_OPERATOR_TOKEN); endpoints are off when it is unset.',
+    type: 'http',
+    scheme: 'bearer',
+    description: 'The operator token (KILN_OPERATOR_TOKEN); endpoints are off when it is unset.',
   });
   registry.registerComponent('schemas', 'ErrorCode', ERROR_CODE_COMPONENT);
   // Answers to a request no operation takes, so they belong to no operation.
-  for (const [name, code, why] of [['NotFound', 'not_found', 'no such path'], ['MethodNotAllowed', 'method_not_allowed', 'a known path with another method; the Allow header lists the methods']] as const) {
+  for (const [name, code, why] of [
+    ['NotFound', 'not_found', 'no such path'],
+    ['MethodNotAllowed', 'method_not_allowed', 'a known path with another method; the Allow header lists the methods'],
+  ] as const) {
     registry.registerComponent('responses', name, {
       description: `HTTP ${ERROR_STATUS[code]} \`${code}\`: ${why}`,
-      content: { 'application/json': { schema: { type: 'object', properties: { error: { type: 'object', properties: { code: { type: 'string', const: code }, message: { type: 'string' } }, required: ['code', 'message'] } }, required: ['error'] } } },
+      content: {
+        'application/json': {
+          schema: {
+            type: 'object',
+            properties: {
+              error: {
+                type: 'object',
+                properties: { code: { type: 'string', const: code }, message: { type: 'string' } },
+                required: ['code', 'message'],
+              },
+            },
+            required: ['error'],
+          },
+        },
+      },
     });
   }
-  const ops = [...operations].sort((a, b) => openApiPath(a).localeCompare(openApiPath(b)) || a.method.localeCompare(b.method));
+  const ops = [...operations].sort(
+    (a, b) => openApiPath(a).localeCompare(openApiPath(b)) || a.method.localeCompare(b.method),
+  );
   for (const op of ops) registry.registerPath(toRouteConfig(op));
-  const catalogue = Object.entries(ERROR_STATUS).map(([c, s]) => `| \`${c}\` | ${(TASK_FAILURE_CODES as readonly string[]).includes(c) && c !== 'invalid_request' ? `${s} (chat); a failed task's error.code` : s} |`).join('\n');
+  const catalogue = Object.entries(ERROR_STATUS)
+    .map(
+      ([c, s]) =>
+        `| \`${c}\` | ${(TASK_FAILURE_CODES as readonly string[]).includes(c) && c !== 'invalid_request' ? `${s} (chat); a failed task's error.code` : s} |`,
+    )
+    .join('\n');
   return new OpenApiGeneratorV31(registry.definitions).generateDocument({
     openapi: '3.1.0',
     info: {
       title: 'Kiln',
       version: opts.version ?? '1',
-      description: 'Durable gateway for AI image, chat and video generation. Every error body is `{"error": {"code", "message"}}`.\n\n'
-        + `| Error code | HTTP status |\n|---|---|\n${catalogue}`,
+      description:
+        'Durable gateway for AI image, chat and video generation. Every error body is `{"error": {"code", "message"}}`.\n\n' +
+        `| Error code | HTTP status |\n|---|---|\n${catalogue}`,
     },
     ...(opts.serverUrl ? { servers: [{ url: opts.serverUrl }] } : {}),
   });

@@ -39,21 +39,34 @@ const PAGE = `<!doctype html>
 <body><div id="swagger-ui"></div>
 <script src="docs/assets/swagger-ui-bundle.js"></script>
 <script src="docs/assets/kiln-docs.js"></script></body></html>`;
-const CSP = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'; font-src 'self' data:; frame-ancestors 'none'";
+const CSP =
+  "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'; font-src 'self' data:; frame-ancestors 'none'";
 
 const Check = z.object({ ok: z.boolean(), ms: z.number().int(), detail: z.string().optional() });
-const Readiness = z.object({ status: z.enum(['ready', 'unready']), checks: z.object({ redis: Check, temporal: Check, worker: Check }) }).meta({ id: 'Readiness' });
+const Readiness = z
+  .object({ status: z.enum(['ready', 'unready']), checks: z.object({ redis: Check, temporal: Check, worker: Check }) })
+  .meta({ id: 'Readiness' });
 const text = (description: string, contentType: string) => ({ description, contentType, schema: z.string() });
 
 /** `documented`: every operation the app mounts, this table's included; read on the first request. */
-export function opsRoutes({ metrics, readiness, stopping }: OpsDeps, documented: () => readonly OperationDoc[]): RouteDef[] {
+export function opsRoutes(
+  { metrics, readiness, stopping }: OpsDeps,
+  documented: () => readonly OperationDoc[],
+): RouteDef[] {
   let doc: string | undefined;
   return [
     route({
-      method: 'get', route: '/readyz', operationId: 'readyz', tags: ['operations'], auth: false,
+      method: 'get',
+      route: '/readyz',
+      operationId: 'readyz',
+      tags: ['operations'],
+      auth: false,
       summary: 'Readiness: Redis and Temporal reachable, a worker polling the task queue',
       description: 'Each check has a 1 s deadline, so this answers within about a second whatever is down.',
-      responses: { 200: { description: 'Ready', schema: Readiness }, 503: { description: 'Not ready (or shutting down)', schema: Readiness } },
+      responses: {
+        200: { description: 'Ready', schema: Readiness },
+        503: { description: 'Not ready (or shutting down)', schema: Readiness },
+      },
       handler: async (ctx) => {
         const r = await readiness();
         const ready = r.ready && !stopping();
@@ -64,8 +77,13 @@ export function opsRoutes({ metrics, readiness, stopping }: OpsDeps, documented:
     }),
 
     route({
-      method: 'get', route: '/metrics', operationId: 'metrics', tags: ['operations'], auth: false,
-      summary: 'Prometheus metrics of the API (summed over its processes)', responses: { 200: text('Prometheus text format', 'text/plain; version=0.0.4') },
+      method: 'get',
+      route: '/metrics',
+      operationId: 'metrics',
+      tags: ['operations'],
+      auth: false,
+      summary: 'Prometheus metrics of the API (summed over its processes)',
+      responses: { 200: text('Prometheus text format', 'text/plain; version=0.0.4') },
       handler: async (ctx) => {
         ctx.type = metrics.contentType;
         ctx.body = await metrics.render();
@@ -73,8 +91,13 @@ export function opsRoutes({ metrics, readiness, stopping }: OpsDeps, documented:
     }),
 
     route({
-      method: 'get', route: '/openapi.json', operationId: 'openapi', tags: ['operations'], auth: false,
-      summary: 'This OpenAPI 3.1 document', responses: { 200: { description: 'OpenAPI document', schema: z.record(z.string(), z.unknown()) } },
+      method: 'get',
+      route: '/openapi.json',
+      operationId: 'openapi',
+      tags: ['operations'],
+      auth: false,
+      summary: 'This OpenAPI 3.1 document',
+      responses: { 200: { description: 'OpenAPI document', schema: z.record(z.string(), z.unknown()) } },
       handler: (ctx) => {
         doc ??= JSON.stringify(buildOpenApiDocument(documented()));
         ctx.type = 'application/json';
@@ -83,8 +106,13 @@ export function opsRoutes({ metrics, readiness, stopping }: OpsDeps, documented:
     }),
 
     route({
-      method: 'get', route: '/docs', operationId: 'docs', tags: ['operations'], auth: false,
-      summary: 'Interactive API reference (served by Kiln, works offline)', responses: { 200: text('HTML page', 'text/html') },
+      method: 'get',
+      route: '/docs',
+      operationId: 'docs',
+      tags: ['operations'],
+      auth: false,
+      summary: 'Interactive API reference (served by Kiln, works offline)',
+      responses: { 200: text('HTML page', 'text/html') },
       handler: (ctx) => {
         // Relative asset URLs need the trailing-slash-free path; /docs/ would resolve them one level down.
         ctx.type = 'text/html; charset=utf-8';
@@ -94,9 +122,15 @@ export function opsRoutes({ metrics, readiness, stopping }: OpsDeps, documented:
     }),
 
     route({
-      method: 'get', route: '/docs/assets/:file', operationId: 'docsAsset', tags: ['operations'], auth: false,
-      summary: 'Static files of the reference page', request: { params: z.object({ file: z.string() }) },
-      responses: { 200: text('The file', 'application/octet-stream') }, errors: ['not_found'],
+      method: 'get',
+      route: '/docs/assets/:file',
+      operationId: 'docsAsset',
+      tags: ['operations'],
+      auth: false,
+      summary: 'Static files of the reference page',
+      request: { params: z.object({ file: z.string() }) },
+      responses: { 200: text('The file', 'application/octet-stream') },
+      errors: ['not_found'],
       handler: (ctx, { params: { file } }) => {
         ctx.set('Cache-Control', 'public, max-age=3600');
         if (file === 'kiln-docs.js') {

@@ -28,7 +28,11 @@ export interface RouteSpec extends OperationDoc {
 }
 
 type Parsed<R extends RouteRequest, K extends Part> = R[K] extends z.ZodType
-  ? R extends { checkedByHandler: readonly (infer C)[] } ? (K extends C ? undefined : z.output<R[K]>) : z.output<R[K]>
+  ? R extends { checkedByHandler: readonly (infer C)[] }
+    ? K extends C
+      ? undefined
+      : z.output<R[K]>
+    : z.output<R[K]>
   : undefined;
 
 /** What the mounting layer hands a handler: the authenticated caller and the parsed input. */
@@ -46,7 +50,11 @@ export interface RouteDef extends RouteSpec {
 
 /** Declares one operation; the handler's input is typed from the declared schemas and auth. */
 export function route<R extends RouteRequest = Record<never, never>, A extends RouteSpec['auth'] = true>(
-  def: Omit<RouteSpec, 'request' | 'auth'> & { request?: R; auth?: A; handler(ctx: RouterContext, input: RouteInput<R, A>): unknown },
+  def: Omit<RouteSpec, 'request' | 'auth'> & {
+    request?: R;
+    auth?: A;
+    handler(ctx: RouterContext, input: RouteInput<R, A>): unknown;
+  },
 ): RouteDef {
   return def;
 }
@@ -73,9 +81,10 @@ export function mountRoutes(router: Router, routes: readonly RouteDef[], auth: A
     const [params, query, body] = [schema('params'), schema('query'), schema('body')];
     router.register(def.route, [def.method], async (ctx) => {
       // Authentication comes first: an unauthenticated caller learns nothing about input rules.
-      const caller = (def.auth ?? true) === true
-        ? await auth.authenticate((def.credentials ? def.credentials(ctx) : ctx.get('authorization')) || undefined)
-        : undefined;
+      const caller =
+        (def.auth ?? true) === true
+          ? await auth.authenticate((def.credentials ? def.credentials(ctx) : ctx.get('authorization')) || undefined)
+          : undefined;
       const input = {
         caller,
         params: params && parseInput(params, ctx.params, 'params'),

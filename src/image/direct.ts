@@ -28,20 +28,35 @@ export interface DirectResponse {
  * Checks a direct request: `output` may be `url` or `base64` (the default), at most 5 reference
  * images; everything else as for task submissions.
  */
-export function validateDirect(raw: unknown, queryOutput: string | undefined, model: ImageModel): { request: ImageRequest; output: DirectOutput } {
+export function validateDirect(
+  raw: unknown,
+  queryOutput: string | undefined,
+  model: ImageModel,
+): { request: ImageRequest; output: DirectOutput } {
   const body = isObject(raw) ? raw : null;
   const gc = isObject(body?.generationConfig) ? body.generationConfig : undefined;
   const ic = isObject(gc?.imageConfig) ? gc.imageConfig : undefined;
   const asked = [queryOutput, ic?.output, body?.output].filter((o) => o !== undefined);
-  if (asked.some((o) => o !== 'url' && o !== 'base64')) throw new KilnError('invalid_request', 'output must be "url" or "base64" (the default) on this model.');
-  if (asked.includes('url') && asked.includes('base64')) throw new KilnError('invalid_request', 'output is given twice with different values.');
+  if (asked.some((o) => o !== 'url' && o !== 'base64'))
+    throw new KilnError('invalid_request', 'output must be "url" or "base64" (the default) on this model.');
+  if (asked.includes('url') && asked.includes('base64'))
+    throw new KilnError('invalid_request', 'output is given twice with different values.');
   const contents = Array.isArray(body?.contents) ? body.contents : [];
-  const refs = contents.flatMap((c) => (isObject(c) && Array.isArray(c.parts) ? c.parts : [])).filter((p) => isObject(p) && p.inlineData !== undefined).length;
+  const refs = contents
+    .flatMap((c) => (isObject(c) && Array.isArray(c.parts) ? c.parts : []))
+    .filter((p) => isObject(p) && p.inlineData !== undefined).length;
   if (refs > DIRECT_REFERENCE_IMAGES) {
-    throw new KilnError('too_many_reference_images', `${refs} reference images were sent; at most ${DIRECT_REFERENCE_IMAGES} are allowed on a direct generateContent request.`);
+    throw new KilnError(
+      'too_many_reference_images',
+      `${refs} reference images were sent; at most ${DIRECT_REFERENCE_IMAGES} are allowed on a direct generateContent request.`,
+    );
   }
   // The rest of the checks are the task form's; its output switch is settled above.
-  const cleaned = body && { ...body, output: undefined, ...(gc ? { generationConfig: { ...gc, ...(ic ? { imageConfig: { ...ic, output: undefined } } : {}) } } : {}) };
+  const cleaned = body && {
+    ...body,
+    output: undefined,
+    ...(gc ? { generationConfig: { ...gc, ...(ic ? { imageConfig: { ...ic, output: undefined } } : {}) } } : {}),
+  };
   return { request: validateSubmit(cleaned ?? raw, 'url', model), output: asked.includes('url') ? 'url' : 'base64' };
 }
 
@@ -54,34 +69,54 @@ export class DirectService {
     private readonly fetchImage: SafeFetch,
   ) {}
 
-  async generate(caller: Caller, model: ImageModel, request: ImageRequest, output: DirectOutput): Promise<{ taskId: string; body: DirectResponse }> {
+  async generate(
+    caller: Caller,
+    model: ImageModel,
+    request: ImageRequest,
+    output: DirectOutput,
+  ): Promise<{ taskId: string; body: DirectResponse }> {
     const { id } = await this.tasks.submit(caller, model, request);
     const record = await this.temporal.workflow.getHandle<typeof imageTaskWorkflow>(id).result();
     if (record.status === 'uncertain') {
-      throw new KilnError('upstream_error', `Task ${id}: the outcome is uncertain. ${record.uncertain_reason ?? ''}`.trim());
+      throw new KilnError(
+        'upstream_error',
+        `Task ${id}: the outcome is uncertain. ${record.uncertain_reason ?? ''}`.trim(),
+      );
     }
     if (record.status !== 'succeeded' || !record.candidates) {
-      const code = record.error?.code && record.error.code in ERROR_STATUS ? (record.error.code as ErrorCode) : 'upstream_error';
+      const code =
+        record.error?.code && record.error.code in ERROR_STATUS ? (record.error.code as ErrorCode) : 'upstream_error';
       throw new KilnError(code, record.error?.message ?? `Task ${id} ended ${record.status}.`);
     }
-    const candidates = output === 'url' ? record.candidates : await Promise.all(record.candidates.map((c) => this.inline(c)));
+    const candidates =
+      output === 'url' ? record.candidates : await Promise.all(record.candidates.map((c) => this.inline(c)));
     return { taskId: id, body: { candidates, modelVersion: record.model_version, responseId: record.response_id } };
   }
 
   private async inline(c: Candidate): Promise<Candidate> {
-    const parts = await Promise.all(c.content.parts.map(async (p): Promise<Part> => {
-      if (!p.inlineData) return p;
-      const url = p.inlineData.data;
-      const stored = await this.blobs.read(url);
-      if (stored) return { inlineData: { mimeType: p.inlineData.mimeType ?? stored.mimeType, data: stored.data.toString('base64') } };
-      try {
-        const got = await this.fetchImage(url, AbortSignal.timeout(30_000));
-        return { inlineData: { mimeType: p.inlineData.mimeType ?? got.mediaType, data: got.data.toString('base64') } };
-      } catch (err) {
-        const why = err instanceof UnusableUrl ? err.message : 'no answer in time';
-        throw new KilnError('upstream_error', `The upstream returned an image URL that could not be read back as base64 (${why}); ask for output=url instead.`);
-      }
-    }));
+    const parts = await Promise.all(
+      c.content.parts.map(async (p): Promise<Part> => {
+        if (!p.inlineData) return p;
+        const url = p.inlineData.data;
+        const stored = await this.blobs.read(url);
+        if (stored)
+          return {
+            inlineData: { mimeType: p.inlineData.mimeType ?? stored.mimeType, data: stored.data.toString('base64') },
+          };
+        try {
+          const got = await this.fetchImage(url, AbortSignal.timeout(30_000));
+          return {
+            inlineData: { mimeType: p.inlineData.mimeType ?? got.mediaType, data: got.data.toString('base64') },
+          };
+        } catch (err) {
+          const why = err instanceof UnusableUrl ? err.message : 'no answer in time';
+          throw new KilnError(
+            'upstream_error',
+            `The upstream returned an image URL that could not be read back as base64 (${why}); ask for output=url instead.`,
+          );
+        }
+      }),
+    );
     return { ...c, content: { ...c.content, parts } };
   }
 }

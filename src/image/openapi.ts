@@ -5,64 +5,112 @@ import { z } from 'zod';
 import { TASK_FAILURE_CODES } from '../shared/errors.js';
 import { TASK_STATUSES } from '../shared/task.js';
 
-export const TaskId = z.string().meta({ description: 'Task id, `task_` and 32 hex digits.', example: 'task_0123456789abcdef0123456789abcdef' });
-const Part = z.object({
-  text: z.string().optional(),
-  inlineData: z.object({ mimeType: z.string().optional(), data: z.string().meta({ description: 'Image URL (task results) or reference image URL (requests).' }) }).optional(),
-}).meta({ id: 'Part' });
-const Candidate = z.object({
-  content: z.object({ role: z.string().optional(), parts: z.array(Part) }),
-  finishReason: z.string().optional(),
-  index: z.number().int().optional(),
-}).meta({ id: 'Candidate' });
-const TaskError = z.object({
-  code: z.enum([...TASK_FAILURE_CODES, 'not_found']),
-  message: z.string(),
-}).meta({ id: 'TaskError' });
+export const TaskId = z
+  .string()
+  .meta({ description: 'Task id, `task_` and 32 hex digits.', example: 'task_0123456789abcdef0123456789abcdef' });
+const Part = z
+  .object({
+    text: z.string().optional(),
+    inlineData: z
+      .object({
+        mimeType: z.string().optional(),
+        data: z.string().meta({ description: 'Image URL (task results) or reference image URL (requests).' }),
+      })
+      .optional(),
+  })
+  .meta({ id: 'Part' });
+const Candidate = z
+  .object({
+    content: z.object({ role: z.string().optional(), parts: z.array(Part) }),
+    finishReason: z.string().optional(),
+    index: z.number().int().optional(),
+  })
+  .meta({ id: 'Candidate' });
+const TaskError = z
+  .object({
+    code: z.enum([...TASK_FAILURE_CODES, 'not_found']),
+    message: z.string(),
+  })
+  .meta({ id: 'TaskError' });
 
-export const ImageTask = z.object({
-  id: TaskId,
-  object: z.literal('image.task'),
-  model: z.string(),
-  status: z.enum([...TASK_STATUSES]),
-  created_at: z.number().int().meta({ description: 'Unix seconds' }),
-  finished_at: z.number().int().nullable().meta({ description: 'Unix seconds; null while unfinished' }),
-  response_id: z.string().optional().meta({ description: 'Present on success' }),
-  model_version: z.string().optional().meta({ description: 'Present on success' }),
-  candidates: z.array(Candidate).nullable(),
-  error: TaskError.nullable(),
-  uncertain_reason: z.string().optional().meta({ description: 'Status uncertain only: why the outcome cannot be confirmed' }),
-}).meta({ id: 'ImageTask' });
+export const ImageTask = z
+  .object({
+    id: TaskId,
+    object: z.literal('image.task'),
+    model: z.string(),
+    status: z.enum([...TASK_STATUSES]),
+    created_at: z.number().int().meta({ description: 'Unix seconds' }),
+    finished_at: z.number().int().nullable().meta({ description: 'Unix seconds; null while unfinished' }),
+    response_id: z.string().optional().meta({ description: 'Present on success' }),
+    model_version: z.string().optional().meta({ description: 'Present on success' }),
+    candidates: z.array(Candidate).nullable(),
+    error: TaskError.nullable(),
+    uncertain_reason: z
+      .string()
+      .optional()
+      .meta({ description: 'Status uncertain only: why the outcome cannot be confirmed' }),
+  })
+  .meta({ id: 'ImageTask' });
 
-const NotFoundItem = z.object({
-  id: z.string(), object: z.literal('image.task'), status: z.literal('not_found'),
-  error: z.object({ code: z.literal('not_found'), message: z.string() }),
-}).meta({ id: 'NotFoundItem' });
+const NotFoundItem = z
+  .object({
+    id: z.string(),
+    object: z.literal('image.task'),
+    status: z.literal('not_found'),
+    error: z.object({ code: z.literal('not_found'), message: z.string() }),
+  })
+  .meta({ id: 'NotFoundItem' });
 
-export const SubmitResponse = z.object({
-  id: TaskId, object: z.literal('image.task'), model: z.string(), status: z.literal('accepted'),
-  created_at: z.number().int(), polling_url: z.string(), content_url: z.string(),
-}).meta({ id: 'SubmitResponse' });
+export const SubmitResponse = z
+  .object({
+    id: TaskId,
+    object: z.literal('image.task'),
+    model: z.string(),
+    status: z.literal('accepted'),
+    created_at: z.number().int(),
+    polling_url: z.string(),
+    content_url: z.string(),
+  })
+  .meta({ id: 'SubmitResponse' });
 
-export const BatchList = z.object({
-  object: z.literal('batch.task.list'),
-  items: z.array(z.union([ImageTask, NotFoundItem])),
-  next_poll_after_ms: z.number().int(),
-}).meta({ id: 'BatchTaskList' });
+export const BatchList = z
+  .object({
+    object: z.literal('batch.task.list'),
+    items: z.array(z.union([ImageTask, NotFoundItem])),
+    next_poll_after_ms: z.number().int(),
+  })
+  .meta({ id: 'BatchTaskList' });
 
-export const RecentList = z.object({
-  object: z.literal('list'),
-  days: z.number().int(),
-  items: z.array(z.object({
-    id: TaskId, model: z.string(), status: z.enum([...TASK_STATUSES]), created_at: z.number().int(),
-    finished_at: z.number().int().nullable(), content_url: z.string(),
-  })),
-}).meta({ id: 'RecentTaskList' });
+export const RecentList = z
+  .object({
+    object: z.literal('list'),
+    days: z.number().int(),
+    items: z.array(
+      z.object({
+        id: TaskId,
+        model: z.string(),
+        status: z.enum([...TASK_STATUSES]),
+        created_at: z.number().int(),
+        finished_at: z.number().int().nullable(),
+        content_url: z.string(),
+      }),
+    ),
+  })
+  .meta({ id: 'RecentTaskList' });
 
-export const ModelList = z.object({
-  object: z.literal('list'),
-  data: z.array(z.object({
-    id: z.string(), object: z.literal('model'), created: z.number().int(), owned_by: z.string(),
-    kind: z.enum(['image', 'chat', 'video']), form: z.string().optional(), description: z.string().nullable(),
-  })),
-}).meta({ id: 'ModelList' });
+export const ModelList = z
+  .object({
+    object: z.literal('list'),
+    data: z.array(
+      z.object({
+        id: z.string(),
+        object: z.literal('model'),
+        created: z.number().int(),
+        owned_by: z.string(),
+        kind: z.enum(['image', 'chat', 'video']),
+        form: z.string().optional(),
+        description: z.string().nullable(),
+      }),
+    ),
+  })
+  .meta({ id: 'ModelList' });

@@ -22,51 +22,93 @@ export interface ImageRouteDeps {
   direct?: DirectService;
 }
 
-const BatchBody = z.object({ ids: z.array(z.string().max(256)).min(1, 'ids must not be empty').max(100, 'at most 100 ids per request') });
+const BatchBody = z.object({
+  ids: z.array(z.string().max(256)).min(1, 'ids must not be empty').max(100, 'at most 100 ids per request'),
+});
 
 // A whole number written in a query string. A preprocess (not a string pipe) so the document
 // shows the integer a client sends, with the same bounds this enforces.
-const wholeNumber = (min: number, max: number) => z.preprocess((v, ctx) => {
-  if (typeof v !== 'string') ctx.addIssue({ code: 'invalid_type', expected: 'string', input: v });
-  else if (!/^\d{1,10}$/.test(v)) ctx.addIssue({ code: 'custom', message: 'must be a whole number', input: v });
-  else return Number(v);
-  return v;
-}, z.number().int().min(min).max(max));
+const wholeNumber = (min: number, max: number) =>
+  z.preprocess((v, ctx) => {
+    if (typeof v !== 'string') ctx.addIssue({ code: 'invalid_type', expected: 'string', input: v });
+    else if (!/^\d{1,10}$/.test(v)) ctx.addIssue({ code: 'custom', message: 'must be a whole number', input: v });
+    else return Number(v);
+    return v;
+  }, z.number().int().min(min).max(max));
 
-const ListQuery = z.object({
-  days: wholeNumber(1, 3).default(3).meta({ description: 'Look-back window in days' }),
-  limit: wholeNumber(1, 100).default(20).meta({ description: 'Items returned' }),
-  before_created_at: wholeNumber(0, 99_999_999_99).optional().meta({ description: 'Cursor: created_at of the last item of the previous page' }),
-  before_id: z.string().max(256).optional().meta({ description: 'Cursor: id of that item; only together with before_created_at' }),
-}).refine((q) => q.before_id === undefined || q.before_created_at !== undefined, { message: 'before_id must be sent together with before_created_at', path: ['before_id'] });
+const ListQuery = z
+  .object({
+    days: wholeNumber(1, 3).default(3).meta({ description: 'Look-back window in days' }),
+    limit: wholeNumber(1, 100).default(20).meta({ description: 'Items returned' }),
+    before_created_at: wholeNumber(0, 99_999_999_99)
+      .optional()
+      .meta({ description: 'Cursor: created_at of the last item of the previous page' }),
+    before_id: z
+      .string()
+      .max(256)
+      .optional()
+      .meta({ description: 'Cursor: id of that item; only together with before_created_at' }),
+  })
+  .refine((q) => q.before_id === undefined || q.before_created_at !== undefined, {
+    message: 'before_id must be sent together with before_created_at',
+    path: ['before_id'],
+  });
 
-const RETRY_AFTER = { 'Retry-After': { description: 'While unfinished: seconds until the next useful poll.', schema: { type: 'integer' as const } } };
+const RETRY_AFTER = {
+  'Retry-After': {
+    description: 'While unfinished: seconds until the next useful poll.',
+    schema: { type: 'integer' as const },
+  },
+};
 
 export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: ImageRouteDeps): RouteDef[] {
   return [
     route({
-      method: 'get', route: '/healthz', operationId: 'healthz', tags: ['operations'], auth: false,
-      summary: 'Liveness: the process is up', responses: { 200: { description: 'Alive', schema: z.object({ status: z.literal('ok') }) } },
-      handler: (ctx) => { ctx.body = { status: 'ok' }; },
+      method: 'get',
+      route: '/healthz',
+      operationId: 'healthz',
+      tags: ['operations'],
+      auth: false,
+      summary: 'Liveness: the process is up',
+      responses: { 200: { description: 'Alive', schema: z.object({ status: z.literal('ok') }) } },
+      handler: (ctx) => {
+        ctx.body = { status: 'ok' };
+      },
     }),
 
     route({
-      method: 'get', route: '/v1/models', operationId: 'listModels', tags: ['models'],
-      summary: 'Configured models and their kinds', responses: { 200: { description: 'Models', schema: ModelList } },
+      method: 'get',
+      route: '/v1/models',
+      operationId: 'listModels',
+      tags: ['models'],
+      summary: 'Configured models and their kinds',
+      responses: { 200: { description: 'Models', schema: ModelList } },
       handler: (ctx) => {
         ctx.body = {
           object: 'list',
-          data: models.map((m) => ({ id: m.id, object: 'model', created: 0, owned_by: 'kiln', kind: m.kind, ...('form' in m ? { form: m.form } : {}), description: m.description ?? null })),
+          data: models.map((m) => ({
+            id: m.id,
+            object: 'model',
+            created: 0,
+            owned_by: 'kiln',
+            kind: m.kind,
+            ...('form' in m ? { form: m.form } : {}),
+            description: m.description ?? null,
+          })),
         };
       },
     }),
 
     route({
-      method: 'post', route: '/v1beta/models/:modelAction', path: '/v1beta/models/{model}:generateContent',
-      operationId: 'submitImageTask', tags: ['image tasks'],
+      method: 'post',
+      route: '/v1beta/models/:modelAction',
+      path: '/v1beta/models/{model}:generateContent',
+      operationId: 'submitImageTask',
+      tags: ['image tasks'],
       summary: 'Submit an image task (generateContent form)',
-      description: 'Answers 202 at once; poll `polling_url`. The request must resolve to `output=url` (query or `generationConfig.imageConfig.output`). '
-        + 'Body at most 2 MB after decompression; `Content-Encoding` gzip or br.',
+      description:
+        'Answers 202 at once; poll `polling_url`. The request must resolve to `output=url` (query or `generationConfig.imageConfig.output`). ' +
+        'Body at most 2 MB after decompression; `Content-Encoding` gzip or br.',
       request: {
         params: z.object({ model: z.string().meta({ description: 'Image model id (GET /v1/models)' }) }),
         query: z.object({ output: z.literal('url').optional() }),
@@ -76,22 +118,51 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
         checkedByHandler: ['params', 'query', 'body'],
       },
       // Gemini clients (the @google/genai SDK) send their key as x-goog-api-key, not as a bearer token.
-      credentials: (ctx) => ctx.get('authorization') || (ctx.get('x-goog-api-key') ? `Bearer ${ctx.get('x-goog-api-key')}` : undefined),
-      responses: { 202: { description: 'Accepted', schema: SubmitResponse, links: {
-        GetTask: { operationId: 'getTask', parameters: { id: '$response.body#/id' }, description: 'Poll the task' },
-        GetTaskContent: { operationId: 'getTaskContent', parameters: { id: '$response.body#/id' }, description: 'Its first image, once succeeded' },
-        BatchGetTasks: { operationId: 'batchGetTasks', requestBody: { ids: ['$response.body#/id'] }, description: 'Poll it in a batch' },
-      } } },
-      errors: ['invalid_request', 'output_must_be_url', 'prompt_too_long', 'too_many_reference_images', 'invalid_reference_image_url',
-        'invalid_reference_image_scheme', 'model_not_found', 'not_found', 'request_too_large', 'unsupported_content_encoding',
-        'unsupported_media_type', 'queue_full', 'service_unavailable'],
+      credentials: (ctx) =>
+        ctx.get('authorization') || (ctx.get('x-goog-api-key') ? `Bearer ${ctx.get('x-goog-api-key')}` : undefined),
+      responses: {
+        202: {
+          description: 'Accepted',
+          schema: SubmitResponse,
+          links: {
+            GetTask: { operationId: 'getTask', parameters: { id: '$response.body#/id' }, description: 'Poll the task' },
+            GetTaskContent: {
+              operationId: 'getTaskContent',
+              parameters: { id: '$response.body#/id' },
+              description: 'Its first image, once succeeded',
+            },
+            BatchGetTasks: {
+              operationId: 'batchGetTasks',
+              requestBody: { ids: ['$response.body#/id'] },
+              description: 'Poll it in a batch',
+            },
+          },
+        },
+      },
+      errors: [
+        'invalid_request',
+        'output_must_be_url',
+        'prompt_too_long',
+        'too_many_reference_images',
+        'invalid_reference_image_url',
+        'invalid_reference_image_scheme',
+        'model_not_found',
+        'not_found',
+        'request_too_large',
+        'unsupported_content_encoding',
+        'unsupported_media_type',
+        'queue_full',
+        'service_unavailable',
+      ],
       handler: async (ctx, { caller }) => {
         const { modelAction } = ctx.params;
         const cut = modelAction.lastIndexOf(':');
-        if (cut < 0 || modelAction.slice(cut + 1) !== 'generateContent') throw new KilnError('not_found', 'Use POST /v1beta/models/{model}:generateContent.');
+        if (cut < 0 || modelAction.slice(cut + 1) !== 'generateContent')
+          throw new KilnError('not_found', 'Use POST /v1beta/models/{model}:generateContent.');
         const model = tasks.model(modelAction.slice(0, cut));
         await jsonBody()(ctx, async () => undefined);
-        const output = typeof ctx.query.output === 'string' ? ctx.query.output : Array.isArray(ctx.query.output) ? '' : undefined;
+        const output =
+          typeof ctx.query.output === 'string' ? ctx.query.output : Array.isArray(ctx.query.output) ? '' : undefined;
         if (model.form === 'direct' && direct) {
           const asked = validateDirect(ctx.request.body, output, model);
           const { taskId, body } = await direct.generate(caller, model, asked.request, asked.output);
@@ -106,28 +177,49 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
     }),
 
     route({
-      method: 'get', route: '/v1/tasks', operationId: 'listTasks', tags: ['image tasks'],
+      method: 'get',
+      route: '/v1/tasks',
+      operationId: 'listTasks',
+      tags: ['image tasks'],
       summary: 'Recent tasks of the caller, newest first',
       request: { query: ListQuery },
       responses: { 200: { description: 'Recent tasks', schema: RecentList } },
       errors: ['invalid_request', 'service_unavailable'],
-      handler: async (ctx, { caller, query }) => { sendJsonText(ctx, await tasks.list(caller, query)); },
+      handler: async (ctx, { caller, query }) => {
+        sendJsonText(ctx, await tasks.list(caller, query));
+      },
     }),
 
     route({
-      method: 'post', route: '/v1/tasks/batch-get', operationId: 'batchGetTasks', tags: ['image tasks'],
+      method: 'post',
+      route: '/v1/tasks/batch-get',
+      operationId: 'batchGetTasks',
+      tags: ['image tasks'],
       summary: 'Poll 1 to 100 tasks at once',
       request: { body: BatchBody },
       responses: { 200: { description: 'One item per distinct id, in first-occurrence order', schema: BatchList } },
-      errors: ['invalid_request', 'rate_limited', 'request_too_large', 'unsupported_content_encoding', 'unsupported_media_type'],
-      handler: async (ctx, { caller, body }) => { sendJsonText(ctx, await tasks.batchGet(caller, body.ids)); },
+      errors: [
+        'invalid_request',
+        'rate_limited',
+        'request_too_large',
+        'unsupported_content_encoding',
+        'unsupported_media_type',
+      ],
+      handler: async (ctx, { caller, body }) => {
+        sendJsonText(ctx, await tasks.batchGet(caller, body.ids));
+      },
     }),
 
     route({
-      method: 'get', route: '/v1/tasks/:id', operationId: 'getTask', tags: ['image tasks'],
+      method: 'get',
+      route: '/v1/tasks/:id',
+      operationId: 'getTask',
+      tags: ['image tasks'],
       summary: 'One task',
       request: { params: z.object({ id: TaskId }) },
-      responses: { 200: { description: 'The task in its state-dependent form', schema: ImageTask, headers: RETRY_AFTER } },
+      responses: {
+        200: { description: 'The task in its state-dependent form', schema: ImageTask, headers: RETRY_AFTER },
+      },
       errors: ['not_found', 'rate_limited'],
       handler: async (ctx, { caller, params }) => {
         const task = await tasks.get(caller, params.id);
@@ -137,10 +229,18 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
     }),
 
     route({
-      method: 'get', route: '/v1/tasks/:id/content', operationId: 'getTaskContent', tags: ['image tasks'],
+      method: 'get',
+      route: '/v1/tasks/:id/content',
+      operationId: 'getTaskContent',
+      tags: ['image tasks'],
       summary: 'Redirect to the first image of a finished task',
       request: { params: z.object({ id: TaskId }) },
-      responses: { 302: { description: 'Location: the first image URL', headers: { Location: { description: 'Image URL', schema: { type: 'string' } } } } },
+      responses: {
+        302: {
+          description: 'Location: the first image URL',
+          headers: { Location: { description: 'Image URL', schema: { type: 'string' } } },
+        },
+      },
       errors: ['not_found', 'task_not_ready', 'task_failed'],
       handler: async (ctx, { caller, params }) => {
         const url = await tasks.contentUrl(caller, params.id);
@@ -150,10 +250,20 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
     }),
 
     route({
-      method: 'get', route: '/v1/files/:name', operationId: 'getFile', tags: ['files'], auth: false,
+      method: 'get',
+      route: '/v1/files/:name',
+      operationId: 'getFile',
+      tags: ['files'],
+      auth: false,
       summary: 'A generated file (unguessable name, immutable)',
       request: { params: z.object({ name: z.string() }) },
-      responses: { 200: { description: 'The file', contentType: [...Object.keys(EXT_BY_TYPE), 'application/octet-stream'], schema: z.string().meta({ format: 'binary' }) } },
+      responses: {
+        200: {
+          description: 'The file',
+          contentType: [...Object.keys(EXT_BY_TYPE), 'application/octet-stream'],
+          schema: z.string().meta({ format: 'binary' }),
+        },
+      },
       errors: ['not_found'],
       handler: async (ctx, { params }) => {
         const file = await blobs.open(params.name);

@@ -23,12 +23,24 @@ const FALLBACK_LOOKUPS = 100;
 const IMAGE_FALLBACK: FallbackKind<TaskRecord> = {
   workflowType: 'imageTaskWorkflow',
   record: (f) => ({
-    id: f.id, kind: 'image', owner: f.owner, model: f.model, status: f.status,
-    created_at: f.created_at, finished_at: f.closed_at, candidates: null, error: f.error,
+    id: f.id,
+    kind: 'image',
+    owner: f.owner,
+    model: f.model,
+    status: f.status,
+    created_at: f.created_at,
+    finished_at: f.closed_at,
+    candidates: null,
+    error: f.error,
   }),
 };
 
-export interface ListQuery { days: number; limit: number; before_created_at?: number; before_id?: string }
+export interface ListQuery {
+  days: number;
+  limit: number;
+  before_created_at?: number;
+  before_id?: string;
+}
 
 export class TaskService {
   constructor(
@@ -45,21 +57,54 @@ export class TaskService {
     const id = `task_${randomBytes(16).toString('hex')}`;
     const created_at = Math.floor(Date.now() / 1000);
     const input: ImageTaskWorkflowInput = {
-      task: { id, owner: caller.owner, model: model.id, created_at, request, ...(caller.credential ? { credential: caller.credential } : {}) },
-      policy: { timeoutMs: model.timeoutMs, heartbeatTimeoutMs: model.heartbeatTimeoutMs, maxAttempts: model.maxAttempts },
+      task: {
+        id,
+        owner: caller.owner,
+        model: model.id,
+        created_at,
+        request,
+        ...(caller.credential ? { credential: caller.credential } : {}),
+      },
+      policy: {
+        timeoutMs: model.timeoutMs,
+        heartbeatTimeoutMs: model.heartbeatTimeoutMs,
+        maxAttempts: model.maxAttempts,
+      },
       activityQueue: modelTaskQueue(this.config.temporal.taskQueue, model.id),
     };
-    await startTask({ config: this.config, store: this.store, temporal: this.temporal }, {
-      id, workflowType: 'imageTaskWorkflow', input, owner: caller.owner, model: model.id,
-      summary: taskSummary('image', model.id, caller.owner, promptText(request), this.config.ops.summaryPromptChars),
-    });
-    const record: TaskRecord = { id, kind: 'image', owner: caller.owner, model: model.id, status: 'accepted', created_at, finished_at: null, candidates: null, error: null };
+    await startTask(
+      { config: this.config, store: this.store, temporal: this.temporal },
+      {
+        id,
+        workflowType: 'imageTaskWorkflow',
+        input,
+        owner: caller.owner,
+        model: model.id,
+        summary: taskSummary('image', model.id, caller.owner, promptText(request), this.config.ops.summaryPromptChars),
+      },
+    );
+    const record: TaskRecord = {
+      id,
+      kind: 'image',
+      owner: caller.owner,
+      model: model.id,
+      status: 'accepted',
+      created_at,
+      finished_at: null,
+      candidates: null,
+      error: null,
+    };
     // The workflow records its own transitions; this write makes an immediate poll cheap, and a
     // failure here only means that poll takes the Temporal path.
     await this.store.transition(record).catch(() => undefined);
     return {
-      id, object: 'image.task' as const, model: model.id, status: 'accepted' as const, created_at,
-      polling_url: `/v1/tasks/${id}`, content_url: `/v1/tasks/${id}/content`,
+      id,
+      object: 'image.task' as const,
+      model: model.id,
+      status: 'accepted' as const,
+      created_at,
+      polling_url: `/v1/tasks/${id}`,
+      content_url: `/v1/tasks/${id}/content`,
     };
   }
 
@@ -73,7 +118,10 @@ export class TaskService {
   /** The batch answer as JSON text: stored views are joined, never parsed. */
   async batchGet(caller: Caller, ids: string[]): Promise<string> {
     const unique = [...new Set(ids)];
-    const setHash = createHash('sha256').update([...unique].sort().join('\n')).digest('hex').slice(0, 32);
+    const setHash = createHash('sha256')
+      .update([...unique].sort().join('\n'))
+      .digest('hex')
+      .slice(0, 32);
     const views = await this.views(caller, unique, `batch:{${caller.owner}}:${setHash}`, this.config.rateLimitBatchMs);
     const items = unique.map((id, i) => views[i]?.json ?? JSON.stringify(notFoundItem(id))).join(',');
     return `{"object":"batch.task.list","items":[${items}],"next_poll_after_ms":${this.config.pollAfterSeconds * 1000}}`;
@@ -85,7 +133,9 @@ export class TaskService {
     const days = Math.min(q.days, LIST_MAX_DAYS);
     const min = `[${indexMember(now - days * 86400, '')}`;
     const max = q.before_created_at === undefined ? '+' : `(${indexMember(q.before_created_at, q.before_id ?? '')}`;
-    const items = await this.store.list(caller.owner, max, min, q.limit).catch((err) => { throw this.storeDown(err); });
+    const items = await this.store.list(caller.owner, max, min, q.limit).catch((err) => {
+      throw this.storeDown(err);
+    });
     return `{"object":"list","days":${days},"items":[${items.join(',')}]}`;
   }
 
@@ -94,12 +144,19 @@ export class TaskService {
     const [stored] = await this.views(caller, [id], null, 0);
     if (!stored) throw new KilnError('not_found', `Task ${id} was not found.`);
     if (UNFINISHED_STATUSES.includes(stored.status)) {
-      throw new KilnError('task_not_ready', `Task ${id} is ${stored.status}; its content is not ready yet.`, this.config.pollAfterSeconds);
+      throw new KilnError(
+        'task_not_ready',
+        `Task ${id} is ${stored.status}; its content is not ready yet.`,
+        this.config.pollAfterSeconds,
+      );
     }
     const view = JSON.parse(stored.json) as TaskView;
     const url = view.candidates?.flatMap((c) => c.content.parts).find((p) => p.inlineData)?.inlineData?.data;
     if (stored.status !== 'succeeded' || !url) {
-      throw new KilnError('task_failed', `Task ${id} ended ${stored.status} and has no image${view.error ? `: ${view.error.message}` : '.'}`);
+      throw new KilnError(
+        'task_failed',
+        `Task ${id} ended ${stored.status} and has no image${view.error ? `: ${view.error.message}` : '.'}`,
+      );
     }
     return url;
   }
@@ -110,11 +167,23 @@ export class TaskService {
   }
 
   /** Owner-scoped views for ids, in order; null where absent or another owner's. */
-  private async views(caller: Caller, ids: string[], limiterKey: string | null, intervalMs: number): Promise<(ViewText | null)[]> {
+  private async views(
+    caller: Caller,
+    ids: string[],
+    limiterKey: string | null,
+    intervalMs: number,
+  ): Promise<(ViewText | null)[]> {
     // Ids that Kiln cannot have issued are not_found without a lookup.
     const valid = ids.map((id) => TASK_ID.test(id));
     // With Redis unreachable every id takes the Temporal path: polls keep answering, unthrottled.
-    const stored = await pollViews(this.store, ids.filter((_, i) => valid[i]), caller.owner, 'image', limiterKey, intervalMs);
+    const stored = await pollViews(
+      this.store,
+      ids.filter((_, i) => valid[i]),
+      caller.owner,
+      'image',
+      limiterKey,
+      intervalMs,
+    );
     const out: (ViewText | null)[] = ids.map(() => null);
     const missing: number[] = [];
     for (let i = 0, j = 0; i < ids.length; i++) {
@@ -124,11 +193,15 @@ export class TaskService {
       else if (s === 'absent' && missing.length < FALLBACK_LOOKUPS) missing.push(i);
     }
     if (missing.length > 0) {
-      const found = await this.fromTemporal(caller.owner, missing.map((i) => ids[i]));
+      const found = await this.fromTemporal(
+        caller.owner,
+        missing.map((i) => ids[i]),
+      );
       for (const i of missing) {
         const r = found.get(ids[i]);
         // Video records share the keyspace: they are never image tasks.
-        if (r && r.owner === caller.owner && r.kind === 'image') out[i] = { status: r.status, json: JSON.stringify(taskView(r)) };
+        if (r && r.owner === caller.owner && r.kind === 'image')
+          out[i] = { status: r.status, json: JSON.stringify(taskView(r)) };
       }
     }
     return out;

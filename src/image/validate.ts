@@ -23,19 +23,29 @@ const Part = z.object({
 });
 
 export const SubmitBody = z.object({
-  contents: z.array(z.object({ role: z.string().max(32).optional(), parts: z.array(Part).max(LIMITS.partsPerContent) }))
-    .min(1).max(LIMITS.contents),
-  generationConfig: z.object({
-    responseModalities: z.array(z.string().max(32)).max(8).optional(),
-    topP: z.number().min(0).max(1).optional(),
-    imageConfig: z.object({
-      aspectRatio: z.string().max(16).optional(),
-      imageSize: z.string().max(16).optional(),
-      output: z.string().max(32).optional(),
-    }).passthrough().optional(),
-  }).passthrough().optional(),
+  contents: z
+    .array(z.object({ role: z.string().max(32).optional(), parts: z.array(Part).max(LIMITS.partsPerContent) }))
+    .min(1)
+    .max(LIMITS.contents),
+  generationConfig: z
+    .object({
+      responseModalities: z.array(z.string().max(32)).max(8).optional(),
+      topP: z.number().min(0).max(1).optional(),
+      imageConfig: z
+        .object({
+          aspectRatio: z.string().max(16).optional(),
+          imageSize: z.string().max(16).optional(),
+          output: z.string().max(32).optional(),
+        })
+        .passthrough()
+        .optional(),
+    })
+    .passthrough()
+    .optional(),
   tools: z.array(z.record(z.string(), z.unknown())).max(16).optional(),
-  systemInstruction: z.object({ parts: z.array(z.object({ text: z.string().max(LIMITS.promptChars * 4) })).max(16) }).optional(),
+  systemInstruction: z
+    .object({ parts: z.array(z.object({ text: z.string().max(LIMITS.promptChars * 4) })).max(16) })
+    .optional(),
   output: z.string().max(32).optional(),
 });
 export type SubmitBody = z.infer<typeof SubmitBody>;
@@ -55,7 +65,10 @@ export function validateSubmit(raw: unknown, queryOutput: string | undefined, mo
   const bodyOutput = body.generationConfig?.imageConfig?.output ?? body.output;
   const outputs = [queryOutput, bodyOutput].filter((o): o is string => o !== undefined);
   if (outputs.length === 0 || outputs.some((o) => o !== 'url')) {
-    throw new KilnError('output_must_be_url', 'Task submissions must resolve to output=url (query ?output=url or generationConfig.imageConfig.output).');
+    throw new KilnError(
+      'output_must_be_url',
+      'Task submissions must resolve to output=url (query ?output=url or generationConfig.imageConfig.output).',
+    );
   }
   const texts = body.contents.flatMap((c) => c.parts.map((p) => p.text ?? ''));
   const total = texts.reduce((n, t) => n + chars(t), 0);
@@ -63,27 +76,43 @@ export function validateSubmit(raw: unknown, queryOutput: string | undefined, mo
     throw new KilnError('invalid_request', 'A prompt is required: add a text part to contents[].parts.');
   }
   if (total > LIMITS.promptChars) {
-    throw new KilnError('prompt_too_long', `The prompt has ${total} characters; at most ${LIMITS.promptChars} are allowed.`);
+    throw new KilnError(
+      'prompt_too_long',
+      `The prompt has ${total} characters; at most ${LIMITS.promptChars} are allowed.`,
+    );
   }
   const refs = referenceImages(body as ImageRequest);
   if (refs.length > LIMITS.referenceImages) {
-    throw new KilnError('too_many_reference_images', `${refs.length} reference images were sent; at most ${LIMITS.referenceImages} are allowed.`);
+    throw new KilnError(
+      'too_many_reference_images',
+      `${refs.length} reference images were sent; at most ${LIMITS.referenceImages} are allowed.`,
+    );
   }
   refs.forEach((r, i) => checkHttpUrl(r.data, 'inlineData.data', `reference image ${i + 1}`));
   const ic = body.generationConfig?.imageConfig;
   if (ic?.aspectRatio !== undefined && !ASPECT.test(ic.aspectRatio)) {
-    throw new KilnError('invalid_request', `aspectRatio must look like "16:9" (two whole numbers from 1 to 99); got "${ic.aspectRatio}".`);
+    throw new KilnError(
+      'invalid_request',
+      `aspectRatio must look like "16:9" (two whole numbers from 1 to 99); got "${ic.aspectRatio}".`,
+    );
   }
   if (ic?.imageSize !== undefined && !model.imageSizes.includes(ic.imageSize)) {
-    throw new KilnError('invalid_request', `imageSize must be one of ${model.imageSizes.join(', ')} for model ${model.id}.`);
+    throw new KilnError(
+      'invalid_request',
+      `imageSize must be one of ${model.imageSizes.join(', ')} for model ${model.id}.`,
+    );
   }
   // Kiln's own output switch is not part of the upstream request.
   const { output: _o, ...imageConfig } = ic ?? {};
-  const generationConfig = body.generationConfig ? { ...body.generationConfig, ...(ic ? { imageConfig } : {}) } : undefined;
+  const generationConfig = body.generationConfig
+    ? { ...body.generationConfig, ...(ic ? { imageConfig } : {}) }
+    : undefined;
   const request: ImageRequest = {
     contents: body.contents.map((c) => ({
       role: c.role ?? 'user',
-      parts: c.parts.map((p): Part => (p.inlineData ? { ...p, inlineData: { ...p.inlineData, data: p.inlineData.data ?? '' } } : { text: p.text })),
+      parts: c.parts.map((p): Part =>
+        p.inlineData ? { ...p, inlineData: { ...p.inlineData, data: p.inlineData.data ?? '' } } : { text: p.text },
+      ),
     })),
     ...(generationConfig ? { generationConfig } : {}),
     ...(body.tools ? { tools: body.tools } : {}),
@@ -91,7 +120,10 @@ export function validateSubmit(raw: unknown, queryOutput: string | undefined, mo
   };
   const bytes = Buffer.byteLength(JSON.stringify(request));
   if (bytes > LIMITS.requestBytes) {
-    throw new KilnError('request_too_large', `The request's fields take ${bytes} bytes once parsed; at most ${LIMITS.requestBytes} can be queued.`);
+    throw new KilnError(
+      'request_too_large',
+      `The request's fields take ${bytes} bytes once parsed; at most ${LIMITS.requestBytes} can be queued.`,
+    );
   }
   return request;
 }

@@ -60,8 +60,13 @@ export const sha256 = (s: string) => createHash('sha256').update(s).digest('hex'
 
 export class KeyStore {
   private readonly cache = new Map<string, { owner: string | null; until: number }>();
-  constructor(private readonly redis: Redis, private readonly prefix: string) {}
-  private get key() { return `${this.prefix}apikeys`; }
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+  ) {}
+  private get key() {
+    return `${this.prefix}apikeys`;
+  }
 
   async create(owner: string, name = 'default'): Promise<{ key: string; record: IssuedKey }> {
     if (!OWNER_NAME.test(owner)) throw new Error('owner must be 1-64 characters of letters, digits, ".", "_" or "-"');

@@ -35,13 +35,20 @@ export class S3BlobStore implements Blobs {
 
   async put(data: Buffer, mimeType: string): Promise<string> {
     const key = `${this.cfg.prefix}${randomBytes(16).toString('hex')}.${EXT_BY_TYPE[mimeType] ?? 'bin'}`;
-    await this.client.send(new PutObjectCommand({
-      Bucket: this.cfg.bucket, Key: key, Body: data, ContentType: mimeType,
-      // Names are random and content never changes under a name.
-      CacheControl: 'public, max-age=31536000, immutable',
-    }));
+    await this.client.send(
+      new PutObjectCommand({
+        Bucket: this.cfg.bucket,
+        Key: key,
+        Body: data,
+        ContentType: mimeType,
+        // Names are random and content never changes under a name.
+        CacheControl: 'public, max-age=31536000, immutable',
+      }),
+    );
     if (this.cfg.publicBaseUrl) return `${this.cfg.publicBaseUrl}/${key}`;
-    return getSignedUrl(this.client, new GetObjectCommand({ Bucket: this.cfg.bucket, Key: key }), { expiresIn: this.cfg.presignSeconds });
+    return getSignedUrl(this.client, new GetObjectCommand({ Bucket: this.cfg.bucket, Key: key }), {
+      expiresIn: this.cfg.presignSeconds,
+    });
   }
 
   async read(url: string): Promise<StoredBlob | null> {
@@ -49,7 +56,10 @@ export class S3BlobStore implements Blobs {
     if (!key) return null;
     const out = await this.client.send(new GetObjectCommand({ Bucket: this.cfg.bucket, Key: key }));
     if (!out.Body) return null;
-    return { data: Buffer.from(await out.Body.transformToByteArray()), mimeType: out.ContentType ?? 'application/octet-stream' };
+    return {
+      data: Buffer.from(await out.Body.transformToByteArray()),
+      mimeType: out.ContentType ?? 'application/octet-stream',
+    };
   }
 
   /** The object key of a URL this store returned (public or presigned), else null. */
@@ -60,7 +70,11 @@ export class S3BlobStore implements Blobs {
       path = url.slice(this.cfg.publicBaseUrl.length + 1).split('?')[0]!;
     } else {
       let u: URL;
-      try { u = new URL(url); } catch { return null; }
+      try {
+        u = new URL(url);
+      } catch {
+        return null;
+      }
       if (!u.searchParams.has('X-Amz-Signature')) return null;
       path = decodeURIComponent(u.pathname);
     }
@@ -71,7 +85,10 @@ export class S3BlobStore implements Blobs {
 
 /** The filesystem store, readable by URL (the files it serves under /v1/files). */
 export class FsBlobs extends FsBlobStore implements Blobs {
-  constructor(dir: string, private readonly base: string) {
+  constructor(
+    dir: string,
+    private readonly base: string,
+  ) {
     super(dir, base);
   }
 
@@ -87,7 +104,10 @@ export class FsBlobs extends FsBlobStore implements Blobs {
 }
 
 /** The configured store for generated files. `files` serves /v1/files (empty when S3 holds the blobs). */
-export function createBlobs(config: Pick<Config, 'blobStore' | 'blobDir' | 'publicBaseUrl'>): { blobs: Blobs; files: FsBlobs } {
+export function createBlobs(config: Pick<Config, 'blobStore' | 'blobDir' | 'publicBaseUrl'>): {
+  blobs: Blobs;
+  files: FsBlobs;
+} {
   const files = new FsBlobs(config.blobDir, config.publicBaseUrl);
   return { blobs: config.blobStore.kind === 's3' ? new S3BlobStore(config.blobStore) : files, files };
 }

@@ -21,7 +21,10 @@ export const BLOB_NAME = /^[a-f0-9]{32}\.(png|jpg|webp|gif|mp4|bin)$/;
 
 export class FsBlobStore implements BlobStore {
   readonly dir: string;
-  constructor(dir: string, private readonly publicBaseUrl: string) {
+  constructor(
+    dir: string,
+    private readonly publicBaseUrl: string,
+  ) {
     this.dir = resolve(dir);
   }
 

@@ -5,7 +5,10 @@ import type { AnyTaskRecord } from '../shared/video.js';
 import type { StoredView, TaskStore } from './store.js';
 
 /** A task's public view as stored (JSON text) with its status: a read answers with the text as is. */
-export interface ViewText { status: TaskStatus; json: string }
+export interface ViewText {
+  status: TaskStatus;
+  json: string;
+}
 
 /** Limiter key of single-task polls: one per owner and task, whatever the kind. */
 export const taskLimiterKey = (owner: string, id: string) => `task:{${id}}:${owner}`;
@@ -16,13 +19,23 @@ export const taskLimiterKey = (owner: string, id: string) => `task:{${id}}:${own
  * answers), unthrottled.
  */
 export async function pollViews(
-  store: TaskStore, ids: string[], owner: string, kind: AnyTaskRecord['kind'], limiterKey: string | null, intervalMs: number,
+  store: TaskStore,
+  ids: string[],
+  owner: string,
+  kind: AnyTaskRecord['kind'],
+  limiterKey: string | null,
+  intervalMs: number,
 ): Promise<StoredView[]> {
   if (ids.length === 0 && limiterKey === null) return [];
-  const polled = await store.read(ids, owner, kind, limiterKey, intervalMs)
+  const polled = await store
+    .read(ids, owner, kind, limiterKey, intervalMs)
     .catch(() => ({ limited: false as const, views: ids.map((): StoredView => 'absent') }));
   if (polled.limited) {
-    throw new KilnError('rate_limited', 'Polling too fast: wait for Retry-After before asking again.', Math.ceil(polled.retryAfterMs / 1000));
+    throw new KilnError(
+      'rate_limited',
+      'Polling too fast: wait for Retry-After before asking again.',
+      Math.ceil(polled.retryAfterMs / 1000),
+    );
   }
   return polled.views;
 }

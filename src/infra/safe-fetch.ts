@@ -41,9 +41,10 @@ export class UnusableUrl extends Error {
   }
 }
 
-const systemResolve: Resolver = (hostname) => new Promise((resolve, reject) => {
-  dnsLookup(hostname, { all: true, verbatim: true }, (err, addresses) => (err ? reject(err) : resolve(addresses)));
-});
+const systemResolve: Resolver = (hostname) =>
+  new Promise((resolve, reject) => {
+    dnsLookup(hostname, { all: true, verbatim: true }, (err, addresses) => (err ? reject(err) : resolve(addresses)));
+  });
 
 /** Why an address must not be contacted, or null when it is public unicast (or explicitly allowed). */
 export function refusedAddress(address: string, allow: string[] = []): string | null {
@@ -51,7 +52,9 @@ export function refusedAddress(address: string, allow: string[] = []): string | 
   // process() turns IPv4-mapped IPv6 (::ffff:127.0.0.1) into the IPv4 address it carries.
   const ip = ipaddr.process(address);
   for (const entry of allow) {
-    const [net, bits] = entry.includes('/') ? ipaddr.parseCIDR(entry) : [ipaddr.process(entry), ip.kind() === 'ipv4' ? 32 : 128];
+    const [net, bits] = entry.includes('/')
+      ? ipaddr.parseCIDR(entry)
+      : [ipaddr.process(entry), ip.kind() === 'ipv4' ? 32 : 128];
     if (net.kind() === ip.kind() && ip.match(net, bits)) return null;
   }
   const range = ip.range();
@@ -65,7 +68,8 @@ export function createSafeFetch(policy: SafeFetchPolicy) {
   const resolve = policy.resolve ?? systemResolve;
   const allow = policy.allow ?? [];
   for (const entry of allow) {
-    if (!ipaddr.isValid(entry) && !ipaddr.isValidCIDR(entry)) throw new Error(`allow-list entry "${entry}" is not an IP address or CIDR range`);
+    if (!ipaddr.isValid(entry) && !ipaddr.isValidCIDR(entry))
+      throw new Error(`allow-list entry "${entry}" is not an IP address or CIDR range`);
   }
 
   const check = (host: string, address: string) => {
@@ -75,21 +79,40 @@ export function createSafeFetch(policy: SafeFetchPolicy) {
 
   // Runs inside net.connect: the address it returns is the one the socket connects to.
   const guardedLookup: LookupFunction = (hostname, options, callback) => {
-    resolve(hostname).then((addresses) => {
-      if (addresses.length === 0) throw new UnusableUrl(`${hostname} does not resolve`);
-      for (const a of addresses) check(hostname, a.address);
-      if (options.all) (callback as (e: null, a: LookupAddress[]) => void)(null, addresses);
-      else callback(null, addresses[0]!.address, addresses[0]!.family);
-    }).catch((err: Error) => callback(err instanceof UnusableUrl ? err : new UnusableUrl(`${hostname} could not be resolved (${(err as NodeJS.ErrnoException).code ?? err.message})`), '', 0));
+    resolve(hostname)
+      .then((addresses) => {
+        if (addresses.length === 0) throw new UnusableUrl(`${hostname} does not resolve`);
+        for (const a of addresses) check(hostname, a.address);
+        if (options.all) (callback as (e: null, a: LookupAddress[]) => void)(null, addresses);
+        else callback(null, addresses[0]!.address, addresses[0]!.family);
+      })
+      .catch((err: Error) =>
+        callback(
+          err instanceof UnusableUrl
+            ? err
+            : new UnusableUrl(
+                `${hostname} could not be resolved (${(err as NodeJS.ErrnoException).code ?? err.message})`,
+              ),
+          '',
+          0,
+        ),
+      );
   };
 
   async function hop(url: URL, signal: AbortSignal): Promise<IncomingMessage> {
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UnusableUrl(`the scheme ${url.protocol} is not fetched`);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new UnusableUrl(`the scheme ${url.protocol} is not fetched`);
     if (url.username || url.password) throw new UnusableUrl('URLs with credentials are not fetched');
     const host = url.hostname.replace(/^\[|\]$/g, '');
     // A literal address never goes through lookup: check it here.
     if (ipaddr.isValid(host)) check(host, host);
-    const options: RequestOptions = { method: 'GET', agent: false, lookup: guardedLookup, signal, headers: { accept: 'image/*', 'user-agent': 'kiln-reference-fetch' } };
+    const options: RequestOptions = {
+      method: 'GET',
+      agent: false,
+      lookup: guardedLookup,
+      signal,
+      headers: { accept: 'image/*', 'user-agent': 'kiln-reference-fetch' },
+    };
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
     return new Promise((resolveRes, reject) => {
       const req = send(url, options, resolveRes);

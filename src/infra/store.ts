@@ -108,10 +108,16 @@ export class TaskStore {
   }
 
   // Hash tags keep a task's keys in one slot should the deployment move to Redis Cluster.
-  taskKey(id: string) { return `${this.prefix}task:{${id}}`; }
+  taskKey(id: string) {
+    return `${this.prefix}task:{${id}}`;
+  }
   // Each kind has its own owner index, so image lists never show video tasks.
-  ownerKey(owner: string, kind: AnyTaskRecord['kind'] = 'image') { return `${this.prefix}owner:{${owner}}:${kind === 'image' ? 'tasks' : 'videos'}`; }
-  private get unfinishedKey() { return `${this.prefix}unfinished`; }
+  ownerKey(owner: string, kind: AnyTaskRecord['kind'] = 'image') {
+    return `${this.prefix}owner:{${owner}}:${kind === 'image' ? 'tasks' : 'videos'}`;
+  }
+  private get unfinishedKey() {
+    return `${this.prefix}unfinished`;
+  }
 
   /** Writes a transition if it moves the task forward; creates the owner index entry on first write. */
   async transition(record: AnyTaskRecord): Promise<boolean> {
@@ -119,10 +125,21 @@ export class TaskStore {
     const terminal = TERMINAL_STATUSES.includes(record.status);
     const { view, item } = storedViews(record);
     const r = await (this.redis as unknown as Scripts).kilnTransition(
-      this.taskKey(record.id), this.ownerKey(record.owner, record.kind), this.unfinishedKey,
-      JSON.stringify(record), record.status, STATUS_RANK[record.status], this.retentionSeconds,
-      indexMember(record.created_at, record.id), `(${indexMember(now - LIST_WINDOW_SECONDS, '')}`,
-      record.id, terminal ? '1' : '0', view, item, record.owner, record.kind,
+      this.taskKey(record.id),
+      this.ownerKey(record.owner, record.kind),
+      this.unfinishedKey,
+      JSON.stringify(record),
+      record.status,
+      STATUS_RANK[record.status],
+      this.retentionSeconds,
+      indexMember(record.created_at, record.id),
+      `(${indexMember(now - LIST_WINDOW_SECONDS, '')}`,
+      record.id,
+      terminal ? '1' : '0',
+      view,
+      item,
+      record.owner,
+      record.kind,
     );
     return r === 1;
   }
@@ -135,7 +152,13 @@ export class TaskStore {
   /** Claims a place among unfinished tasks; false when the queue is full. */
   async reserve(id: string, max: number): Promise<boolean> {
     const now = Math.floor(Date.now() / 1000);
-    const r = await (this.redis as unknown as Scripts).kilnReserve(this.unfinishedKey, id, now, now - STALE_RESERVATION_SECONDS, max);
+    const r = await (this.redis as unknown as Scripts).kilnReserve(
+      this.unfinishedKey,
+      id,
+      now,
+      now - STALE_RESERVATION_SECONDS,
+      max,
+    );
     return r === 1;
   }
 
@@ -171,11 +194,23 @@ export class TaskStore {
    * Public views of `ids` for `owner`, behind a poll limiter, in one round trip (one script). The
    * limiter lets one request per `intervalMs` through for `limiterKey`; 0 disables it.
    */
-  async read(ids: string[], owner: string, kind: AnyTaskRecord['kind'], limiterKey: string | null, intervalMs: number): Promise<ReadOutcome> {
+  async read(
+    ids: string[],
+    owner: string,
+    kind: AnyTaskRecord['kind'],
+    limiterKey: string | null,
+    intervalMs: number,
+  ): Promise<ReadOutcome> {
     const limited = limiterKey !== null && intervalMs > 0;
     const keys = ids.map((id) => this.taskKey(id));
     if (limited) keys.push(`${this.prefix}rl:${limiterKey}`);
-    const reply = (await (this.redis as unknown as Scripts).kilnRead(keys.length, ...keys, owner, kind, limited ? intervalMs : 0)) as (string | number | null)[];
+    const reply = (await (this.redis as unknown as Scripts).kilnRead(
+      keys.length,
+      ...keys,
+      owner,
+      kind,
+      limited ? intervalMs : 0,
+    )) as (string | number | null)[];
     if (reply[0] !== 0) return { limited: true, retryAfterMs: Number(reply[0]) };
     const views: StoredView[] = new Array(ids.length);
     for (let i = 0; i < ids.length; i++) {
@@ -190,10 +225,20 @@ export class TaskStore {
 
   /** Newest first, between two lex bounds of the owner index: the stored list items (JSON text). */
   async list(owner: string, max: string, min: string, limit: number): Promise<string[]> {
-    const reply = (await (this.redis as unknown as Scripts).kilnList(this.ownerKey(owner), max, min, limit, `${this.prefix}task:`)) as (number | string)[];
+    const reply = (await (this.redis as unknown as Scripts).kilnList(
+      this.ownerKey(owner),
+      max,
+      min,
+      limit,
+      `${this.prefix}task:`,
+    )) as (number | string)[];
     const items: string[] = [];
     for (let i = 0; i < reply.length; i += 2) {
-      items.push(reply[i] === 1 ? (reply[i + 1] as string) : JSON.stringify(listItem(JSON.parse(reply[i + 1] as string) as TaskRecord)));
+      items.push(
+        reply[i] === 1
+          ? (reply[i + 1] as string)
+          : JSON.stringify(listItem(JSON.parse(reply[i + 1] as string) as TaskRecord)),
+      );
     }
     return items;
   }
@@ -211,7 +256,9 @@ export class TaskStore {
     return (await this.redis.hexists(this.taskKey(id), 'd')) === 1;
   }
 
-  private missKey(owner: string, id: string) { return `${this.prefix}miss:{${id}}:${owner}`; }
+  private missKey(owner: string, id: string) {
+    return `${this.prefix}miss:{${id}}:${owner}`;
+  }
 
   /** Ids that neither Redis nor Temporal knew for this owner within MISSING_TTL_MS. */
   async recentlyMissing(owner: string, ids: string[]): Promise<Set<string>> {

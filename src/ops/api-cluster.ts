@@ -27,7 +27,10 @@ export function superviseApiProcesses(count: number, log: Logger, graceMs: numbe
     const workers = Object.values(cluster.workers ?? {});
     if (workers.length === 0) process.exit(code);
     for (const w of workers) w?.process.kill('SIGTERM');
-    setTimeout(() => { log.warn('API processes still running after the shutdown grace time; exiting'); process.exit(1); }, graceMs + 5000).unref();
+    setTimeout(() => {
+      log.warn('API processes still running after the shutdown grace time; exiting');
+      process.exit(1);
+    }, graceMs + 5000).unref();
   };
 
   cluster.on('message', (worker, msg: Msg) => {
@@ -83,8 +86,20 @@ export function clusterMetrics(timeoutMs = 5000): Promise<string> {
   }
   const id = nextId++;
   return new Promise((resolve, reject) => {
-    const t = setTimeout(() => { pending.delete(id); reject(new Error('the API supervisor did not answer the metrics request')); }, timeoutMs);
-    pending.set(id, { resolve: (s) => { clearTimeout(t); resolve(s); }, reject: (e) => { clearTimeout(t); reject(e); } });
+    const t = setTimeout(() => {
+      pending.delete(id);
+      reject(new Error('the API supervisor did not answer the metrics request'));
+    }, timeoutMs);
+    pending.set(id, {
+      resolve: (s) => {
+        clearTimeout(t);
+        resolve(s);
+      },
+      reject: (e) => {
+        clearTimeout(t);
+        reject(e);
+      },
+    });
     process.send!({ type: METRICS_REQ, id });
   });
 }

@@ -18,22 +18,45 @@ export class ApiMetrics {
 
   constructor(sources: ApiMetricsSources, opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
-    this.requests = new Counter({ name: 'kiln_http_requests_total', help: 'HTTP requests by method, route template and status', labelNames: ['method', 'route', 'status'], registers });
-    this.duration = new Histogram({
-      name: 'kiln_http_request_duration_seconds', help: 'HTTP request latency by method, route template and status',
-      labelNames: ['method', 'route', 'status'], buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers,
+    this.requests = new Counter({
+      name: 'kiln_http_requests_total',
+      help: 'HTTP requests by method, route template and status',
+      labelNames: ['method', 'route', 'status'],
+      registers,
     });
-    this.submitted = new Counter({ name: 'kiln_tasks_submitted_total', help: 'Tasks accepted (202) by model and kind', labelNames: ['model', 'kind'], registers });
-    this.rateLimited = new Counter({ name: 'kiln_rate_limited_total', help: 'Requests refused with rate_limited (429) by route', labelNames: ['route'], registers });
+    this.duration = new Histogram({
+      name: 'kiln_http_request_duration_seconds',
+      help: 'HTTP request latency by method, route template and status',
+      labelNames: ['method', 'route', 'status'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    });
+    this.submitted = new Counter({
+      name: 'kiln_tasks_submitted_total',
+      help: 'Tasks accepted (202) by model and kind',
+      labelNames: ['model', 'kind'],
+      registers,
+    });
+    this.rateLimited = new Counter({
+      name: 'kiln_rate_limited_total',
+      help: 'Requests refused with rate_limited (429) by route',
+      labelNames: ['route'],
+      registers,
+    });
     new Gauge({
-      name: 'kiln_queue_depth', help: 'Unfinished tasks (accepted, queued or running) across the deployment, read from Redis at scrape time',
+      name: 'kiln_queue_depth',
+      help: 'Unfinished tasks (accepted, queued or running) across the deployment, read from Redis at scrape time',
       registers,
       // Every API process reads the same Redis value: summing them would multiply it.
       aggregator: 'max',
       async collect() {
         // A scrape must not hang on a dead Redis: report nothing rather than a stale value.
-        const depth = await Promise.race([sources.queueDepth(), new Promise<null>((r) => setTimeout(() => r(null), 500).unref())]).catch(() => null);
-        if (depth === null) this.reset(); else this.set(depth);
+        const depth = await Promise.race([
+          sources.queueDepth(),
+          new Promise<null>((r) => setTimeout(() => r(null), 500).unref()),
+        ]).catch(() => null);
+        if (depth === null) this.reset();
+        else this.set(depth);
       },
     });
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'kiln_api_' });
@@ -45,7 +68,9 @@ export class ApiMetrics {
     }
   }
 
-  get contentType(): string { return this.registry.contentType; }
+  get contentType(): string {
+    return this.registry.contentType;
+  }
 
   /** The exposition text: with several API processes, their sum (a scrape reaches any one of them). */
   render(): Promise<string> {

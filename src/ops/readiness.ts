@@ -20,13 +20,19 @@ export interface ReadinessDeps {
   redisPrefix: string;
 }
 
-export interface CheckResult { ok: boolean; ms: number; detail?: string }
+export interface CheckResult {
+  ok: boolean;
+  ms: number;
+  detail?: string;
+}
 
 function bounded<T>(p: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout;
   return Promise.race([
     p.finally(() => clearTimeout(timer)),
-    new Promise<T>((_, reject) => { timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms); }),
+    new Promise<T>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    }),
   ]);
 }
 
@@ -43,20 +49,30 @@ async function timed(fn: () => Promise<string | void>): Promise<CheckResult> {
 export async function checkReadiness(d: ReadinessDeps) {
   const deadline = () => Date.now() + CHECK_TIMEOUT_MS;
   const [redis, temporalCheck, worker] = await Promise.all([
-    timed(async () => { await d.redis.ping(); }),
-    timed(async () => { await d.connection.withDeadline(deadline(), () => d.connection.workflowService.getSystemInfo({})); }),
+    timed(async () => {
+      await d.redis.ping();
+    }),
+    timed(async () => {
+      await d.connection.withDeadline(deadline(), () => d.connection.workflowService.getSystemInfo({}));
+    }),
     timed(async () => {
       const [beacons, described] = await Promise.all([
         liveWorkers(d.redis, d.redisPrefix, d.taskQueue),
-        d.connection.withDeadline(deadline(), () => d.connection.workflowService.describeTaskQueue({
-          namespace: d.namespace,
-          taskQueue: { name: d.taskQueue, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
-          taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-        })),
+        d.connection.withDeadline(deadline(), () =>
+          d.connection.workflowService.describeTaskQueue({
+            namespace: d.namespace,
+            taskQueue: { name: d.taskQueue, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+            taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+          }),
+        ),
       ]);
       const now = Date.now();
-      const polling = (described.pollers ?? []).filter((p) => p.lastAccessTime
-        && now - (Number(p.lastAccessTime.seconds ?? 0) * 1000 + Math.floor((p.lastAccessTime.nanos ?? 0) / 1e6)) < POLLER_WINDOW_MS);
+      const polling = (described.pollers ?? []).filter(
+        (p) =>
+          p.lastAccessTime &&
+          now - (Number(p.lastAccessTime.seconds ?? 0) * 1000 + Math.floor((p.lastAccessTime.nanos ?? 0) / 1e6)) <
+            POLLER_WINDOW_MS,
+      );
       if (polling.length === 0) throw new Error(`no worker polls task queue ${d.taskQueue}`);
       if (beacons === 0) throw new Error('no running worker process (its beacon stopped)');
       return `${beacons} worker process(es); ${polling.length} poller(s)`;

@@ -8,10 +8,17 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { Resource } from '@opentelemetry/resources';
 import {
-  BasicTracerProvider, BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor, type SpanExporter, type SpanProcessor,
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  ConsoleSpanExporter,
+  SimpleSpanProcessor,
+  type SpanExporter,
+  type SpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
 import {
-  OpenTelemetryActivityInboundInterceptor, OpenTelemetryActivityOutboundInterceptor, OpenTelemetryWorkflowClientInterceptor,
+  OpenTelemetryActivityInboundInterceptor,
+  OpenTelemetryActivityOutboundInterceptor,
+  OpenTelemetryWorkflowClientInterceptor,
   makeWorkflowExporter,
 } from '@temporalio/interceptors-opentelemetry';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
@@ -42,14 +49,16 @@ export function setupTracing(ops: Config['ops'], component: string, exporter?: S
   const resource = new Resource({ 'service.name': ops.serviceName ?? component });
   const processor = exporter
     ? new SimpleSpanProcessor(exporter)
-    // OTLPTraceExporter reads OTEL_EXPORTER_OTLP_ENDPOINT / _HEADERS from the environment itself.
-    : new BatchSpanProcessor(ops.tracesExporter === 'console' ? new ConsoleSpanExporter() : new OTLPTraceExporter());
+    : // OTLPTraceExporter reads OTEL_EXPORTER_OTLP_ENDPOINT / _HEADERS from the environment itself.
+      new BatchSpanProcessor(ops.tracesExporter === 'console' ? new ConsoleSpanExporter() : new OTLPTraceExporter());
   const provider = new BasicTracerProvider({ resource, spanProcessors: [processor] });
   return {
     tracer: provider.getTracer('kiln'),
     resource,
     processor,
-    async shutdown() { await provider.shutdown().catch(() => undefined); },
+    async shutdown() {
+      await provider.shutdown().catch(() => undefined);
+    },
   };
 }
 
@@ -64,14 +73,18 @@ export function clientInterceptors(tracing: Tracing | null) {
  */
 export function workerTracing(tracing: Tracing | null, opts: { workflows: boolean; prebuiltBundle: boolean }) {
   if (!tracing) return { activity: [] as ActivityInterceptorsFactory[], workflowModules: [] as string[] };
-  const activity: ActivityInterceptorsFactory[] = [(ctx) => ({
-    inbound: new OpenTelemetryActivityInboundInterceptor(ctx, { tracer: tracing.tracer }),
-    outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
-  })];
+  const activity: ActivityInterceptorsFactory[] = [
+    (ctx) => ({
+      inbound: new OpenTelemetryActivityInboundInterceptor(ctx, { tracer: tracing.tracer }),
+      outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
+    }),
+  ];
   if (!opts.workflows || opts.prebuiltBundle) return { activity, workflowModules: [] as string[] };
   return {
     activity,
-    workflowModules: [createRequire(import.meta.url).resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors')],
+    workflowModules: [
+      createRequire(import.meta.url).resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors'),
+    ],
     sinks: { exporter: makeWorkflowExporter(tracing.processor, tracing.resource) },
   };
 }

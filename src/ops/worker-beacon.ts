@@ -18,7 +18,13 @@ export function startBeacon(redis: Redis, prefix: string, taskQueue: string) {
   const beat = () => {
     const now = Date.now();
     // Errors are Redis being away: readiness reports that on its own.
-    redis.multi().zadd(key, now, member).zremrangebyscore(key, '-inf', now - 10 * STALE_MS).pexpire(key, 10 * STALE_MS).exec().catch(() => undefined);
+    redis
+      .multi()
+      .zadd(key, now, member)
+      .zremrangebyscore(key, '-inf', now - 10 * STALE_MS)
+      .pexpire(key, 10 * STALE_MS)
+      .exec()
+      .catch(() => undefined);
   };
   beat();
   const timer = setInterval(beat, BEAT_MS);

@@ -8,7 +8,12 @@ import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { TERMINAL_STATUSES, type TaskStatus } from '../shared/task.js';
 
-interface TaskLike { id: string; owner?: string; model?: string; status?: TaskStatus }
+interface TaskLike {
+  id: string;
+  owner?: string;
+  model?: string;
+  status?: TaskStatus;
+}
 
 const isTask = (v: unknown): v is TaskLike =>
   !!v && typeof v === 'object' && typeof (v as TaskLike).id === 'string' && typeof (v as TaskLike).owner === 'string';
@@ -25,13 +30,23 @@ export function taskTelemetry(log: Logger): ActivityInterceptorsFactory {
         if (!task) return next(input);
         const type = ctx.info.activityType;
         // Keys and payloads stay out: ids, owner hash, model and status only.
-        const fields = { taskId: task.id, owner: task.owner, model: task.model, activity: type, attempt: ctx.info.attempt };
+        const fields = {
+          taskId: task.id,
+          owner: task.owner,
+          model: task.model,
+          activity: type,
+          attempt: ctx.info.attempt,
+        };
         try {
           const result = await next(input);
           if (RECORD_ACTIVITIES.has(type) && task.status) {
             log.info({ ...fields, status: task.status, applied: result !== false }, 'task transition');
             if (result === true && TERMINAL_STATUSES.includes(task.status)) {
-              finished ??= ctx.metricMeter.createCounter('kiln_tasks_finished', 'tasks', 'Tasks that reached a terminal status, by model and outcome');
+              finished ??= ctx.metricMeter.createCounter(
+                'kiln_tasks_finished',
+                'tasks',
+                'Tasks that reached a terminal status, by model and outcome',
+              );
               finished.add(1, { model: task.model ?? 'unknown', outcome: task.status });
             }
           } else {
@@ -39,7 +54,10 @@ export function taskTelemetry(log: Logger): ActivityInterceptorsFactory {
           }
           return result;
         } catch (err) {
-          log.warn({ ...fields, err: { type: (err as { type?: string }).type, message: (err as Error).message } }, 'task activity failed');
+          log.warn(
+            { ...fields, err: { type: (err as { type?: string }).type, message: (err as Error).message } },
+            'task activity failed',
+          );
           throw err;
         }
       },

@@ -8,7 +8,8 @@ import { KilnError } from './errors.js';
  */
 export function checkHttpUrl(data: string | undefined, field: string, where?: string): void {
   const lead = where ? `${where}: ${field}` : field;
-  if (!data || data.trim() === '') throw new KilnError('invalid_reference_image_url', `${lead} must be an absolute http(s) URL; it is empty.`);
+  if (!data || data.trim() === '')
+    throw new KilnError('invalid_reference_image_url', `${lead} must be an absolute http(s) URL; it is empty.`);
   let url: URL;
   try {
     url = new URL(data);
@@ -16,6 +17,9 @@ export function checkHttpUrl(data: string | undefined, field: string, where?: st
     throw new KilnError('invalid_reference_image_url', `${lead} must be an absolute http(s) URL.`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new KilnError('invalid_reference_image_scheme', `${where ?? field}: the URL scheme must be http or https, not ${url.protocol.replace(/:$/, '')}.`);
+    throw new KilnError(
+      'invalid_reference_image_scheme',
+      `${where ?? field}: the URL scheme must be http or https, not ${url.protocol.replace(/:$/, '')}.`,
+    );
   }
 }

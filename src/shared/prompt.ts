@@ -3,7 +3,10 @@ import type { ImageRequest } from './task.js';
 
 /** All text parts of the user contents, joined: the prompt as a person wrote it. */
 export function promptText(req: Pick<ImageRequest, 'contents'>): string {
-  return req.contents.flatMap((c) => c.parts.map((p) => p.text ?? '')).filter(Boolean).join('\n');
+  return req.contents
+    .flatMap((c) => c.parts.map((p) => p.text ?? ''))
+    .filter(Boolean)
+    .join('\n');
 }
 
 /** Reference images of a request: every inlineData part of the contents. */

@@ -19,8 +19,10 @@ export function upstreamMessage(text: string, key?: string): string {
   let msg = text;
   try {
     const j = JSON.parse(text) as { error?: { message?: string } | string };
-    msg = typeof j.error === 'string' ? j.error : j.error?.message ?? text;
-  } catch { /* not JSON: keep the text */ }
+    msg = typeof j.error === 'string' ? j.error : (j.error?.message ?? text);
+  } catch {
+    /* not JSON: keep the text */
+  }
   if (typeof msg !== 'string') msg = text;
   if (key) msg = msg.split(key).join('[redacted]');
   msg = msg.replace(/\s+/g, ' ').trim();
@@ -28,7 +30,14 @@ export function upstreamMessage(text: string, key?: string): string {
 }
 
 /** Errors that happen before a single byte of the request can have left this machine. */
-export const NOT_DISPATCHED_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+export const NOT_DISPATCHED_CODES: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
 
 /** The system error code (ECONNREFUSED …) under a fetch failure, if any. */
 export function causeCode(err: unknown): string | undefined {

@@ -75,9 +75,7 @@ export interface VideoOutput {
 }
 
 /** One look at the upstream job. */
-export type VideoCheck =
-  | { state: 'running'; progress?: number }
-  | { state: 'completed'; outputs?: VideoOutput[] };
+export type VideoCheck = { state: 'running'; progress?: number } | { state: 'completed'; outputs?: VideoOutput[] };
 
 export interface VideoPolicy extends ActivityPolicy {
   /** Durable timer between two checks of the upstream job. */
@@ -90,10 +88,14 @@ export interface VideoPolicy extends ActivityPolicy {
 export function videoStatus(status: TaskStatus): 'queued' | 'in_progress' | 'completed' | 'failed' | 'uncertain' {
   switch (status) {
     case 'accepted':
-    case 'queued': return 'queued';
-    case 'running': return 'in_progress';
-    case 'succeeded': return 'completed';
-    default: return status;
+    case 'queued':
+      return 'queued';
+    case 'running':
+      return 'in_progress';
+    case 'succeeded':
+      return 'completed';
+    default:
+      return status;
   }
 }
 

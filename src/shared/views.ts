@@ -10,11 +10,21 @@ export type VideoView = ReturnType<typeof videoView>;
 
 export function taskView(r: TaskRecord) {
   const base = {
-    id: r.id, object: 'image.task' as const, model: r.model, status: r.status as string,
-    created_at: r.created_at, finished_at: r.finished_at,
+    id: r.id,
+    object: 'image.task' as const,
+    model: r.model,
+    status: r.status as string,
+    created_at: r.created_at,
+    finished_at: r.finished_at,
   };
   if (r.status === 'succeeded') {
-    return { ...base, response_id: r.response_id, model_version: r.model_version, candidates: r.candidates, error: null };
+    return {
+      ...base,
+      response_id: r.response_id,
+      model_version: r.model_version,
+      candidates: r.candidates,
+      error: null,
+    };
   }
   if (r.status === 'uncertain') return { ...base, candidates: null, error: null, uncertain_reason: r.uncertain_reason };
   return { ...base, candidates: null, error: r.error };
@@ -22,20 +32,41 @@ export function taskView(r: TaskRecord) {
 
 /** One entry of GET /v1/tasks. */
 export function listItem(r: TaskRecord) {
-  return { id: r.id, model: r.model, status: r.status, created_at: r.created_at, finished_at: r.finished_at, content_url: `/v1/tasks/${r.id}/content` };
+  return {
+    id: r.id,
+    model: r.model,
+    status: r.status,
+    created_at: r.created_at,
+    finished_at: r.finished_at,
+    content_url: `/v1/tasks/${r.id}/content`,
+  };
 }
 
 export function notFoundItem(id: string) {
-  return { id, object: 'image.task' as const, status: 'not_found', error: { code: 'not_found', message: `Task ${id} was not found.` } };
+  return {
+    id,
+    object: 'image.task' as const,
+    status: 'not_found',
+    error: { code: 'not_found', message: `Task ${id} was not found.` },
+  };
 }
 
 /** The OpenAI video object, plus `uncertain`, `video_url` and (workflow-node) `results`. */
 export function videoView(r: VideoTaskRecord) {
   const done = r.status === 'succeeded';
   return {
-    id: r.id, object: 'video' as const, model: r.model, status: videoStatus(r.status),
-    progress: done ? 100 : r.progress, created_at: r.created_at, completed_at: r.completed_at,
-    expires_at: null, prompt: r.prompt, remixed_from_video_id: null, seconds: r.seconds, size: r.size,
+    id: r.id,
+    object: 'video' as const,
+    model: r.model,
+    status: videoStatus(r.status),
+    progress: done ? 100 : r.progress,
+    created_at: r.created_at,
+    completed_at: r.completed_at,
+    expires_at: null,
+    prompt: r.prompt,
+    remixed_from_video_id: null,
+    seconds: r.seconds,
+    size: r.size,
     error: r.status === 'failed' ? r.error : null,
     ...(done && r.video_url ? { video_url: r.video_url } : {}),
     ...(done && r.results ? { results: r.results } : {}),

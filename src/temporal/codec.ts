@@ -21,8 +21,13 @@ const MAX_DISPLAY_TEXT = 256;
  */
 function isDisplayText(p: Payload): boolean {
   const encoding = p.metadata?.[METADATA_ENCODING_KEY];
-  return !!encoding && dec.decode(encoding) === 'json/plain'
-    && !!p.data && p.data.length <= MAX_DISPLAY_TEXT && p.data[0] === 0x22 /* " */;
+  return (
+    !!encoding &&
+    dec.decode(encoding) === 'json/plain' &&
+    !!p.data &&
+    p.data.length <= MAX_DISPLAY_TEXT &&
+    p.data[0] === 0x22
+  ); /* " */
 }
 
 export class AesGcmCodec implements PayloadCodec {

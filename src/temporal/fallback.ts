@@ -37,7 +37,10 @@ type FallbackStore = Pick<TaskStore, 'transition' | 'recentlyMissing' | 'remembe
  * than failing the whole read.
  */
 export async function readFromTemporal<R extends AnyTaskRecord>(
-  deps: { temporal: Client; store: FallbackStore }, kind: FallbackKind<R>, owner: string, ids: string[],
+  deps: { temporal: Client; store: FallbackStore },
+  kind: FallbackKind<R>,
+  owner: string,
+  ids: string[],
 ): Promise<Map<string, R>> {
   const { temporal, store } = deps;
   const out = new Map<string, R>();
@@ -46,11 +49,14 @@ export async function readFromTemporal<R extends AnyTaskRecord>(
   if (ask.length === 0) return out;
   const quoted = ask.map((id) => `'${id}'`).join(', ');
   try {
-    for await (const wf of temporal.workflow.list({ query: `WorkflowId IN (${quoted}) AND ${SEARCH_ATTRIBUTES.owner} = '${owner.replace(/'/g, '')}'` })) {
+    for await (const wf of temporal.workflow.list({
+      query: `WorkflowId IN (${quoted}) AND ${SEARCH_ATTRIBUTES.owner} = '${owner.replace(/'/g, '')}'`,
+    })) {
       if (wf.type !== kind.workflowType) continue;
-      const record = wf.status.name === 'COMPLETED'
-        ? (await temporal.workflow.getHandle(wf.workflowId).result()) as R | null
-        : kind.record(factsOf(wf, owner), wf);
+      const record =
+        wf.status.name === 'COMPLETED'
+          ? ((await temporal.workflow.getHandle(wf.workflowId).result()) as R | null)
+          : kind.record(factsOf(wf, owner), wf);
       if (!record) continue;
       out.set(record.id, record);
       // Only a finished record is written back. Visibility can still say RUNNING for a workflow
@@ -61,7 +67,12 @@ export async function readFromTemporal<R extends AnyTaskRecord>(
         await store.transition(record).catch(() => undefined);
       }
     }
-    await store.rememberMissing(owner, ask.filter((id) => !out.has(id))).catch(() => undefined);
+    await store
+      .rememberMissing(
+        owner,
+        ask.filter((id) => !out.has(id)),
+      )
+      .catch(() => undefined);
   } catch {
     // Temporal unreachable: see above.
   }
@@ -70,16 +81,28 @@ export async function readFromTemporal<R extends AnyTaskRecord>(
 
 function factsOf(wf: WorkflowExecutionInfo, owner: string): WorkflowFacts {
   const base = {
-    id: wf.workflowId, owner, model: wf.typedSearchAttributes.get(SA.model) ?? 'unknown',
+    id: wf.workflowId,
+    owner,
+    model: wf.typedSearchAttributes.get(SA.model) ?? 'unknown',
     created_at: Math.floor(wf.startTime.getTime() / 1000),
   };
   if (wf.status.name === 'RUNNING') {
     const status = wf.typedSearchAttributes.get(SA.status);
-    return { ...base, status: status === 'queued' || status === 'running' ? status : 'accepted', closed_at: null, error: null };
+    return {
+      ...base,
+      status: status === 'queued' || status === 'running' ? status : 'accepted',
+      closed_at: null,
+      error: null,
+    };
   }
   // Terminated, cancelled or timed out by an operator: the task did not complete.
   return {
-    ...base, status: 'failed', closed_at: Math.floor((wf.closeTime ?? new Date()).getTime() / 1000),
-    error: { code: 'upstream_error', message: `The task's workflow ended ${wf.status.name.toLowerCase()} before a result.` },
+    ...base,
+    status: 'failed',
+    closed_at: Math.floor((wf.closeTime ?? new Date()).getTime() / 1000),
+    error: {
+      code: 'upstream_error',
+      message: `The task's workflow ended ${wf.status.name.toLowerCase()} before a result.`,
+    },
   };
 }

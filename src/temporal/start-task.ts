@@ -17,7 +17,9 @@ interface TaskWorkflows {
 }
 
 /** One workflow type with the input its function takes. */
-type WorkflowStart = { [K in keyof TaskWorkflows]: { workflowType: K; input: Parameters<TaskWorkflows[K]>[0] } }[keyof TaskWorkflows];
+type WorkflowStart = {
+  [K in keyof TaskWorkflows]: { workflowType: K; input: Parameters<TaskWorkflows[K]>[0] };
+}[keyof TaskWorkflows];
 
 export type StartTask = WorkflowStart & {
   id: string;
@@ -27,12 +29,16 @@ export type StartTask = WorkflowStart & {
   memo?: Record<string, unknown>;
 };
 
-export async function startTask(deps: { config: Config; store: TaskStore; temporal: Client }, t: StartTask): Promise<void> {
+export async function startTask(
+  deps: { config: Config; store: TaskStore; temporal: Client },
+  t: StartTask,
+): Promise<void> {
   const { config, store, temporal } = deps;
   const reserved = await store.reserve(t.id, config.maxUnfinishedTasks).catch(() => {
     throw new KilnError('service_unavailable', 'Task storage is unavailable for a moment; retry shortly.', 1);
   });
-  if (!reserved) throw new KilnError('queue_full', 'The task queue is full; retry the submission later.', config.pollAfterSeconds);
+  if (!reserved)
+    throw new KilnError('queue_full', 'The task queue is full; retry the submission later.', config.pollAfterSeconds);
   const options = {
     workflowId: t.id,
     taskQueue: config.temporal.taskQueue,
@@ -46,11 +52,16 @@ export async function startTask(deps: { config: Config; store: TaskStore; tempor
   };
   try {
     // One call per type, so each is checked against its own function's parameters.
-    if (t.workflowType === 'imageTaskWorkflow') await temporal.workflow.start<typeof imageTaskWorkflow>(t.workflowType, { ...options, args: [t.input] });
+    if (t.workflowType === 'imageTaskWorkflow')
+      await temporal.workflow.start<typeof imageTaskWorkflow>(t.workflowType, { ...options, args: [t.input] });
     else await temporal.workflow.start<typeof videoTaskWorkflow>(t.workflowType, { ...options, args: [t.input] });
   } catch (err) {
     await store.release(t.id).catch(() => undefined);
     if (err instanceof WorkflowExecutionAlreadyStartedError) throw err;
-    throw new KilnError('service_unavailable', 'The task could not be queued right now; retry the submission.', config.pollAfterSeconds);
+    throw new KilnError(
+      'service_unavailable',
+      'The task could not be queued right now; retry the submission.',
+      config.pollAfterSeconds,
+    );
   }
 }

@@ -3,22 +3,29 @@
 import { z } from 'zod';
 import { TASK_FAILURE_CODES } from '../shared/errors.js';
 
-export const Video = z.object({
-  id: z.string(),
-  object: z.literal('video'),
-  model: z.string(),
-  status: z.enum(['queued', 'in_progress', 'completed', 'failed', 'uncertain']),
-  progress: z.number().int().min(0).max(100),
-  created_at: z.number().int().meta({ description: 'Unix seconds' }),
-  completed_at: z.number().int().nullable().meta({ description: 'Unix seconds; null until the task ends' }),
-  expires_at: z.null(),
-  prompt: z.string(),
-  remixed_from_video_id: z.null(),
-  seconds: z.string(),
-  size: z.string(),
-  error: z.object({ code: z.enum([...TASK_FAILURE_CODES]), message: z.string() }).nullable(),
-  video_url: z.string().optional().meta({ description: 'Completed only: absolute URL of Kiln\'s copy of the video' }),
-  results: z.array(z.object({ url: z.string(), file_type: z.string(), node_id: z.string().optional() })).optional()
-    .meta({ description: 'Completed workflow-node tasks only: every output file' }),
-  uncertain_reason: z.string().optional().meta({ description: 'Status uncertain only: why the outcome cannot be confirmed' }),
-}).meta({ id: 'Video' });
+export const Video = z
+  .object({
+    id: z.string(),
+    object: z.literal('video'),
+    model: z.string(),
+    status: z.enum(['queued', 'in_progress', 'completed', 'failed', 'uncertain']),
+    progress: z.number().int().min(0).max(100),
+    created_at: z.number().int().meta({ description: 'Unix seconds' }),
+    completed_at: z.number().int().nullable().meta({ description: 'Unix seconds; null until the task ends' }),
+    expires_at: z.null(),
+    prompt: z.string(),
+    remixed_from_video_id: z.null(),
+    seconds: z.string(),
+    size: z.string(),
+    error: z.object({ code: z.enum([...TASK_FAILURE_CODES]), message: z.string() }).nullable(),
+    video_url: z.string().optional().meta({ description: "Completed only: absolute URL of Kiln's copy of the video" }),
+    results: z
+      .array(z.object({ url: z.string(), file_type: z.string(), node_id: z.string().optional() }))
+      .optional()
+      .meta({ description: 'Completed workflow-node tasks only: every output file' }),
+    uncertain_reason: z
+      .string()
+      .optional()
+      .meta({ description: 'Status uncertain only: why the outcome cannot be confirmed' }),
+  })
+  .meta({ id: 'Video' });

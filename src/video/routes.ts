@@ -26,13 +26,20 @@ async function formBody(ctx: Context): Promise<Record<string, unknown>> {
   let stream: Readable = ctx.req;
   if (encoding === 'gzip') stream = ctx.req.pipe(createGunzip());
   else if (encoding === 'br') stream = ctx.req.pipe(createBrotliDecompress());
-  else if (encoding !== 'identity') throw new KilnError('unsupported_content_encoding', `Content-Encoding "${encoding}" is not accepted; use gzip, br or none.`);
+  else if (encoding !== 'identity')
+    throw new KilnError(
+      'unsupported_content_encoding',
+      `Content-Encoding "${encoding}" is not accepted; use gzip, br or none.`,
+    );
   let raw: Buffer;
   try {
     raw = await getRawBody(stream, { limit: LIMITS.bodyBytes });
   } catch (err) {
     if ((err as { status?: number }).status === 413) throw err;
-    throw new KilnError('invalid_request', 'The request body could not be read or decompressed; check the data against its Content-Encoding.');
+    throw new KilnError(
+      'invalid_request',
+      'The request body could not be read or decompressed; check the data against its Content-Encoding.',
+    );
   }
   let form: FormData;
   try {
@@ -43,11 +50,18 @@ async function formBody(ctx: Context): Promise<Record<string, unknown>> {
   const out: Record<string, unknown> = {};
   for (const [name, value] of form) {
     if (typeof value !== 'string') {
-      throw new KilnError('invalid_request', `File uploads are not accepted (field "${name}"); pass the reference image as an http(s) URL in "image".`);
+      throw new KilnError(
+        'invalid_request',
+        `File uploads are not accepted (field "${name}"); pass the reference image as an http(s) URL in "image".`,
+      );
     }
     if (name === 'input_reference[image_url]') out.input_reference = { image_url: value };
     else if (name === 'nodeInfoList') {
-      try { out.nodeInfoList = JSON.parse(value); } catch { throw new KilnError('invalid_request', 'nodeInfoList must be a JSON array.'); }
+      try {
+        out.nodeInfoList = JSON.parse(value);
+      } catch {
+        throw new KilnError('invalid_request', 'nodeInfoList must be a JSON array.');
+      }
     } else out[name] = value;
   }
   return out;
@@ -59,23 +73,60 @@ async function readBody(ctx: Context): Promise<unknown> {
   return ctx.request.body;
 }
 
-const VideoId = z.object({ id: z.string().meta({ description: 'Video id, `video_` and 32 hex digits.', example: 'video_0123456789abcdef0123456789abcdef' }) });
-const RETRY_AFTER = { 'Retry-After': { description: 'While queued or in_progress: seconds until the next useful poll.', schema: { type: 'integer' as const } } };
+const VideoId = z.object({
+  id: z
+    .string()
+    .meta({ description: 'Video id, `video_` and 32 hex digits.', example: 'video_0123456789abcdef0123456789abcdef' }),
+});
+const RETRY_AFTER = {
+  'Retry-After': {
+    description: 'While queued or in_progress: seconds until the next useful poll.',
+    schema: { type: 'integer' as const },
+  },
+};
 
 export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): RouteDef[] {
   return [
     route({
-      method: 'post', route: '/v1/videos', operationId: 'createVideo', tags: ['videos'],
+      method: 'post',
+      route: '/v1/videos',
+      operationId: 'createVideo',
+      tags: ['videos'],
       summary: 'Create a video task',
-      description: 'JSON, or multipart/form-data text fields as the OpenAI SDK sends them. `seconds` and `size` must be among the model\'s allowed values (the pro model: 10/15/25 and 1792x1024/1024x1792); refused values never reach the upstream.',
+      description:
+        "JSON, or multipart/form-data text fields as the OpenAI SDK sends them. `seconds` and `size` must be among the model's allowed values (the pro model: 10/15/25 and 1792x1024/1024x1792); refused values never reach the upstream.",
       // Read as JSON or multipart by readBody; parseVideoBody validates with VideoBody.
       request: { body: VideoBody, checkedByHandler: ['body'] },
-      responses: { 200: { description: 'The task, queued', schema: Video, links: {
-        GetVideo: { operationId: 'getVideo', parameters: { id: '$response.body#/id' }, description: 'Poll the task' },
-        GetVideoContent: { operationId: 'getVideoContent', parameters: { id: '$response.body#/id' }, description: 'The video, once completed' },
-      } } },
-      errors: ['invalid_request', 'prompt_too_long', 'invalid_reference_image_url', 'invalid_reference_image_scheme', 'request_too_large',
-        'unsupported_content_encoding', 'unsupported_media_type', 'model_not_found', 'queue_full', 'service_unavailable'],
+      responses: {
+        200: {
+          description: 'The task, queued',
+          schema: Video,
+          links: {
+            GetVideo: {
+              operationId: 'getVideo',
+              parameters: { id: '$response.body#/id' },
+              description: 'Poll the task',
+            },
+            GetVideoContent: {
+              operationId: 'getVideoContent',
+              parameters: { id: '$response.body#/id' },
+              description: 'The video, once completed',
+            },
+          },
+        },
+      },
+      errors: [
+        'invalid_request',
+        'prompt_too_long',
+        'invalid_reference_image_url',
+        'invalid_reference_image_scheme',
+        'request_too_large',
+        'unsupported_content_encoding',
+        'unsupported_media_type',
+        'model_not_found',
+        'queue_full',
+        'service_unavailable',
+      ],
       handler: async (ctx, { caller }) => {
         const body = parseVideoBody(await readBody(ctx));
         const model = videos.model(body.model);
@@ -86,8 +137,12 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
     }),
 
     route({
-      method: 'get', route: '/v1/videos/:id', operationId: 'getVideo', tags: ['videos'],
-      summary: 'Poll a video task', request: { params: VideoId },
+      method: 'get',
+      route: '/v1/videos/:id',
+      operationId: 'getVideo',
+      tags: ['videos'],
+      summary: 'Poll a video task',
+      request: { params: VideoId },
       responses: { 200: { description: 'The task', schema: Video, headers: RETRY_AFTER } },
       errors: ['not_found', 'rate_limited'],
       handler: async (ctx, { caller, params }) => {
@@ -98,14 +153,27 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
     }),
 
     route({
-      method: 'get', route: '/v1/videos/:id/content', operationId: 'getVideoContent', tags: ['videos'],
+      method: 'get',
+      route: '/v1/videos/:id/content',
+      operationId: 'getVideoContent',
+      tags: ['videos'],
       summary: 'Redirect to the finished video',
       // The service refuses another variant with a message that names it.
-      request: { params: VideoId, query: z.object({ variant: z.literal('video').optional() }), checkedByHandler: ['query'] },
-      responses: { 302: { description: 'Location: the video URL', headers: { Location: { description: 'The video URL', schema: { type: 'string' } } } } },
+      request: {
+        params: VideoId,
+        query: z.object({ variant: z.literal('video').optional() }),
+        checkedByHandler: ['query'],
+      },
+      responses: {
+        302: {
+          description: 'Location: the video URL',
+          headers: { Location: { description: 'The video URL', schema: { type: 'string' } } },
+        },
+      },
       errors: ['not_found', 'invalid_request', 'task_not_ready', 'task_failed'],
       handler: async (ctx, { caller, params }) => {
-        const variant = typeof ctx.query.variant === 'string' ? ctx.query.variant : ctx.query.variant === undefined ? 'video' : '';
+        const variant =
+          typeof ctx.query.variant === 'string' ? ctx.query.variant : ctx.query.variant === undefined ? 'video' : '';
         const url = await videos.contentUrl(caller, params.id, variant);
         ctx.status = 302;
         ctx.redirect(url);

@@ -24,9 +24,18 @@ const VIDEO_FALLBACK: FallbackKind<VideoTaskRecord> = {
     // The memo is what a submit left for this moment (the payload codec applies: encrypted at rest).
     const memo = (wf.memo ?? {}) as Partial<Pick<VideoTaskRecord, 'prompt' | 'seconds' | 'size'>>;
     return {
-      id: f.id, kind: 'video', owner: f.owner, model: f.model, status: f.status, progress: 0,
-      prompt: memo.prompt ?? '', seconds: memo.seconds ?? '', size: memo.size ?? '',
-      created_at: f.created_at, completed_at: f.closed_at, error: f.error,
+      id: f.id,
+      kind: 'video',
+      owner: f.owner,
+      model: f.model,
+      status: f.status,
+      progress: 0,
+      prompt: memo.prompt ?? '',
+      seconds: memo.seconds ?? '',
+      size: memo.size ?? '',
+      created_at: f.created_at,
+      completed_at: f.closed_at,
+      error: f.error,
     };
   },
 };
@@ -46,23 +55,50 @@ export class VideoService {
     const id = `video_${randomBytes(16).toString('hex')}`;
     const created_at = Math.floor(Date.now() / 1000);
     const input: VideoTaskWorkflowInput = {
-      task: { id, owner: caller.owner, model: model.id, created_at, request, ...(caller.credential ? { credential: caller.credential } : {}) },
+      task: {
+        id,
+        owner: caller.owner,
+        model: model.id,
+        created_at,
+        request,
+        ...(caller.credential ? { credential: caller.credential } : {}),
+      },
       policy: {
-        timeoutMs: model.timeoutMs, heartbeatTimeoutMs: model.heartbeatTimeoutMs, maxAttempts: model.maxAttempts,
-        pollIntervalMs: model.pollIntervalMs, overallTimeoutMs: model.overallTimeoutMs,
+        timeoutMs: model.timeoutMs,
+        heartbeatTimeoutMs: model.heartbeatTimeoutMs,
+        maxAttempts: model.maxAttempts,
+        pollIntervalMs: model.pollIntervalMs,
+        overallTimeoutMs: model.overallTimeoutMs,
       },
       activityQueue: modelTaskQueue(this.config.temporal.taskQueue, model.id),
       results: videoOptions(model).form === 'workflow-node',
     };
-    await startTask({ config: this.config, store: this.store, temporal: this.temporal }, {
-      id, workflowType: 'videoTaskWorkflow', input, owner: caller.owner, model: model.id,
-      // What a poll shows while Redis has no record (payload codec applies: encrypted at rest).
-      memo: { prompt: request.prompt, seconds: request.seconds, size: request.size },
-      summary: taskSummary('video', model.id, caller.owner, request.prompt, this.config.ops.summaryPromptChars),
-    });
+    await startTask(
+      { config: this.config, store: this.store, temporal: this.temporal },
+      {
+        id,
+        workflowType: 'videoTaskWorkflow',
+        input,
+        owner: caller.owner,
+        model: model.id,
+        // What a poll shows while Redis has no record (payload codec applies: encrypted at rest).
+        memo: { prompt: request.prompt, seconds: request.seconds, size: request.size },
+        summary: taskSummary('video', model.id, caller.owner, request.prompt, this.config.ops.summaryPromptChars),
+      },
+    );
     const record: VideoTaskRecord = {
-      id, kind: 'video', owner: caller.owner, model: model.id, status: 'accepted', progress: 0,
-      prompt: request.prompt, seconds: request.seconds, size: request.size, created_at, completed_at: null, error: null,
+      id,
+      kind: 'video',
+      owner: caller.owner,
+      model: model.id,
+      status: 'accepted',
+      progress: 0,
+      prompt: request.prompt,
+      seconds: request.seconds,
+      size: request.size,
+      created_at,
+      completed_at: null,
+      error: null,
     };
     // The workflow records its own transitions; this write makes an immediate poll cheap.
     await this.store.transition(record).catch(() => undefined);
@@ -76,15 +112,23 @@ export class VideoService {
 
   /** Where the finished video is: the blob store's URL (never the upstream's expiring link). */
   async contentUrl(caller: Caller, id: string, variant: string): Promise<string> {
-    if (variant !== 'video') throw new KilnError('invalid_request', `variant must be "video"; "${variant}" is not offered.`);
+    if (variant !== 'video')
+      throw new KilnError('invalid_request', `variant must be "video"; "${variant}" is not offered.`);
     const stored = await this.read(caller, id, false);
     if (UNFINISHED_STATUSES.includes(stored.status)) {
-      throw new KilnError('task_not_ready', `Video ${id} is ${videoStatus(stored.status)}; its content is not ready yet.`, this.config.pollAfterSeconds);
+      throw new KilnError(
+        'task_not_ready',
+        `Video ${id} is ${videoStatus(stored.status)}; its content is not ready yet.`,
+        this.config.pollAfterSeconds,
+      );
     }
     const view = JSON.parse(stored.json) as VideoView;
     const url = view.video_url ?? view.results?.[0]?.url;
     if (stored.status !== 'succeeded' || !url) {
-      throw new KilnError('task_failed', `Video ${id} ended ${videoStatus(stored.status)} and has no video${view.error ? `: ${view.error.message}` : '.'}`);
+      throw new KilnError(
+        'task_failed',
+        `Video ${id} ended ${videoStatus(stored.status)} and has no video${view.error ? `: ${view.error.message}` : '.'}`,
+      );
     }
     return url;
   }
@@ -93,7 +137,14 @@ export class VideoService {
     // Built only when needed: an Error's stack trace was a visible share of a poll's CPU.
     const notFound = () => new KilnError('not_found', `Video ${id} was not found.`);
     if (!VIDEO_ID.test(id)) throw notFound();
-    const [stored] = await pollViews(this.store, [id], caller.owner, 'video', limited ? taskLimiterKey(caller.owner, id) : null, limited ? this.config.rateLimitTaskMs : 0);
+    const [stored] = await pollViews(
+      this.store,
+      [id],
+      caller.owner,
+      'video',
+      limited ? taskLimiterKey(caller.owner, id) : null,
+      limited ? this.config.rateLimitTaskMs : 0,
+    );
     if (typeof stored === 'object') return { status: stored.status, json: stored.view };
     if (stored === 'foreign') throw notFound();
     const record = await this.fromTemporal(caller.owner, id);
@@ -103,6 +154,9 @@ export class VideoService {
 
   /** Redis has no record (lost, or Redis down): Temporal answers, and Redis is repaired. */
   private async fromTemporal(owner: string, id: string): Promise<VideoTaskRecord | null> {
-    return (await readFromTemporal({ temporal: this.temporal, store: this.store }, VIDEO_FALLBACK, owner, [id])).get(id) ?? null;
+    return (
+      (await readFromTemporal({ temporal: this.temporal, store: this.store }, VIDEO_FALLBACK, owner, [id])).get(id) ??
+      null
+    );
   }
 }

@@ -43,15 +43,24 @@ export function validateVideo(body: VideoBody, model: VideoModel): VideoRequest 
     throw new KilnError('invalid_request', 'A prompt is required: set "prompt" to a non-empty text.');
   }
   if (chars(prompt) > LIMITS.promptChars) {
-    throw new KilnError('prompt_too_long', `The prompt has ${chars(prompt)} characters; at most ${LIMITS.promptChars} are allowed.`);
+    throw new KilnError(
+      'prompt_too_long',
+      `The prompt has ${chars(prompt)} characters; at most ${LIMITS.promptChars} are allowed.`,
+    );
   }
   const seconds = body.seconds ?? opts.seconds[0];
   if (!opts.seconds.includes(seconds)) {
-    throw new KilnError('invalid_request', `seconds must be one of ${opts.seconds.map((s) => `"${s}"`).join(', ')} for model ${model.id}; got "${seconds}".`);
+    throw new KilnError(
+      'invalid_request',
+      `seconds must be one of ${opts.seconds.map((s) => `"${s}"`).join(', ')} for model ${model.id}; got "${seconds}".`,
+    );
   }
   const size = body.size ?? opts.sizes[0];
   if (!opts.sizes.includes(size)) {
-    throw new KilnError('invalid_request', `size must be one of ${opts.sizes.join(', ')} for model ${model.id}; got "${size}".`);
+    throw new KilnError(
+      'invalid_request',
+      `size must be one of ${opts.sizes.join(', ')} for model ${model.id}; got "${size}".`,
+    );
   }
   if (body.image !== undefined && body.input_reference !== undefined) {
     throw new KilnError('invalid_request', 'Send the reference image once: either image or input_reference.image_url.');
@@ -59,10 +68,15 @@ export function validateVideo(body: VideoBody, model: VideoModel): VideoRequest 
   const image = body.image ?? body.input_reference?.image_url;
   if (image !== undefined) checkHttpUrl(image, 'image');
   if (body.nodeInfoList && opts.form !== 'workflow-node') {
-    throw new KilnError('invalid_request', `nodeInfoList is only accepted by workflow-node models; ${model.id} is not one.`);
+    throw new KilnError(
+      'invalid_request',
+      `nodeInfoList is only accepted by workflow-node models; ${model.id} is not one.`,
+    );
   }
   return {
-    prompt, seconds, size,
+    prompt,
+    seconds,
+    size,
     ...(image !== undefined ? { image } : {}),
     ...(body.nodeInfoList ? { nodeInfoList: body.nodeInfoList as NodeInfo[] } : {}),
   };

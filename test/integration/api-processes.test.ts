@@ -6,12 +6,22 @@ import { startKiln, KEY_A } from '../support/kiln.js';
 import { spawnEntry } from '../support/spawn-entry.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => { while (cleanups.length) await cleanups.pop()!().catch(() => undefined); });
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
+});
 
-const alive = (pid: number) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
 
 /** A fresh connection per request, so the supervisor hands each to the next process. */
-const get = (url: string, headers: Record<string, string> = {}) => fetch(url, { headers: { ...headers, connection: 'close' } });
+const get = (url: string, headers: Record<string, string> = {}) =>
+  fetch(url, { headers: { ...headers, connection: 'close' } });
 
 describe('API_PROCESSES=2', () => {
   it('shares the port, sums metrics across processes, replaces a killed process and stops on SIGTERM', async () => {
@@ -19,7 +29,12 @@ describe('API_PROCESSES=2', () => {
     cleanups.push(() => k.stop());
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
-    const s = spawnEntry('src/server.ts', { ...k.env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', API_PROCESSES: '2' }, 'kiln api listening', cleanups);
+    const s = spawnEntry(
+      'src/server.ts',
+      { ...k.env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', API_PROCESSES: '2' },
+      'kiln api listening',
+      cleanups,
+    );
     await s.ready;
     const listening = () => s.lines.filter((l) => l.msg === 'kiln api listening').map((l) => l.pid as number);
     await vi.waitFor(() => expect(new Set(listening()).size).toBe(2), { timeout: 20_000, interval: 100 });
@@ -27,12 +42,18 @@ describe('API_PROCESSES=2', () => {
     expect(pids).not.toContain(s.child.pid);
 
     const N = 40;
-    for (let i = 0; i < N; i++) expect((await get(`${base}/v1/models`, { authorization: `Bearer ${KEY_A}` })).status).toBe(200);
+    for (let i = 0; i < N; i++)
+      expect((await get(`${base}/v1/models`, { authorization: `Bearer ${KEY_A}` })).status).toBe(200);
     // Both processes answered some of them.
-    await vi.waitFor(() => {
-      const served = new Set(s.lines.filter((l) => l.msg === 'request' && l.route === '/v1/models').map((l) => l.pid));
-      expect(served).toEqual(new Set(pids));
-    }, { timeout: 5000, interval: 100 });
+    await vi.waitFor(
+      () => {
+        const served = new Set(
+          s.lines.filter((l) => l.msg === 'request' && l.route === '/v1/models').map((l) => l.pid),
+        );
+        expect(served).toEqual(new Set(pids));
+      },
+      { timeout: 5000, interval: 100 },
+    );
     // Whichever process the scrape reaches, the counter is the sum over both.
     for (let i = 0; i < 4; i++) {
       const text = await (await get(`${base}/metrics`)).text();
@@ -52,11 +73,19 @@ describe('API_PROCESSES=2', () => {
 
   it('stops with an error, instead of forking forever, when its processes cannot start', async () => {
     const port = await freePort();
-    const s = spawnEntry('src/server.ts', {
-      KILN_SECRET: 'x'.repeat(32), PORT: String(port), HOST: '127.0.0.1', API_PROCESSES: '2',
-      // Nothing listens here: each process fails its start-up.
-      REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
-    }, 'never', cleanups);
+    const s = spawnEntry(
+      'src/server.ts',
+      {
+        KILN_SECRET: 'x'.repeat(32),
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        API_PROCESSES: '2',
+        // Nothing listens here: each process fails its start-up.
+        REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+      },
+      'never',
+      cleanups,
+    );
     s.ready.catch(() => undefined);
     expect(await s.exited).toBe(1);
   });

@@ -18,7 +18,10 @@ function expectError(r: Res, status: number, code: string) {
 const withHeader = (kiln: Kiln, authorization: string | null) => {
   const api = http(kiln.baseUrl, null);
   return (path: string, init: RequestInit & { json?: unknown } = {}) =>
-    api(path, { ...init, headers: authorization === null ? init.headers : { ...(init.headers as Record<string, string>), authorization } });
+    api(path, {
+      ...init,
+      headers: authorization === null ? init.headers : { ...(init.headers as Record<string, string>), authorization },
+    });
 };
 
 const ENDPOINTS: [string, RequestInit & { json?: unknown }][] = [
@@ -55,8 +58,12 @@ const MALFORMED: [string, string | null][] = [
 
 describe.each(['passthrough', 'keys'] as const)('bearer token format (%s mode)', (mode) => {
   let kiln: Kiln;
-  beforeAll(async () => { kiln = await startKiln({ workers: false, env: { AUTH_MODE: mode } }); });
-  afterAll(async () => { await kiln?.stop(); });
+  beforeAll(async () => {
+    kiln = await startKiln({ workers: false, env: { AUTH_MODE: mode } });
+  });
+  afterAll(async () => {
+    await kiln?.stop();
+  });
 
   it.each(MALFORMED)('%s → 401 missing_api_key on every endpoint', async (_name, header) => {
     for (const [path, init] of ENDPOINTS) {
@@ -81,7 +88,9 @@ describe('issued keys (AUTH_MODE=keys)', () => {
     kiln = await startKiln({ workers: false, env: { AUTH_MODE: 'keys' } });
     keys = new KeyStore(kiln.api.redis, kiln.config.redisPrefix);
   });
-  afterAll(async () => { await kiln?.stop(); });
+  afterAll(async () => {
+    await kiln?.stop();
+  });
 
   it('accepts an issued key and scopes its tasks to its owner', async () => {
     const alice = http(kiln.baseUrl, (await keys.create('alice')).key);

@@ -14,7 +14,13 @@ let kiln: Kiln;
 
 beforeAll(async () => {
   fake = await startFakeOpenAI();
-  const upstream = { kind: 'chat', provider: 'openai', baseUrl: fake.baseUrl, credential: 'passthrough', timeoutMs: 5000 };
+  const upstream = {
+    kind: 'chat',
+    provider: 'openai',
+    baseUrl: fake.baseUrl,
+    credential: 'passthrough',
+    timeoutMs: 5000,
+  };
   kiln = await startKiln({
     workers: false,
     env: { CHAT_UPSTREAM_KEY: CONFIGURED_KEY },
@@ -33,11 +39,13 @@ afterAll(async () => {
 });
 beforeEach(() => fake.reset());
 
-const client = (key = KEY_A) => new OpenAI({ apiKey: key, baseURL: `${kiln.baseUrl}/v1`, maxRetries: 0, timeout: 20_000 });
+const client = (key = KEY_A) =>
+  new OpenAI({ apiKey: key, baseURL: `${kiln.baseUrl}/v1`, maxRetries: 0, timeout: 20_000 });
 const user = (text: string) => ({ role: 'user' as const, content: [textItem(text)] });
 
 /** Whether the fake's connection for this call is still open after a short wait. */
-const stillOpen = async (ended: Promise<string>) => (await Promise.race([ended, sleep(150).then(() => 'open')])) === 'open';
+const stillOpen = async (ended: Promise<string>) =>
+  (await Promise.race([ended, sleep(150).then(() => 'open')])) === 'open';
 
 async function caught(p: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
   try {
@@ -56,7 +64,10 @@ async function drain(stream: AsyncIterable<OpenAI.ChatCompletionChunk>) {
   let usage: OpenAI.CompletionUsage | undefined;
   for await (const c of stream) {
     const choice = c.choices[0];
-    if (choice?.delta.content) { text += choice.delta.content; contentChunks++; }
+    if (choice?.delta.content) {
+      text += choice.delta.content;
+      contentChunks++;
+    }
     if (choice?.finish_reason) finish = choice.finish_reason;
     if (c.usage) usage = c.usage;
   }
@@ -72,7 +83,10 @@ describe('local chat model', () => {
       messages: [
         { role: 'system', content: [textItem('Be brief.')] },
         // The second image is a JPEG declared as PNG: the format comes from the bytes.
-        { role: 'user', content: [textItem('What are these two pictures?'), imageItem(dataUri(a)), imageItem(dataUri(b, 'png'))] },
+        {
+          role: 'user',
+          content: [textItem('What are these two pictures?'), imageItem(dataUri(a)), imageItem(dataUri(b, 'png'))],
+        },
       ],
     });
     expect(r).toMatchObject({ object: 'chat.completion', model: 'local-chat' });
@@ -98,7 +112,10 @@ describe('local chat model', () => {
     expect(cut.choices[0].finish_reason).toBe('length');
     expect(cut.usage?.completion_tokens).toBe(5);
     const exact = await ask({ seed: 1, max_tokens: words.length });
-    expect(exact.choices[0]).toMatchObject({ finish_reason: 'stop', message: { content: full.choices[0].message.content } });
+    expect(exact.choices[0]).toMatchObject({
+      finish_reason: 'stop',
+      message: { content: full.choices[0].message.content },
+    });
 
     const again = await ask({ seed: 1 });
     const other = await ask({ seed: 2 });
@@ -109,7 +126,11 @@ describe('local chat model', () => {
   it('streams the same reply chunk by chunk, with usage on request', async () => {
     const params = { model: 'local-chat', messages: [user('stream this please')], seed: 3 };
     const plain = await client().chat.completions.create(params);
-    const stream = await client().chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } });
+    const stream = await client().chat.completions.create({
+      ...params,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     const got = await drain(stream);
     expect(got.text).toBe(plain.choices[0].message.content);
     expect(got.contentChunks).toBe(got.text.split(' ').length);
@@ -123,17 +144,38 @@ describe('openai provider', () => {
     fake.enqueue(ok('A blue rectangle.'));
     const messages: OpenAI.ChatCompletionMessageParam[] = [
       { role: 'system', content: [textItem('You describe images.')] },
-      { role: 'user', content: [textItem('What is this?'), { type: 'image_url', image_url: { url: dataUri(await png(3, 2)), detail: 'low' } }] },
+      {
+        role: 'user',
+        content: [
+          textItem('What is this?'),
+          { type: 'image_url', image_url: { url: dataUri(await png(3, 2)), detail: 'low' } },
+        ],
+      },
       { role: 'assistant', content: [textItem('A picture.')] },
       user('Say more.'),
     ];
-    const r = await client().chat.completions.create({ model: 'up', messages, max_tokens: 64, temperature: 0.2, seed: 7 });
+    const r = await client().chat.completions.create({
+      model: 'up',
+      messages,
+      max_tokens: 64,
+      temperature: 0.2,
+      seed: 7,
+    });
     const call = await fake.request(1);
     expect(call.path).toBe('/v1/chat/completions');
     expect(call.headers.authorization).toBe(`Bearer ${KEY_A}`);
     expect(call.body).toEqual({ model: 'gpt-fake', messages, max_tokens: 64, temperature: 0.2, seed: 7 });
-    expect(r).toMatchObject({ id: 'chatcmpl-fake-1', object: 'chat.completion', model: 'up', system_fingerprint: 'fp_fake', usage: { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 } });
-    expect(r.choices[0]).toMatchObject({ finish_reason: 'stop', message: { role: 'assistant', content: 'A blue rectangle.' } });
+    expect(r).toMatchObject({
+      id: 'chatcmpl-fake-1',
+      object: 'chat.completion',
+      model: 'up',
+      system_fingerprint: 'fp_fake',
+      usage: { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 },
+    });
+    expect(r.choices[0]).toMatchObject({
+      finish_reason: 'stop',
+      message: { role: 'assistant', content: 'A blue rectangle.' },
+    });
   });
 
   it('uses the configured key instead of the caller key when the model says so', async () => {
@@ -149,10 +191,20 @@ describe('openai provider', () => {
     fake.enqueue(ok('one two three four', { gate, holdAfter: 2 }));
     const stream = await client().chat.completions.create({ model: 'up', messages: [user('count')], stream: true });
     const it = stream[Symbol.asyncIterator]();
-    const next = () => Promise.race([it.next(), sleep(5000).then(() => { throw new Error('no chunk within 5 s: the relay buffers'); })]);
+    const next = () =>
+      Promise.race([
+        it.next(),
+        sleep(5000).then(() => {
+          throw new Error('no chunk within 5 s: the relay buffers');
+        }),
+      ]);
     expect((await next()).value?.choices[0].delta.role).toBe('assistant');
     const first = (await next()).value!;
-    expect(first).toMatchObject({ object: 'chat.completion.chunk', model: 'up', choices: [{ delta: { content: 'one ' } }] });
+    expect(first).toMatchObject({
+      object: 'chat.completion.chunk',
+      model: 'up',
+      choices: [{ delta: { content: 'one ' } }],
+    });
     const call = await fake.request(1);
     expect(await stillOpen(call.ended)).toBe(true);
     expect(call.body.stream).toBe(true);
@@ -175,7 +227,7 @@ describe('openai provider', () => {
     [500, 'InternalServerError', 'upstream_error', 502],
     [503, 'InternalServerError', 'upstream_error', 502],
     [504, 'InternalServerError', 'upstream_timeout', 504],
-  ] as const)('upstream %i surfaces as the SDK\'s %s with code %s (HTTP %i)', async (upstream, type, code, status) => {
+  ] as const)("upstream %i surfaces as the SDK's %s with code %s (HTTP %i)", async (upstream, type, code, status) => {
     fake.enqueue(fail(upstream, `upstream says no; key was ${KEY_A}`, upstream === 429 ? { retryAfter: '7' } : {}));
     const err = await caught(client().chat.completions.create({ model: 'up', messages: [user('hi')] }));
     expect(err).toBeInstanceOf(OpenAI[type]);
@@ -221,7 +273,10 @@ describe('openai provider', () => {
 
   it.each([
     ['a body that is not JSON', { kind: 'raw', status: 200, contentType: 'application/json', body: '<html>oops' }],
-    ['JSON without choices', { kind: 'raw', status: 200, contentType: 'application/json', body: '{"id":"x","object":"chat.completion"}' }],
+    [
+      'JSON without choices',
+      { kind: 'raw', status: 200, contentType: 'application/json', body: '{"id":"x","object":"chat.completion"}' },
+    ],
   ] as const)('an unusable answer (%s) is upstream_error (502)', async (_what, behaviour) => {
     fake.enqueue(behaviour);
     const err = await caught(client().chat.completions.create({ model: 'up', messages: [user('hi')] }));
@@ -232,22 +287,31 @@ describe('openai provider', () => {
     ['an error event', { kind: 'stream-error', after: 2, message: 'model overloaded' }, 'model overloaded'],
     ['a dropped connection', { kind: 'drop', after: 2 }, 'during the stream'],
     ['an end without finish or [DONE]', { kind: 'end-early', after: 2 }, 'ended before its end'],
-  ] as const)('a stream broken by %s ends with an upstream_error event after the chunks so far', async (_what, behaviour, says) => {
-    fake.enqueue(behaviour);
-    const stream = await client().chat.completions.create({ model: 'up', messages: [user('hi')], stream: true });
-    const seen: string[] = [];
-    const err = await caught((async () => { for await (const c of stream) seen.push(c.choices[0]?.delta.content ?? ''); })());
-    expect(seen.join('')).toBe('partial ');
-    expect(err.code).toBe('upstream_error');
-    expect(err.message).toContain(says);
-  });
+  ] as const)(
+    'a stream broken by %s ends with an upstream_error event after the chunks so far',
+    async (_what, behaviour, says) => {
+      fake.enqueue(behaviour);
+      const stream = await client().chat.completions.create({ model: 'up', messages: [user('hi')], stream: true });
+      const seen: string[] = [];
+      const err = await caught(
+        (async () => {
+          for await (const c of stream) seen.push(c.choices[0]?.delta.content ?? '');
+        })(),
+      );
+      expect(seen.join('')).toBe('partial ');
+      expect(err.code).toBe('upstream_error');
+      expect(err.message).toContain(says);
+    },
+  );
 });
 
 describe('client disconnect', () => {
   it('aborts the upstream request of a plain call', async () => {
     fake.enqueue({ kind: 'hang' });
     const ac = new AbortController();
-    const pending = client().chat.completions.create({ model: 'up', messages: [user('hi')] }, { signal: ac.signal }).catch((e) => e);
+    const pending = client()
+      .chat.completions.create({ model: 'up', messages: [user('hi')] }, { signal: ac.signal })
+      .catch((e) => e);
     const call = await fake.request(1);
     expect(await stillOpen(call.ended)).toBe(true);
     ac.abort();

@@ -6,7 +6,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  AuthenticationError, imagesOf, Kiln as KilnClient, NotFoundError, TaskNotReadyError, chatTextOf, userMessage, videoUrlsOf,
+  AuthenticationError,
+  imagesOf,
+  Kiln as KilnClient,
+  NotFoundError,
+  TaskNotReadyError,
+  chatTextOf,
+  userMessage,
+  videoUrlsOf,
   type PollProgress,
 } from '../../src/client/index.js';
 import { drop, fail, ok, startFakeGemini, TINY_PNG, type FakeGemini } from '../support/fake-gemini.js';
@@ -21,8 +28,17 @@ let out: string;
 
 beforeAll(async () => {
   fake = await startFakeGemini();
-  fake.setDefault((call) => (call.model === 'drop-me' ? drop() : call.model === 'broke' ? fail(402, 'no credit left') : ok()));
-  const gemini = { provider: 'gemini', baseUrl: fake.baseUrl, credential: 'passthrough', maxAttempts: 1, heartbeatTimeoutMs: 1000, timeoutMs: 5000 };
+  fake.setDefault((call) =>
+    call.model === 'drop-me' ? drop() : call.model === 'broke' ? fail(402, 'no credit left') : ok(),
+  );
+  const gemini = {
+    provider: 'gemini',
+    baseUrl: fake.baseUrl,
+    credential: 'passthrough',
+    maxAttempts: 1,
+    heartbeatTimeoutMs: 1000,
+    timeoutMs: 5000,
+  };
   kiln = await startKiln({
     env: { POLL_AFTER_SECONDS: '1' },
     models: [
@@ -44,15 +60,31 @@ afterAll(async () => {
 
 const client = () => new KilnClient({ baseURL: kiln.baseUrl, apiKey: KEY_A, polling: POLL });
 
-interface Run { code: number; stdout: string; stderr: string; json: any }
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+  json: any;
+}
 
 function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<Run> {
-  const fullEnv: Record<string, string | undefined> = { ...process.env, KILN_BASE_URL: kiln.baseUrl, KILN_API_KEY: KEY_A, KILN_POLL_FIRST_CHECK: '0.2', KILN_POLL_INTERVAL: '0.2', ...env };
+  const fullEnv: Record<string, string | undefined> = {
+    ...process.env,
+    KILN_BASE_URL: kiln.baseUrl,
+    KILN_API_KEY: KEY_A,
+    KILN_POLL_FIRST_CHECK: '0.2',
+    KILN_POLL_INTERVAL: '0.2',
+    ...env,
+  };
   for (const [k, v] of Object.entries(fullEnv)) if (v === undefined) delete fullEnv[k];
   return new Promise((resolve) => {
     execFile(process.execPath, ['bin/kiln.js', ...args], { env: fullEnv, timeout: 45_000 }, (err, stdout, stderr) => {
       let json: any = null;
-      try { json = JSON.parse(stdout); } catch { /* text output */ }
+      try {
+        json = JSON.parse(stdout);
+      } catch {
+        /* text output */
+      }
       resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr, json });
     });
   });
@@ -61,7 +93,10 @@ function cli(args: string[], env: Record<string, string | undefined> = {}): Prom
 describe('client SDK', () => {
   it('submits, waits by the schedule (obeying the server Retry-After), and reads the image', async () => {
     const progress: PollProgress[] = [];
-    const task = await client().tasks.createAndWait({ model: 'kiln-image-1', prompt: 'a lighthouse at dusk', aspectRatio: '16:9' }, { onProgress: (p) => progress.push(p) });
+    const task = await client().tasks.createAndWait(
+      { model: 'kiln-image-1', prompt: 'a lighthouse at dusk', aspectRatio: '16:9' },
+      { onProgress: (p) => progress.push(p) },
+    );
     expect(task.status).toBe('succeeded');
     // The first check is 200 ms after submit (the submit call itself takes part of that); then the
     // server's Retry-After: 1, longer than the 200 ms interval, wins.
@@ -96,7 +131,9 @@ describe('client SDK', () => {
     expect(notReady).toBeInstanceOf(TaskNotReadyError);
     expect(notReady.status).toBe(409);
     expect(notReady.retryAfter).toBe(1);
-    await expect(new KilnClient({ baseURL: kiln.baseUrl, apiKey: 'bad key with spaces' }).tasks.get(slow.id)).rejects.toBeInstanceOf(AuthenticationError);
+    await expect(
+      new KilnClient({ baseURL: kiln.baseUrl, apiKey: 'bad key with spaces' }).tasks.get(slow.id),
+    ).rejects.toBeInstanceOf(AuthenticationError);
   });
 
   it('chat: text and an image in, text out', async () => {
@@ -172,11 +209,26 @@ describe('kiln CLI', () => {
 
   it('Ctrl-C stops waiting (exit 130) and names the task, which goes on', async () => {
     const child = spawn(process.execPath, ['bin/kiln.js', 'image', 'slow', '--model', 'img-slow'], {
-      env: { ...process.env, KILN_BASE_URL: kiln.baseUrl, KILN_API_KEY: KEY_A, KILN_POLL_FIRST_CHECK: '0.2', KILN_POLL_INTERVAL: '0.2' },
+      env: {
+        ...process.env,
+        KILN_BASE_URL: kiln.baseUrl,
+        KILN_API_KEY: KEY_A,
+        KILN_POLL_FIRST_CHECK: '0.2',
+        KILN_POLL_INTERVAL: '0.2',
+      },
     });
     let stderr = '';
-    child.stderr.on('data', (d) => { stderr += d; });
-    await new Promise<void>((resolve) => { const t = setInterval(() => { if (/accepted/.test(stderr)) { clearInterval(t); resolve(); } }, 50); });
+    child.stderr.on('data', (d) => {
+      stderr += d;
+    });
+    await new Promise<void>((resolve) => {
+      const t = setInterval(() => {
+        if (/accepted/.test(stderr)) {
+          clearInterval(t);
+          resolve();
+        }
+      }, 50);
+    });
     child.kill('SIGINT');
     const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
     expect(code).toBe(130);
@@ -220,7 +272,12 @@ describe('kiln CLI', () => {
   it('kiln keys create|list|revoke (keys mode): an issued key works until revoked', async () => {
     const keyed = await startKiln({ workers: false, env: { AUTH_MODE: 'keys' } });
     try {
-      const admin = { REDIS_URL: keyed.env.REDIS_URL, REDIS_PREFIX: keyed.env.REDIS_PREFIX, KILN_SECRET: keyed.env.KILN_SECRET, AUTH_MODE: 'keys' };
+      const admin = {
+        REDIS_URL: keyed.env.REDIS_URL,
+        REDIS_PREFIX: keyed.env.REDIS_PREFIX,
+        KILN_SECRET: keyed.env.KILN_SECRET,
+        AUTH_MODE: 'keys',
+      };
       const created = await cli(['keys', 'create', '--owner', 'alice', '--json'], admin);
       expect(created.code).toBe(0);
       const key = created.json.key as string;

@@ -11,7 +11,9 @@ const MODELS = [
   { id: 'slow-local', provider: 'local', latencyMs: 4000, idempotent: true, heartbeatTimeoutMs: 1000 },
 ];
 const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => { while (cleanups.length) await cleanups.pop()!().catch(() => undefined); });
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
+});
 
 async function kilnWith(opts: Parameters<typeof startKiln>[0] = {}): Promise<Kiln> {
   const k = await startKiln({ models: MODELS, ...opts });
@@ -30,9 +32,13 @@ function workerProcess(k: Kiln): Promise<ChildProcess> {
     env: { ...process.env, ...k.env, KILN_WORKFLOW_BUNDLE: inject('workflowBundle') },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  cleanups.push(async () => { child.kill('SIGKILL'); });
+  cleanups.push(async () => {
+    child.kill('SIGKILL');
+  });
   return new Promise((resolve, reject) => {
-    child.stdout!.on('data', (d: Buffer) => { if (d.toString().includes('worker-ready')) resolve(child); });
+    child.stdout!.on('data', (d: Buffer) => {
+      if (d.toString().includes('worker-ready')) resolve(child);
+    });
     child.once('exit', (code) => reject(new Error(`worker process exited early (${code})`)));
   });
 }
@@ -42,23 +48,39 @@ describe('durability', () => {
     const k = await kilnWith();
     const api = http(k.baseUrl);
     const done = await submit(k);
-    await waitForStatus(() => api(`/v1/tasks/${done}`), (s) => s === 'succeeded');
+    await waitForStatus(
+      () => api(`/v1/tasks/${done}`),
+      (s) => s === 'succeeded',
+    );
     await k.stopWorker();
     const pending = await submit(k);
 
     const one = await api(`/v1/tasks/${pending}`);
     expect(one.status).toBe(200);
-    expect(one.json).toMatchObject({ id: pending, status: 'accepted', finished_at: null, candidates: null, error: null });
+    expect(one.json).toMatchObject({
+      id: pending,
+      status: 'accepted',
+      finished_at: null,
+      candidates: null,
+      error: null,
+    });
     const batch = await api('/v1/tasks/batch-get', { method: 'POST', json: { ids: [done, pending] } });
     expect(batch.json.items.map((i: { status: string }) => i.status)).toEqual(['succeeded', 'accepted']);
     const list = await api('/v1/tasks');
     // Newest first; two tasks of the same second are ordered by id, descending.
-    const expected = [{ id: done, t: batch.json.items[0].created_at }, { id: pending, t: batch.json.items[1].created_at }]
-      .sort((x, y) => y.t - x.t || (y.id > x.id ? 1 : -1)).map((x) => x.id);
+    const expected = [
+      { id: done, t: batch.json.items[0].created_at },
+      { id: pending, t: batch.json.items[1].created_at },
+    ]
+      .sort((x, y) => y.t - x.t || (y.id > x.id ? 1 : -1))
+      .map((x) => x.id);
     expect(list.json.items.map((i: { id: string }) => i.id)).toEqual(expected);
 
     await k.startWorker();
-    await waitForStatus(() => api(`/v1/tasks/${pending}`), (s) => s === 'succeeded');
+    await waitForStatus(
+      () => api(`/v1/tasks/${pending}`),
+      (s) => s === 'succeeded',
+    );
   });
 
   it('finishes a task whose worker was killed mid-upstream-call, once a worker is back', async () => {
@@ -66,13 +88,20 @@ describe('durability', () => {
     const api = http(k.baseUrl);
     const first = await workerProcess(k);
     const id = await submit(k, 'slow-local');
-    await waitForStatus(() => api(`/v1/tasks/${id}`), (s) => s === 'running');
+    await waitForStatus(
+      () => api(`/v1/tasks/${id}`),
+      (s) => s === 'running',
+    );
     first.kill('SIGKILL');
     await new Promise((r) => first.once('exit', r));
     const during = await api(`/v1/tasks/${id}`);
     expect(during.json.status).toBe('running');
     await workerProcess(k);
-    const end = await waitForStatus(() => api(`/v1/tasks/${id}`), (s) => s === 'succeeded' || s === 'failed' || s === 'uncertain', 45_000);
+    const end = await waitForStatus(
+      () => api(`/v1/tasks/${id}`),
+      (s) => s === 'succeeded' || s === 'failed' || s === 'uncertain',
+      45_000,
+    );
     // The local provider is idempotent, so the lost attempt is simply retried.
     expect(end.status).toBe('succeeded');
   }, 90_000);
@@ -90,12 +119,20 @@ describe('durability', () => {
     expect(down.json.items.map((i: { status: string }) => i.status)).toEqual(['accepted', 'accepted', 'accepted']);
     await temporal.start();
     await k.startWorker();
-    for (const id of ids) await waitForStatus(() => api(`/v1/tasks/${id}`), (s) => s === 'succeeded', 45_000);
+    for (const id of ids)
+      await waitForStatus(
+        () => api(`/v1/tasks/${id}`),
+        (s) => s === 'succeeded',
+        45_000,
+      );
     // Visibility is eventually consistent: give it a moment to show all three closed.
     let closed = 0;
     for (let i = 0; i < 50 && closed < 3; i++) {
       closed = 0;
-      for await (const wf of k.api.client.workflow.list({ query: `WorkflowId IN (${ids.map((x) => `'${x}'`).join(',')})` })) if (wf.status.name === 'COMPLETED') closed++;
+      for await (const wf of k.api.client.workflow.list({
+        query: `WorkflowId IN (${ids.map((x) => `'${x}'`).join(',')})`,
+      }))
+        if (wf.status.name === 'COMPLETED') closed++;
       if (closed < 3) await new Promise((r) => setTimeout(r, 100));
     }
     expect(closed).toBe(3);
@@ -107,7 +144,10 @@ describe('durability', () => {
     const k = await kilnWith({ redisUrl: redis.url });
     const api = http(k.baseUrl);
     const id = await submit(k, 'slow-local');
-    await waitForStatus(() => api(`/v1/tasks/${id}`), (s) => s === 'running');
+    await waitForStatus(
+      () => api(`/v1/tasks/${id}`),
+      (s) => s === 'running',
+    );
     await redis.stop('SIGKILL');
     // Redis down: the poll is answered from Temporal instead of failing or hanging.
     const t0 = Date.now();
@@ -116,12 +156,20 @@ describe('durability', () => {
     expect(during.status).toBe(200);
     expect(['accepted', 'queued', 'running']).toContain(during.json.status);
     await redis.start();
-    const end = await waitForStatus(() => api(`/v1/tasks/${id}`), (s) => s === 'succeeded', 45_000);
+    const end = await waitForStatus(
+      () => api(`/v1/tasks/${id}`),
+      (s) => s === 'succeeded',
+      45_000,
+    );
     expect(end.candidates[0].content.parts[0].inlineData.data).toMatch(/^http/);
 
     // Lose the record entirely: the next poll answers from Temporal and writes the record back.
     await k.api.redis.del(k.api.store.taskKey(id));
-    const repaired = await waitForStatus(() => api(`/v1/tasks/${id}`), (s) => s === 'succeeded', 15_000);
+    const repaired = await waitForStatus(
+      () => api(`/v1/tasks/${id}`),
+      (s) => s === 'succeeded',
+      15_000,
+    );
     expect(repaired).toEqual(end);
     expect(await k.api.store.get(id)).toMatchObject({ id, status: 'succeeded' });
   }, 120_000);
@@ -134,7 +182,10 @@ describe('unknown ids', () => {
     const ghost = `task_${'e'.repeat(32)}`;
     const first = await api('/v1/tasks/batch-get', { method: 'POST', json: { ids: [ghost] } });
     expect(first.json.items[0]).toMatchObject({ id: ghost, status: 'not_found' });
-    const owner = (await import('../../src/config.js')).ownerOfKey(k.config.ownerKey, (await import('../support/kiln.js')).KEY_A);
+    const owner = (await import('../../src/config.js')).ownerOfKey(
+      k.config.ownerKey,
+      (await import('../support/kiln.js')).KEY_A,
+    );
     expect(await k.api.store.recentlyMissing(owner, [ghost])).toEqual(new Set([ghost]));
     // Another owner's view of the same id is separate.
     expect(await k.api.store.recentlyMissing('someone-else', [ghost])).toEqual(new Set());

@@ -14,10 +14,13 @@ beforeAll(async () => {
   api = http(kiln.baseUrl, KEY_A);
   doc = (await api('/openapi.json')).json;
 });
-afterAll(async () => { await kiln?.stop(); });
+afterAll(async () => {
+  await kiln?.stop();
+});
 
 const operation = (id: string): any => {
-  for (const item of Object.values<any>(doc.paths)) for (const op of Object.values<any>(item)) if (op.operationId === id) return op;
+  for (const item of Object.values<any>(doc.paths))
+    for (const op of Object.values<any>(item)) if (op.operationId === id) return op;
   throw new Error(`no operation ${id}`);
 };
 
@@ -44,7 +47,10 @@ describe('fuzz regressions', () => {
   it('documents both answers of chat completions: JSON and, with stream: true, server-sent events', async () => {
     const documented = Object.keys(operation('createChatCompletion').responses['200'].content);
     for (const stream of [false, true]) {
-      const r = await api('/v1/chat/completions', { method: 'POST', json: { model: 'kiln-chat-1', stream, messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }] } });
+      const r = await api('/v1/chat/completions', {
+        method: 'POST',
+        json: { model: 'kiln-chat-1', stream, messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }] },
+      });
       expect(r.status, r.text.slice(0, 200)).toBe(200);
       const type = r.headers.get('content-type')!.split(';')[0].trim();
       expect(type).toBe(stream ? 'text/event-stream' : 'application/json');
@@ -59,8 +65,18 @@ describe('fuzz regressions', () => {
     expect(params.days).toMatchObject({ type: 'integer', minimum: 1, maximum: 3, default: 3 });
     expect(params.limit).toMatchObject({ type: 'integer', minimum: 1, maximum: 100, default: 20 });
     expect(params.before_created_at).toMatchObject({ type: 'integer', minimum: 0 });
-    for (const [query, status] of [['days=1', 200], ['days=3', 200], ['days=0', 400], ['days=4', 400],
-      ['limit=1', 200], ['limit=100', 200], ['limit=0', 400], ['limit=101', 400], ['before_created_at=0', 200], ['days=1.5', 400]] as const) {
+    for (const [query, status] of [
+      ['days=1', 200],
+      ['days=3', 200],
+      ['days=0', 400],
+      ['days=4', 400],
+      ['limit=1', 200],
+      ['limit=100', 200],
+      ['limit=0', 400],
+      ['limit=101', 400],
+      ['before_created_at=0', 200],
+      ['days=1.5', 400],
+    ] as const) {
       const r = await api(`/v1/tasks?${query}`);
       expect(r.status, `${query}: ${r.text.slice(0, 200)}`).toBe(status);
       if (status === 400) expectError(r, 400, 'invalid_request');
@@ -72,7 +88,10 @@ describe('fuzz regressions', () => {
     const body = operation('createChatCompletion').requestBody.content['application/json'].schema;
     const schema = body.$ref ? doc.components.schemas[body.$ref.split('/').pop()] : body;
     expect(schema.properties.model).toMatchObject({ type: 'string', minLength: 1 });
-    const r = await api('/v1/chat/completions', { method: 'POST', json: { model: '', messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }] } });
+    const r = await api('/v1/chat/completions', {
+      method: 'POST',
+      json: { model: '', messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }] },
+    });
     expectError(r, 400, 'invalid_request');
   });
 
@@ -93,7 +112,10 @@ describe('fuzz regressions', () => {
       expect(r.json.error.message, path).toContain('__proto__');
     }
     // The same body without the key is taken: the refusal is about the key, not the rest.
-    const ok = await api('/v1/tasks/batch-get', { method: 'POST', json: { ids: ['task_0123456789abcdef0123456789abcdef'] } });
+    const ok = await api('/v1/tasks/batch-get', {
+      method: 'POST',
+      json: { ids: ['task_0123456789abcdef0123456789abcdef'] },
+    });
     expect(ok.status).toBe(200);
   });
 
@@ -111,7 +133,10 @@ describe('fuzz regressions', () => {
       for (const link of l) {
         const target = operation(link.operationId);
         for (const name of Object.keys(link.parameters ?? {})) {
-          expect(target.parameters.map((p: any) => p.name), `${link.operationId} has no parameter ${name}`).toContain(name);
+          expect(
+            target.parameters.map((p: any) => p.name),
+            `${link.operationId} has no parameter ${name}`,
+          ).toContain(name);
         }
         if (link.requestBody) expect(target.requestBody, `${link.operationId} takes no body`).toBeDefined();
       }

@@ -17,7 +17,13 @@ let kiln: Kiln;
 
 beforeAll(async () => {
   fake = await startFakeGemini();
-  const gemini = { provider: 'gemini', baseUrl: fake.baseUrl, credential: 'passthrough', timeoutMs: 5000, heartbeatTimeoutMs: 1000 };
+  const gemini = {
+    provider: 'gemini',
+    baseUrl: fake.baseUrl,
+    credential: 'passthrough',
+    timeoutMs: 5000,
+    heartbeatTimeoutMs: 1000,
+  };
   kiln = await startKiln({
     models: [
       { ...gemini, id: 'p-main', idempotent: false, maxAttempts: 3, rateLimitRetries: 2, rateLimitBackoffMs: 200 },
@@ -46,13 +52,15 @@ const storedUrl = (ext: string) => new RegExp(`^${kiln.baseUrl}/v1/files/[a-f0-9
 
 describe('parsing rules', () => {
   it('rule 1: a part without inlineData is not an image (function calls, fileData, thought drafts are dropped; text is kept)', async () => {
-    fake.enqueue(ok([
-      { functionCall: { name: 'draw', args: {} } },
-      { fileData: { mimeType: 'image/png', fileUri: 'https://files.example.test/f.png' } },
-      { inlineData: { mimeType: 'image/png', data: 'https://drafts.example.test/thinking.png' }, thought: true },
-      { text: 'The fox:' },
-      { inlineData: { mimeType: 'image/png', data: png64 } },
-    ]));
+    fake.enqueue(
+      ok([
+        { functionCall: { name: 'draw', args: {} } },
+        { fileData: { mimeType: 'image/png', fileUri: 'https://files.example.test/f.png' } },
+        { inlineData: { mimeType: 'image/png', data: 'https://drafts.example.test/thinking.png' }, thought: true },
+        { text: 'The fox:' },
+        { inlineData: { mimeType: 'image/png', data: png64 } },
+      ]),
+    );
     const id = await submit('p-main');
     const task = await finish(id);
     expect(task.status).toBe('succeeded');
@@ -64,16 +72,20 @@ describe('parsing rules', () => {
   });
 
   it('rule 2: inlineData whose mimeType does not start with image/ (or is missing) is not an image', async () => {
-    fake.enqueue(ok([
-      { inlineData: { mimeType: 'text/plain', data: Buffer.from('not a picture').toString('base64') } },
-      { inlineData: { mimeType: 'application/octet-stream', data: 'https://cdn.example.test/blob' } },
-      { inlineData: { data: 'https://cdn.example.test/untyped.png' } },
-      { inlineData: { mimeType: 'image/png', data: 'https://cdn.example.test/real.png' } },
-    ]));
+    fake.enqueue(
+      ok([
+        { inlineData: { mimeType: 'text/plain', data: Buffer.from('not a picture').toString('base64') } },
+        { inlineData: { mimeType: 'application/octet-stream', data: 'https://cdn.example.test/blob' } },
+        { inlineData: { data: 'https://cdn.example.test/untyped.png' } },
+        { inlineData: { mimeType: 'image/png', data: 'https://cdn.example.test/real.png' } },
+      ]),
+    );
     const id = await submit('p-main');
     const task = await finish(id);
     expect(task.status).toBe('succeeded');
-    expect(task.candidates[0].content.parts).toEqual([{ inlineData: { mimeType: 'image/png', data: 'https://cdn.example.test/real.png' } }]);
+    expect(task.candidates[0].content.parts).toEqual([
+      { inlineData: { mimeType: 'image/png', data: 'https://cdn.example.test/real.png' } },
+    ]);
     expect(await contentLocation(id)).toBe('https://cdn.example.test/real.png');
   });
 
@@ -85,10 +97,12 @@ describe('parsing rules', () => {
   });
 
   it('rule 3: data starting with http is an image URL and is passed through, not downloaded or stored', async () => {
-    fake.enqueue(ok([
-      { inlineData: { mimeType: 'image/png', data: 'http://cdn.example.test/a.png' } },
-      { inlineData: { mimeType: 'image/webp', data: 'https://cdn.example.test/b.webp?sig=1' } },
-    ]));
+    fake.enqueue(
+      ok([
+        { inlineData: { mimeType: 'image/png', data: 'http://cdn.example.test/a.png' } },
+        { inlineData: { mimeType: 'image/webp', data: 'https://cdn.example.test/b.webp?sig=1' } },
+      ]),
+    );
     const task = await finish(await submit('p-main'));
     expect(task.status).toBe('succeeded');
     expect(task.candidates[0].content.parts).toEqual([
@@ -98,11 +112,13 @@ describe('parsing rules', () => {
   });
 
   it('rule 4: other data is base64, decoded and stored by its mimeType (jpeg, webp), served with that type; undecodable data is dropped', async () => {
-    fake.enqueue(ok([
-      { inlineData: { mimeType: 'image/jpeg', data: JPEG.toString('base64') } },
-      { inlineData: { mimeType: 'image/png', data: 'this is not base64 !!' } },
-      { inlineData: { mimeType: 'image/webp', data: WEBP.toString('base64url') } },
-    ]));
+    fake.enqueue(
+      ok([
+        { inlineData: { mimeType: 'image/jpeg', data: JPEG.toString('base64') } },
+        { inlineData: { mimeType: 'image/png', data: 'this is not base64 !!' } },
+        { inlineData: { mimeType: 'image/webp', data: WEBP.toString('base64url') } },
+      ]),
+    );
     const id = await submit('p-main');
     const task = await finish(id);
     expect(task.status).toBe('succeeded');
@@ -110,7 +126,10 @@ describe('parsing rules', () => {
     expect(parts.map((p: any) => p.inlineData.mimeType)).toEqual(['image/jpeg', 'image/webp']);
     expect(parts[0].inlineData.data).toMatch(storedUrl('jpg'));
     expect(parts[1].inlineData.data).toMatch(storedUrl('webp'));
-    for (const [part, bytes, type] of [[parts[0], JPEG, 'image/jpeg'], [parts[1], WEBP, 'image/webp']] as const) {
+    for (const [part, bytes, type] of [
+      [parts[0], JPEG, 'image/jpeg'],
+      [parts[1], WEBP, 'image/webp'],
+    ] as const) {
       const res = await fetch(part.inlineData.data);
       expect(res.headers.get('content-type')).toBe(type);
       expect(Buffer.from(await res.arrayBuffer()).equals(bytes)).toBe(true);
@@ -119,18 +138,38 @@ describe('parsing rules', () => {
   });
 
   it('keeps several images, several candidates and text-before-image order; the redirect uses the first image; ids come from the upstream', async () => {
-    fake.enqueue(ok(
-      [{ text: 'first, some words' }, { text: 'then more' }, { inlineData: { mimeType: 'image/png', data: 'https://cdn.example.test/1.png' } }, { inlineData: { mimeType: 'image/png', data: png64 } }],
-      { more: [[{ inlineData: { mimeType: 'image/png', data: 'https://cdn.example.test/3.png' } }, { text: 'after' }]], responseId: 'r-77', modelVersion: 'mv-9' },
-    ));
+    fake.enqueue(
+      ok(
+        [
+          { text: 'first, some words' },
+          { text: 'then more' },
+          { inlineData: { mimeType: 'image/png', data: 'https://cdn.example.test/1.png' } },
+          { inlineData: { mimeType: 'image/png', data: png64 } },
+        ],
+        {
+          more: [
+            [{ inlineData: { mimeType: 'image/png', data: 'https://cdn.example.test/3.png' } }, { text: 'after' }],
+          ],
+          responseId: 'r-77',
+          modelVersion: 'mv-9',
+        },
+      ),
+    );
     const id = await submit('p-main');
     const task = await finish(id);
     expect(task).toMatchObject({ status: 'succeeded', response_id: 'r-77', model_version: 'mv-9' });
     expect(task.candidates).toHaveLength(2);
     const [a, b] = task.candidates;
-    expect(a.content.parts.slice(0, 3)).toEqual([{ text: 'first, some words' }, { text: 'then more' }, { inlineData: { mimeType: 'image/png', data: 'https://cdn.example.test/1.png' } }]);
+    expect(a.content.parts.slice(0, 3)).toEqual([
+      { text: 'first, some words' },
+      { text: 'then more' },
+      { inlineData: { mimeType: 'image/png', data: 'https://cdn.example.test/1.png' } },
+    ]);
     expect(a.content.parts[3].inlineData.data).toMatch(storedUrl('png'));
-    expect(b).toMatchObject({ index: 1, content: { parts: [{ inlineData: { data: 'https://cdn.example.test/3.png' } }, { text: 'after' }] } });
+    expect(b).toMatchObject({
+      index: 1,
+      content: { parts: [{ inlineData: { data: 'https://cdn.example.test/3.png' } }, { text: 'after' }] },
+    });
     expect(await contentLocation(id)).toBe('https://cdn.example.test/1.png');
   });
 });
@@ -199,7 +238,10 @@ describe('429: backed-off retries that honour Retry-After, within the time budge
 
 describe('5xx: retried only for idempotent upstreams', () => {
   it('idempotent: a 503 is retried with the same idempotency key and body, and the retry succeeds', async () => {
-    fake.enqueue(fail(503, 'overloaded'), ok([{ inlineData: { mimeType: 'image/png', data: png64 } }], { responseId: 'after-503' }));
+    fake.enqueue(
+      fail(503, 'overloaded'),
+      ok([{ inlineData: { mimeType: 'image/png', data: png64 } }], { responseId: 'after-503' }),
+    );
     const id = await submit('p-idem');
     const task = await finish(id);
     expect(task).toMatchObject({ status: 'succeeded', response_id: 'after-503' });
@@ -228,7 +270,9 @@ describe('5xx: retried only for idempotent upstreams', () => {
 describe('upstream capacity', () => {
   it('concurrency 2: a third task stays queued (no upstream call) until a slot frees, then runs', async () => {
     let release!: () => void;
-    const gate = new Promise<void>((r) => { release = r; });
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
     fake.setDefault(() => ok(undefined, { hold: gate }));
     const ids = [await submit('p-cap'), await submit('p-cap'), await submit('p-cap')];
     await fake.waitForRequests(2);

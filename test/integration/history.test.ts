@@ -5,8 +5,12 @@ import proto from '@temporalio/proto';
 import { startKiln, http, submitBody, waitForStatus, KEY_A, type Kiln } from '../support/kiln.js';
 
 let kiln: Kiln;
-beforeAll(async () => { kiln = await startKiln({ models: [{ id: 'kiln-image-1', provider: 'local', latencyMs: 200, idempotent: true }] }); });
-afterAll(async () => { await kiln?.stop(); });
+beforeAll(async () => {
+  kiln = await startKiln({ models: [{ id: 'kiln-image-1', provider: 'local', latencyMs: 200, idempotent: true }] });
+});
+afterAll(async () => {
+  await kiln?.stop();
+});
 
 // CommonJS package: read its namespace from the default export.
 const EventType = proto.temporal.api.enums.v1.EventType;
@@ -17,14 +21,19 @@ describe('workflow history', () => {
     const sub = await api('/v1beta/models/kiln-image-1:generateContent', { method: 'POST', json: submitBody() });
     expect(sub.status).toBe(202);
     const id: string = sub.json.id;
-    const done = await waitForStatus(() => api(`/v1/tasks/${id}`), (s) => s === 'succeeded' || s === 'failed' || s === 'uncertain');
+    const done = await waitForStatus(
+      () => api(`/v1/tasks/${id}`),
+      (s) => s === 'succeeded' || s === 'failed' || s === 'uncertain',
+    );
     expect(done.status).toBe('succeeded');
 
     const handle = kiln.api.client.workflow.getHandle(id);
     await handle.result(); // the read model is written just before the workflow completes
     const { events } = await handle.fetchHistory();
     const types = (events ?? []).map((e) => String(EventType[e.eventType ?? 0]).replace(/^EVENT_TYPE_/, ''));
-    console.log(`history of one successful image task: ${types.length} events\n${types.map((t, i) => `  ${i + 1}. ${t}`).join('\n')}`);
+    console.log(
+      `history of one successful image task: ${types.length} events\n${types.map((t, i) => `  ${i + 1}. ${t}`).join('\n')}`,
+    );
 
     expect(types[0]).toBe('WORKFLOW_EXECUTION_STARTED');
     expect(types.at(-1)).toBe('WORKFLOW_EXECUTION_COMPLETED');

@@ -2,8 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startKiln, http, submitBody, waitForStatus, KEY_A, KEY_B, type Kiln } from '../support/kiln.js';
 
 let kiln: Kiln;
-beforeAll(async () => { kiln = await startKiln({ models: [{ id: 'kiln-image-1', provider: 'local', latencyMs: 600, idempotent: true }] }); });
-afterAll(async () => { await kiln?.stop(); });
+beforeAll(async () => {
+  kiln = await startKiln({ models: [{ id: 'kiln-image-1', provider: 'local', latencyMs: 600, idempotent: true }] });
+});
+afterAll(async () => {
+  await kiln?.stop();
+});
 
 describe('image task lifecycle', () => {
   it('goes submit → unfinished poll → 409 → success → 302 → PNG bytes', async () => {
@@ -12,7 +16,13 @@ describe('image task lifecycle', () => {
     expect(sub.status).toBe(202);
     const id = sub.json.id;
     expect(id).toMatch(/^task_[a-f0-9]{32}$/);
-    expect(sub.json).toMatchObject({ object: 'image.task', model: 'kiln-image-1', status: 'accepted', polling_url: `/v1/tasks/${id}`, content_url: `/v1/tasks/${id}/content` });
+    expect(sub.json).toMatchObject({
+      object: 'image.task',
+      model: 'kiln-image-1',
+      status: 'accepted',
+      polling_url: `/v1/tasks/${id}`,
+      content_url: `/v1/tasks/${id}/content`,
+    });
 
     const first = await api(`/v1/tasks/${id}`);
     expect(first.status).toBe(200);
@@ -24,7 +34,10 @@ describe('image task lifecycle', () => {
     expect(early.status).toBe(409);
     expect(early.json.error.code).toBe('task_not_ready');
 
-    const done = await waitForStatus(() => api(`/v1/tasks/${id}`), (s) => s === 'succeeded');
+    const done = await waitForStatus(
+      () => api(`/v1/tasks/${id}`),
+      (s) => s === 'succeeded',
+    );
     expect(done).toMatchObject({ id, object: 'image.task', model: 'kiln-image-1', status: 'succeeded', error: null });
     expect(Number.isInteger(done.created_at)).toBe(true);
     expect(Number.isInteger(done.finished_at)).toBe(true);
@@ -49,12 +62,18 @@ describe('image task lifecycle', () => {
 });
 
 describe('owner isolation', () => {
-  it('treats another owner\'s task exactly like a missing one on all four read endpoints', async () => {
+  it("treats another owner's task exactly like a missing one on all four read endpoints", async () => {
     const a = http(kiln.baseUrl, KEY_A);
     const b = http(kiln.baseUrl, KEY_B);
-    const sub = await a('/v1beta/models/kiln-image-1:generateContent', { method: 'POST', json: submitBody('owner a only') });
+    const sub = await a('/v1beta/models/kiln-image-1:generateContent', {
+      method: 'POST',
+      json: submitBody('owner a only'),
+    });
     const id = sub.json.id;
-    await waitForStatus(() => a(`/v1/tasks/${id}`), (s) => s === 'succeeded');
+    await waitForStatus(
+      () => a(`/v1/tasks/${id}`),
+      (s) => s === 'succeeded',
+    );
     const missing = `task_${'0'.repeat(32)}`;
 
     for (const probe of [id, missing]) {
@@ -68,8 +87,18 @@ describe('owner isolation', () => {
     const batch = await b('/v1/tasks/batch-get', { method: 'POST', json: { ids: [id, missing] } });
     expect(batch.status).toBe(200);
     expect(batch.json.items).toEqual([
-      { id, object: 'image.task', status: 'not_found', error: { code: 'not_found', message: `Task ${id} was not found.` } },
-      { id: missing, object: 'image.task', status: 'not_found', error: { code: 'not_found', message: `Task ${missing} was not found.` } },
+      {
+        id,
+        object: 'image.task',
+        status: 'not_found',
+        error: { code: 'not_found', message: `Task ${id} was not found.` },
+      },
+      {
+        id: missing,
+        object: 'image.task',
+        status: 'not_found',
+        error: { code: 'not_found', message: `Task ${missing} was not found.` },
+      },
     ]);
     const listB = await b('/v1/tasks?limit=100');
     expect(listB.json.items.map((t: { id: string }) => t.id)).not.toContain(id);
@@ -92,10 +121,24 @@ describe('list pagination', () => {
     for (let i = 0; i < 23; i++) {
       const id = `task_${i.toString(16).padStart(2, '0')}${'a'.repeat(30)}`;
       seeded.push(id);
-      await kiln.api.store.transition({ id, kind: 'image', owner: ownerHash, model: 'kiln-image-1', status: 'succeeded', created_at: now - 10 - (i % 2), finished_at: now, candidates: [], error: null });
+      await kiln.api.store.transition({
+        id,
+        kind: 'image',
+        owner: ownerHash,
+        model: 'kiln-image-1',
+        status: 'succeeded',
+        created_at: now - 10 - (i % 2),
+        finished_at: now,
+        candidates: [],
+        error: null,
+      });
     }
     const submitted: string[] = [];
-    for (let i = 0; i < 4; i++) submitted.push((await api('/v1beta/models/kiln-image-1:generateContent', { method: 'POST', json: submitBody(`p${i}`) })).json.id);
+    for (let i = 0; i < 4; i++)
+      submitted.push(
+        (await api('/v1beta/models/kiln-image-1:generateContent', { method: 'POST', json: submitBody(`p${i}`) })).json
+          .id,
+      );
 
     const seen: { id: string; created_at: number }[] = [];
     let cursor = '';
@@ -117,7 +160,8 @@ describe('list pagination', () => {
       const [p, c] = [seen[i - 1], seen[i]];
       expect(p.created_at > c.created_at || (p.created_at === c.created_at && p.id > c.id)).toBe(true);
     }
-    for (const item of seen) expect(Object.keys(item).sort()).toEqual(['content_url', 'created_at', 'finished_at', 'id', 'model', 'status']);
+    for (const item of seen)
+      expect(Object.keys(item).sort()).toEqual(['content_url', 'created_at', 'finished_at', 'id', 'model', 'status']);
   });
 
   it('uses before_created_at alone as an exclusive bound and leaves out tasks older than the window', async () => {
@@ -126,8 +170,20 @@ describe('list pagination', () => {
     const { ownerOfKey } = await import('../../src/config.js');
     const ownerHash = ownerOfKey(kiln.config.ownerKey, owner);
     const now = Math.floor(Date.now() / 1000);
-    const mk = (n: number, age: number) => ({ id: `task_${n.toString(16).padStart(32, 'b')}`, kind: 'image' as const, owner: ownerHash, model: 'kiln-image-1', status: 'succeeded' as const, created_at: now - age, finished_at: now, candidates: [], error: null });
-    const young = mk(1, 100), mid = mk(2, 2 * 86400), old = mk(3, 2 * 86400 + 3600);
+    const mk = (n: number, age: number) => ({
+      id: `task_${n.toString(16).padStart(32, 'b')}`,
+      kind: 'image' as const,
+      owner: ownerHash,
+      model: 'kiln-image-1',
+      status: 'succeeded' as const,
+      created_at: now - age,
+      finished_at: now,
+      candidates: [],
+      error: null,
+    });
+    const young = mk(1, 100),
+      mid = mk(2, 2 * 86400),
+      old = mk(3, 2 * 86400 + 3600);
     for (const r of [young, mid, old]) await kiln.api.store.transition(r);
     const all = await api('/v1/tasks');
     expect(all.json.items.map((t: { id: string }) => t.id)).toEqual([young.id, mid.id, old.id]);
@@ -143,7 +199,10 @@ describe('discovery', () => {
   it('lists models in the OpenAI list shape and answers /healthz', async () => {
     const models = await http(kiln.baseUrl)('/v1/models');
     expect(models.status).toBe(200);
-    expect(models.json).toEqual({ object: 'list', data: [expect.objectContaining({ id: 'kiln-image-1', object: 'model', kind: 'image', form: 'task' })] });
+    expect(models.json).toEqual({
+      object: 'list',
+      data: [expect.objectContaining({ id: 'kiln-image-1', object: 'model', kind: 'image', form: 'task' })],
+    });
     const health = await http(kiln.baseUrl, null)('/healthz');
     expect(health.status).toBe(200);
   });

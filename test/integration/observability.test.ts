@@ -9,7 +9,12 @@ import { startWorkers } from '../../src/workers.js';
 import { startKiln, http, submitBody, waitForStatus, KEY_A, silent, type Kiln } from '../support/kiln.js';
 
 const lines: any[] = [];
-const sink = new Writable({ write(chunk, _enc, cb) { for (const l of String(chunk).split('\n')) if (l) lines.push(JSON.parse(l)); cb(); } });
+const sink = new Writable({
+  write(chunk, _enc, cb) {
+    for (const l of String(chunk).split('\n')) if (l) lines.push(JSON.parse(l));
+    cb();
+  },
+});
 let kiln: Kiln;
 
 beforeAll(async () => {
@@ -19,12 +24,16 @@ beforeAll(async () => {
     log: pino({ level: 'info' }, sink),
   });
 });
-afterAll(async () => { await kiln?.stop(); });
+afterAll(async () => {
+  await kiln?.stop();
+});
 
 describe('request ids and logs', () => {
   it('echoes a sane X-Request-Id, replaces an insane one, and generates one when absent', async () => {
     const api = http(kiln.baseUrl);
-    expect((await api('/v1/models', { headers: { 'x-request-id': 'abc-123.def:4' } })).headers.get('x-request-id')).toBe('abc-123.def:4');
+    expect(
+      (await api('/v1/models', { headers: { 'x-request-id': 'abc-123.def:4' } })).headers.get('x-request-id'),
+    ).toBe('abc-123.def:4');
     const long = 'a'.repeat(129);
     const generated = [
       (await api('/v1/models', { headers: { 'x-request-id': 'has space' } })).headers.get('x-request-id'),
@@ -36,18 +45,31 @@ describe('request ids and logs', () => {
     for (const id of generated) expect(id).toMatch(/^[0-9a-f-]{36}$/);
     expect(new Set(generated).size).toBe(4);
     // 128 characters is still accepted.
-    expect((await api('/v1/models', { headers: { 'x-request-id': long.slice(1) } })).headers.get('x-request-id')).toBe(long.slice(1));
+    expect((await api('/v1/models', { headers: { 'x-request-id': long.slice(1) } })).headers.get('x-request-id')).toBe(
+      long.slice(1),
+    );
   });
 
   it('logs one JSON line per request with request id, route, task id and owner hash, and never the key', async () => {
     const api = http(kiln.baseUrl);
-    const sub = await api('/v1beta/models/kiln-image-1:generateContent', { method: 'POST', json: submitBody('log me'), headers: { 'x-request-id': 'req-submit-1' } });
+    const sub = await api('/v1beta/models/kiln-image-1:generateContent', {
+      method: 'POST',
+      json: submitBody('log me'),
+      headers: { 'x-request-id': 'req-submit-1' },
+    });
     expect(sub.status).toBe(202);
     await api(`/v1/tasks/${sub.json.id}`, { headers: { 'x-request-id': 'req-poll-1' } });
     const submitLine = lines.find((l) => l.reqId === 'req-submit-1');
     const pollLine = lines.find((l) => l.reqId === 'req-poll-1');
     const owner = kiln.api.store.ownerKey('x') && (await kiln.api.store.get(sub.json.id))!.owner;
-    expect(submitLine).toMatchObject({ msg: 'request', method: 'POST', route: '/v1beta/models/:modelAction', status: 202, taskId: sub.json.id, owner });
+    expect(submitLine).toMatchObject({
+      msg: 'request',
+      method: 'POST',
+      route: '/v1beta/models/:modelAction',
+      status: 202,
+      taskId: sub.json.id,
+      owner,
+    });
     expect(pollLine).toMatchObject({ route: '/v1/tasks/:id', status: 200, taskId: sub.json.id, owner });
     expect(typeof submitLine.ms).toBe('number');
     const all = JSON.stringify(lines);
@@ -59,19 +81,37 @@ describe('request ids and logs', () => {
 describe('/metrics', () => {
   it('exposes request, latency, submission, queue depth and rate-limit series after a few requests', async () => {
     const api = http(kiln.baseUrl);
-    const sub = await api('/v1beta/models/kiln-image-1:generateContent', { method: 'POST', json: submitBody('metrics') });
+    const sub = await api('/v1beta/models/kiln-image-1:generateContent', {
+      method: 'POST',
+      json: submitBody('metrics'),
+    });
     expect(sub.status).toBe(202);
     expect((await api(`/v1/tasks/${sub.json.id}`)).status).toBe(200);
     // RATE_LIMIT_TASK_MS is a minute here: the second poll is refused.
     expect((await api(`/v1/tasks/${sub.json.id}`)).status).toBe(429);
     await api('/v1/tasks/task_00000000000000000000000000000000/content');
     const text = await (await fetch(`${kiln.baseUrl}/metrics`)).text();
-    const value = (re: RegExp) => { const m = text.match(re); return m ? Number(m[1]) : NaN; };
-    expect(value(/^kiln_http_requests_total\{method="POST",route="\/v1beta\/models\/:modelAction",status="202"\} (\d+)/m)).toBeGreaterThanOrEqual(1);
+    const value = (re: RegExp) => {
+      const m = text.match(re);
+      return m ? Number(m[1]) : NaN;
+    };
+    expect(
+      value(/^kiln_http_requests_total\{method="POST",route="\/v1beta\/models\/:modelAction",status="202"\} (\d+)/m),
+    ).toBeGreaterThanOrEqual(1);
     expect(value(/^kiln_http_requests_total\{method="GET",route="\/v1\/tasks\/:id",status="429"\} (\d+)/m)).toBe(1);
-    expect(value(/^kiln_http_requests_total\{method="GET",route="\/v1\/tasks\/:id\/content",status="404"\} (\d+)/m)).toBe(1);
-    expect(value(/^kiln_http_request_duration_seconds_bucket\{le="\+Inf",method="GET",route="\/v1\/tasks\/:id",status="200"\} (\d+)/m)).toBeGreaterThanOrEqual(1);
-    expect(value(/^kiln_http_request_duration_seconds_count\{method="POST",route="\/v1beta\/models\/:modelAction",status="202"\} (\d+)/m)).toBeGreaterThanOrEqual(1);
+    expect(
+      value(/^kiln_http_requests_total\{method="GET",route="\/v1\/tasks\/:id\/content",status="404"\} (\d+)/m),
+    ).toBe(1);
+    expect(
+      value(
+        /^kiln_http_request_duration_seconds_bucket\{le="\+Inf",method="GET",route="\/v1\/tasks\/:id",status="200"\} (\d+)/m,
+      ),
+    ).toBeGreaterThanOrEqual(1);
+    expect(
+      value(
+        /^kiln_http_request_duration_seconds_count\{method="POST",route="\/v1beta\/models\/:modelAction",status="202"\} (\d+)/m,
+      ),
+    ).toBeGreaterThanOrEqual(1);
     expect(value(/^kiln_tasks_submitted_total\{model="kiln-image-1",kind="image"\} (\d+)/m)).toBeGreaterThanOrEqual(2);
     expect(value(/^kiln_rate_limited_total\{route="\/v1\/tasks\/:id"\} (\d+)/m)).toBe(1);
     expect(value(/^kiln_queue_depth (\d+)/m)).toBeGreaterThanOrEqual(0);
@@ -90,18 +130,34 @@ describe('/metrics', () => {
 describe('tracing', () => {
   it('is off by default and, when enabled, records an HTTP span per request, the workflow start inside it, and activity spans', async () => {
     const exporter = new InMemorySpanExporter();
-    const config = loadConfig({ ...kiln.env, RATE_LIMIT_TASK_MS: '0', TEMPORAL_TASK_QUEUE: `${kiln.env.TEMPORAL_TASK_QUEUE}-otel`, OTEL_TRACES_EXPORTER: 'none' });
+    const config = loadConfig({
+      ...kiln.env,
+      RATE_LIMIT_TASK_MS: '0',
+      TEMPORAL_TASK_QUEUE: `${kiln.env.TEMPORAL_TASK_QUEUE}-otel`,
+      OTEL_TRACES_EXPORTER: 'none',
+    });
     expect(config.ops.tracesExporter).toBe('none');
     const api = await createApi(config, silent, { spanExporter: exporter });
-    const workers = await startWorkers(config, silent, { workflowBundle: { codePath: inject('workflowBundle') }, env: kiln.env, shutdownGraceMs: 0, spanExporter: exporter });
+    const workers = await startWorkers(config, silent, {
+      workflowBundle: { codePath: inject('workflowBundle') },
+      env: kiln.env,
+      shutdownGraceMs: 0,
+      spanExporter: exporter,
+    });
     const server = (await import('node:http')).createServer(api.app.callback());
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
     try {
       const call = http(base);
-      const sub = await call('/v1beta/models/kiln-image-1:generateContent', { method: 'POST', json: submitBody('traced') });
+      const sub = await call('/v1beta/models/kiln-image-1:generateContent', {
+        method: 'POST',
+        json: submitBody('traced'),
+      });
       expect(sub.status).toBe(202);
-      await waitForStatus(() => call(`/v1/tasks/${sub.json.id}`), (s) => s === 'succeeded');
+      await waitForStatus(
+        () => call(`/v1/tasks/${sub.json.id}`),
+        (s) => s === 'succeeded',
+      );
       const spans = exporter.getFinishedSpans();
       const httpSpan = spans.find((s) => s.name === 'POST /v1beta/models/:modelAction');
       expect(httpSpan).toBeDefined();

@@ -23,8 +23,14 @@ afterAll(async () => {
 });
 
 type Route = { method: string; path: string };
-const mountedRoutes = (rs: Iterable<Router>): Route[] => [...rs].flatMap((r) => r.stack.flatMap((layer) =>
-  layer.methods.filter((m) => m !== 'HEAD' && m !== 'OPTIONS').map((m) => ({ method: m.toLowerCase(), path: layer.path as string }))));
+const mountedRoutes = (rs: Iterable<Router>): Route[] =>
+  [...rs].flatMap((r) =>
+    r.stack.flatMap((layer) =>
+      layer.methods
+        .filter((m) => m !== 'HEAD' && m !== 'OPTIONS')
+        .map((m) => ({ method: m.toLowerCase(), path: layer.path as string })),
+    ),
+  );
 
 /** Mounted routes the document does not describe (Koa `:x` or an operation's documented form). */
 function undocumented(routes: Route[], document: any): Route[] {
@@ -35,7 +41,11 @@ function undocumented(routes: Route[], document: any): Route[] {
       if (op['x-koa-route']) documented.add(`${method} ${op['x-koa-route']}`);
     }
   }
-  return routes.filter((r) => !documented.has(`${r.method} ${r.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}')}`) && !documented.has(`${r.method} ${r.path}`));
+  return routes.filter(
+    (r) =>
+      !documented.has(`${r.method} ${r.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}')}`) &&
+      !documented.has(`${r.method} ${r.path}`),
+  );
 }
 
 describe('OpenAPI document', () => {
@@ -62,61 +72,99 @@ describe('OpenAPI document', () => {
 
   it('would catch a route served outside the tables', () => {
     const extra = new Router();
-    extra.get('/v1/not-in-the-document', (ctx) => { ctx.body = 1; });
-    expect(undocumented(mountedRoutes([kiln.api.app.router, extra]), doc)).toEqual([{ method: 'get', path: '/v1/not-in-the-document' }]);
+    extra.get('/v1/not-in-the-document', (ctx) => {
+      ctx.body = 1;
+    });
+    expect(undocumented(mountedRoutes([kiln.api.app.router, extra]), doc)).toEqual([
+      { method: 'get', path: '/v1/not-in-the-document' },
+    ]);
   });
 
   it('names every error code and every HTTP status of the error catalogue', () => {
     const text = JSON.stringify(doc);
     for (const code of Object.keys(ERROR_STATUS)) expect(text, code).toContain(`"${code}"`);
-    const statuses = new Set(Object.values(doc.paths).flatMap((item: any) => Object.values(item).flatMap((op: any) => Object.keys(op.responses))));
-    const httpCodes = Object.entries(ERROR_STATUS).filter(([c]) => c === 'invalid_request' || !(TASK_FAILURE_CODES as readonly string[]).includes(c));
+    const statuses = new Set(
+      Object.values(doc.paths).flatMap((item: any) =>
+        Object.values(item).flatMap((op: any) => Object.keys(op.responses)),
+      ),
+    );
+    const httpCodes = Object.entries(ERROR_STATUS).filter(
+      ([c]) => c === 'invalid_request' || !(TASK_FAILURE_CODES as readonly string[]).includes(c),
+    );
     // 405 answers a method no operation takes: it is a shared response component.
     expect(doc.components.responses.MethodNotAllowed.description).toContain('405');
-    for (const [code, status] of httpCodes) if (status !== 405) expect(statuses.has(String(status)), `${code} ${status}`).toBe(true);
+    for (const [code, status] of httpCodes)
+      if (status !== 405) expect(statuses.has(String(status)), `${code} ${status}`).toBe(true);
     // The submit operation lists its contract errors under their statuses.
     const submit = doc.paths['/v1beta/models/{model}:generateContent'].post;
     expect(submit.responses['202']).toBeDefined();
-    expect(submit.responses['400'].content['application/json'].schema.properties.error.properties.code.enum)
-      .toEqual(expect.arrayContaining(['output_must_be_url', 'prompt_too_long', 'too_many_reference_images', 'invalid_reference_image_url', 'invalid_reference_image_scheme']));
+    expect(submit.responses['400'].content['application/json'].schema.properties.error.properties.code.enum).toEqual(
+      expect.arrayContaining([
+        'output_must_be_url',
+        'prompt_too_long',
+        'too_many_reference_images',
+        'invalid_reference_image_url',
+        'invalid_reference_image_scheme',
+      ]),
+    );
     expect(submit.responses['413']).toBeDefined();
     expect(submit.responses['503'].headers['Retry-After']).toBeDefined();
     expect(doc.paths['/v1/tasks/{id}/content'].get.responses['409']).toBeDefined();
-    expect(doc.paths['/v1/tasks/batch-get'].post.requestBody.content['application/json'].schema.properties.ids.maxItems).toBe(100);
+    expect(
+      doc.paths['/v1/tasks/batch-get'].post.requestBody.content['application/json'].schema.properties.ids.maxItems,
+    ).toBe(100);
   });
 });
 
 describe('/docs', () => {
   const hasChromium = existsSync(CHROMIUM);
   if (!hasChromium) {
-    console.warn(`SKIPPED /docs browser test: ${CHROMIUM} is missing; run scripts/bootstrap.sh as root (apt-get install chromium) to enable it.`);
+    console.warn(
+      `SKIPPED /docs browser test: ${CHROMIUM} is missing; run scripts/bootstrap.sh as root (apt-get install chromium) to enable it.`,
+    );
   }
-  it.skipIf(!hasChromium)(`renders in headless Chromium with no request leaving 127.0.0.1${hasChromium ? '' : ' (SKIPPED: no chromium)'}`, async () => {
-    const { chromium } = await import('playwright-core');
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
-    try {
-      const page = await browser.newPage();
-      const requests: string[] = [];
-      page.on('request', (r) => requests.push(r.url()));
-      const consoleErrors: string[] = [];
-      page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
-      const res = await page.goto(`${kiln.baseUrl}/docs`, { waitUntil: 'networkidle' });
-      expect(res?.status()).toBe(200);
-      await page.waitForSelector('.opblock', { timeout: 20_000 });
-      const operations = Object.values(doc.paths).reduce((n: number, item: any) => n + Object.keys(item).length, 0);
-      expect(await page.locator('.opblock').count()).toBe(operations);
-      expect(await page.locator('.info .title').innerText()).toContain('Kiln');
-      // Kept for a person to look at: what an integrator sees.
-      writeFileSync(join(tmpdir(), 'kiln-docs.png'), await page.screenshot({ fullPage: false }));
-      const outside = requests.filter((u) => !u.startsWith(`${kiln.baseUrl}/`) && !u.startsWith('data:') && !u.startsWith('blob:'));
-      expect(outside).toEqual([]);
-      expect(requests).toContain(`${kiln.baseUrl}/openapi.json`);
-      expect(consoleErrors).toEqual([]);
-    } finally {
-      await browser.close();
-    }
-  });
+  it.skipIf(!hasChromium)(
+    `renders in headless Chromium with no request leaving 127.0.0.1${hasChromium ? '' : ' (SKIPPED: no chromium)'}`,
+    async () => {
+      const { chromium } = await import('playwright-core');
+      const browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        args: [
+          '--headless',
+          '--no-sandbox',
+          '--disable-gpu',
+          '--disable-quic',
+          '--no-first-run',
+          '--disable-background-networking',
+          '--disable-component-update',
+          '--disable-sync',
+        ],
+      });
+      try {
+        const page = await browser.newPage();
+        const requests: string[] = [];
+        page.on('request', (r) => requests.push(r.url()));
+        const consoleErrors: string[] = [];
+        page.on('console', (m) => {
+          if (m.type() === 'error') consoleErrors.push(m.text());
+        });
+        const res = await page.goto(`${kiln.baseUrl}/docs`, { waitUntil: 'networkidle' });
+        expect(res?.status()).toBe(200);
+        await page.waitForSelector('.opblock', { timeout: 20_000 });
+        const operations = Object.values(doc.paths).reduce((n: number, item: any) => n + Object.keys(item).length, 0);
+        expect(await page.locator('.opblock').count()).toBe(operations);
+        expect(await page.locator('.info .title').innerText()).toContain('Kiln');
+        // Kept for a person to look at: what an integrator sees.
+        writeFileSync(join(tmpdir(), 'kiln-docs.png'), await page.screenshot({ fullPage: false }));
+        const outside = requests.filter(
+          (u) => !u.startsWith(`${kiln.baseUrl}/`) && !u.startsWith('data:') && !u.startsWith('blob:'),
+        );
+        expect(outside).toEqual([]);
+        expect(requests).toContain(`${kiln.baseUrl}/openapi.json`);
+        expect(consoleErrors).toEqual([]);
+      } finally {
+        await browser.close();
+      }
+    },
+  );
 });

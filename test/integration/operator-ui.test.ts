@@ -17,26 +17,39 @@ beforeAll(async () => {
     env: { KILN_OPERATOR_TOKEN: TOKEN, CODEC_CORS_ORIGINS: `${UI},http://localhost:8233`, SUMMARY_PROMPT_CHARS: '80' },
   });
   const api = http(kiln.baseUrl);
-  const sub = await api('/v1beta/models/kiln-image-1:generateContent', { method: 'POST', json: submitBody('a lighthouse at dusk, "quoted" ✨') });
+  const sub = await api('/v1beta/models/kiln-image-1:generateContent', {
+    method: 'POST',
+    json: submitBody('a lighthouse at dusk, "quoted" ✨'),
+  });
   taskId = sub.json.id;
-  await waitForStatus(() => api(`/v1/tasks/${taskId}`), (s) => s === 'succeeded');
+  await waitForStatus(
+    () => api(`/v1/tasks/${taskId}`),
+    (s) => s === 'succeeded',
+  );
   owner = (await kiln.api.store.get(taskId))!.owner;
 });
-afterAll(async () => { await kiln?.stop(); });
+afterAll(async () => {
+  await kiln?.stop();
+});
 
 const b64 = (b: Uint8Array | null | undefined) => Buffer.from(b ?? new Uint8Array()).toString('base64');
 
 async function startInput() {
   const history = await kiln.api.client.workflow.getHandle(taskId).fetchHistory();
   const input = history.events![0].workflowExecutionStartedEventAttributes!.input!.payloads![0];
-  return { metadata: Object.fromEntries(Object.entries(input.metadata ?? {}).map(([k, v]) => [k, b64(v)])), data: b64(input.data) };
+  return {
+    metadata: Object.fromEntries(Object.entries(input.metadata ?? {}).map(([k, v]) => [k, b64(v)])),
+    data: b64(input.data),
+  };
 }
 
 describe('workflow summary', () => {
   it('shows model, prompt excerpt (SUMMARY_PROMPT_CHARS) and owner hash in plain text', async () => {
     const d = await kiln.api.client.workflow.getHandle(taskId).describe();
     const summary = await d.staticSummary();
-    expect(summary).toBe(`image task · kiln-image-1 · owner ${owner.slice(0, 12)} · "a lighthouse at dusk, "quoted" ✨"`);
+    expect(summary).toBe(
+      `image task · kiln-image-1 · owner ${owner.slice(0, 12)} · "a lighthouse at dusk, "quoted" ✨"`,
+    );
   });
 
   it('stays within the codec’s plain-text limit whatever the prompt', () => {
@@ -48,9 +61,15 @@ describe('workflow summary', () => {
     expect(bytes(emoji)).toBeLessThanOrEqual(MAX_SUMMARY_BYTES);
     expect(emoji).toMatch(/🦊…"$/);
     // Off (the default): no prompt at all. A character cap: the excerpt stops there.
-    expect(taskSummary('image', 'kiln-image-1', 'a'.repeat(64), 'secret plans', 0)).toBe('image task · kiln-image-1 · owner aaaaaaaaaaaa');
-    expect(taskSummary('image', 'kiln-image-1', 'a'.repeat(64), 'abcdef', 5)).toBe('image task · kiln-image-1 · owner aaaaaaaaaaaa · "abcde…"');
-    expect(taskSummary('image', 'kiln-image-1', 'a'.repeat(64), 'abcde', 5)).toBe('image task · kiln-image-1 · owner aaaaaaaaaaaa · "abcde"');
+    expect(taskSummary('image', 'kiln-image-1', 'a'.repeat(64), 'secret plans', 0)).toBe(
+      'image task · kiln-image-1 · owner aaaaaaaaaaaa',
+    );
+    expect(taskSummary('image', 'kiln-image-1', 'a'.repeat(64), 'abcdef', 5)).toBe(
+      'image task · kiln-image-1 · owner aaaaaaaaaaaa · "abcde…"',
+    );
+    expect(taskSummary('image', 'kiln-image-1', 'a'.repeat(64), 'abcde', 5)).toBe(
+      'image task · kiln-image-1 · owner aaaaaaaaaaaa · "abcde"',
+    );
     // Exactly at the byte budget is kept whole; one character more is cut (a long model id and
     // quotes, which JSON doubles, make the budget bind before the excerpt's character cap).
     const model = 'm'.repeat(100);
@@ -66,10 +85,15 @@ describe('workflow summary', () => {
 
 describe('search attributes', () => {
   it('find tasks with the filters the README shows', async () => {
-    const found = await eventually(() => listIds(kiln.api.client, `KilnOwner = "${owner}" AND KilnStatus = "succeeded" AND KilnModel = "kiln-image-1"`), (ids) => ids.includes(taskId));
+    const found = await eventually(
+      () =>
+        listIds(kiln.api.client, `KilnOwner = "${owner}" AND KilnStatus = "succeeded" AND KilnModel = "kiln-image-1"`),
+      (ids) => ids.includes(taskId),
+    );
     expect(found).toContain(taskId);
     const failed: string[] = [];
-    for await (const wf of kiln.api.client.workflow.list({ query: `KilnOwner = "${owner}" AND KilnStatus = "failed"` })) failed.push(wf.workflowId);
+    for await (const wf of kiln.api.client.workflow.list({ query: `KilnOwner = "${owner}" AND KilnStatus = "failed"` }))
+      failed.push(wf.workflowId);
     expect(failed).not.toContain(taskId);
   });
 });
@@ -90,7 +114,10 @@ describe('codec server', () => {
   it('decrypts history payloads for the operator (header or path token)', async () => {
     const input = await startInput();
     expect(Buffer.from(input.metadata.encoding, 'base64').toString()).toBe('binary/encrypted');
-    for (const [path, headers] of [['/codec/decode', { authorization: `Bearer ${TOKEN}` }], [`/codec/t/${TOKEN}/decode`, {}]] as const) {
+    for (const [path, headers] of [
+      ['/codec/decode', { authorization: `Bearer ${TOKEN}` }],
+      [`/codec/t/${TOKEN}/decode`, {}],
+    ] as const) {
       const res = await post(path, { payloads: [input] }, headers);
       expect(res.status).toBe(200);
       const plain = res.json.payloads[0];
@@ -103,7 +130,10 @@ describe('codec server', () => {
 
   it('encodes what it decodes back into the same value', async () => {
     const auth = { authorization: `Bearer ${TOKEN}` };
-    const plain = { metadata: { encoding: Buffer.from('json/plain').toString('base64') }, data: Buffer.from(JSON.stringify({ hello: 'world' })).toString('base64') };
+    const plain = {
+      metadata: { encoding: Buffer.from('json/plain').toString('base64') },
+      data: Buffer.from(JSON.stringify({ hello: 'world' })).toString('base64'),
+    };
     const enc = await post('/codec/encode', { payloads: [plain] }, auth);
     expect(enc.status).toBe(200);
     expect(Buffer.from(enc.json.payloads[0].metadata.encoding, 'base64').toString()).toBe('binary/encrypted');
@@ -114,16 +144,28 @@ describe('codec server', () => {
   it('answers bad input with 400, not 500', async () => {
     const auth = { authorization: `Bearer ${TOKEN}` };
     expect((await post('/codec/decode', { payloads: 'x' }, auth)).status).toBe(400);
-    const forged = { metadata: { encoding: Buffer.from('binary/encrypted').toString('base64'), 'encryption-key-id': Buffer.from('0000').toString('base64') }, data: 'AAAA' };
+    const forged = {
+      metadata: {
+        encoding: Buffer.from('binary/encrypted').toString('base64'),
+        'encryption-key-id': Buffer.from('0000').toString('base64'),
+      },
+      data: 'AAAA',
+    };
     const res = await post('/codec/decode', { payloads: [forged] }, auth);
     expect(res.status).toBe(400);
     expect(res.json.error.code).toBe('invalid_request');
   });
 
   it('lets the Web UI origin call it from a browser (CORS), and no other origin', async () => {
-    const preflight = (origin: string) => fetch(`${kiln.baseUrl}/codec/decode`, {
-      method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type,x-namespace' },
-    });
+    const preflight = (origin: string) =>
+      fetch(`${kiln.baseUrl}/codec/decode`, {
+        method: 'OPTIONS',
+        headers: {
+          origin,
+          'access-control-request-method': 'POST',
+          'access-control-request-headers': 'content-type,x-namespace',
+        },
+      });
     const ok = await preflight(UI);
     expect(ok.status).toBe(204);
     expect(ok.headers.get('access-control-allow-origin')).toBe(UI);
@@ -135,7 +177,11 @@ describe('codec server', () => {
   it('is off when no operator token is configured', async () => {
     const k = await startKiln({ workers: false });
     try {
-      const res = await http(k.baseUrl, null)('/codec/decode', { method: 'POST', json: { payloads: [] }, headers: { authorization: 'Bearer whatever' } });
+      const res = await http(k.baseUrl, null)('/codec/decode', {
+        method: 'POST',
+        json: { payloads: [] },
+        headers: { authorization: 'Bearer whatever' },
+      });
       expect(res.status).toBe(404);
     } finally {
       await k.stop();

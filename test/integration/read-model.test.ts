@@ -15,16 +15,39 @@ beforeAll(async () => {
   kiln = await startKiln({ workers: false });
   owner = ownerOfKey(kiln.config.ownerKey, KEY_A);
 });
-afterAll(async () => { await kiln?.stop(); });
+afterAll(async () => {
+  await kiln?.stop();
+});
 
 const now = () => Math.floor(Date.now() / 1000);
 const image = (status: TaskRecord['status'], over: Partial<TaskRecord> = {}): TaskRecord => ({
-  id: `task_${randomBytes(16).toString('hex')}`, kind: 'image', owner, model: 'kiln-image-1', status,
-  created_at: now(), finished_at: null, candidates: null, error: null, ...over,
+  id: `task_${randomBytes(16).toString('hex')}`,
+  kind: 'image',
+  owner,
+  model: 'kiln-image-1',
+  status,
+  created_at: now(),
+  finished_at: null,
+  candidates: null,
+  error: null,
+  ...over,
 });
 const succeeded = (r: TaskRecord): TaskRecord => ({
-  ...r, status: 'succeeded', finished_at: now(), response_id: 'r1', model_version: 'v1',
-  candidates: [{ content: { role: 'model', parts: [{ inlineData: { mimeType: 'image/png', data: 'https://files.example/a.png' } }] }, finishReason: 'STOP', index: 0 }],
+  ...r,
+  status: 'succeeded',
+  finished_at: now(),
+  response_id: 'r1',
+  model_version: 'v1',
+  candidates: [
+    {
+      content: {
+        role: 'model',
+        parts: [{ inlineData: { mimeType: 'image/png', data: 'https://files.example/a.png' } }],
+      },
+      finishReason: 'STOP',
+      index: 0,
+    },
+  ],
 });
 
 describe('reads from stored views', () => {
@@ -37,12 +60,19 @@ describe('reads from stored views', () => {
       expect(poll.status).toBe(200);
       expect(poll.json).toEqual(JSON.parse(JSON.stringify(taskView(next))));
       expect(poll.headers.get('content-type')).toMatch(/^application\/json/);
-      expect(poll.headers.get('retry-after')).toBe(next.status === 'succeeded' ? null : String(kiln.config.pollAfterSeconds));
+      expect(poll.headers.get('retry-after')).toBe(
+        next.status === 'succeeded' ? null : String(kiln.config.pollAfterSeconds),
+      );
       const batch = await api('/v1/tasks/batch-get', { method: 'POST', json: { ids: [r.id] } });
       expect(batch.json.items[0].status).toBe(next.status);
       const list = await api('/v1/tasks?limit=100');
       expect(list.json.items.find((i: { id: string }) => i.id === r.id)).toEqual({
-        id: r.id, model: r.model, status: next.status, created_at: r.created_at, finished_at: next.finished_at, content_url: `/v1/tasks/${r.id}/content`,
+        id: r.id,
+        model: r.model,
+        status: next.status,
+        created_at: r.created_at,
+        finished_at: next.finished_at,
+        content_url: `/v1/tasks/${r.id}/content`,
       });
     }
     // A late, earlier write never moves the view back.
@@ -50,7 +80,7 @@ describe('reads from stored views', () => {
     expect((await api(`/v1/tasks/${r.id}`)).json.status).toBe('succeeded');
   });
 
-  it('answers a batch in request order with not_found items for unknown, malformed and other owners\' ids', async () => {
+  it("answers a batch in request order with not_found items for unknown, malformed and other owners' ids", async () => {
     const api = http(kiln.baseUrl);
     const mine = image('running');
     const theirs = image('running', { owner: ownerOfKey(kiln.config.ownerKey, KEY_B) });
@@ -63,7 +93,10 @@ describe('reads from stored views', () => {
     expect(res.json.object).toBe('batch.task.list');
     expect(res.json.next_poll_after_ms).toBe(kiln.config.pollAfterSeconds * 1000);
     expect(res.json.items.map((i: { id: string; status: string }) => [i.id, i.status])).toEqual([
-      [theirs.id, 'not_found'], [mine.id, 'running'], [odd, 'not_found'], [ghost, 'not_found'],
+      [theirs.id, 'not_found'],
+      [mine.id, 'running'],
+      [odd, 'not_found'],
+      [ghost, 'not_found'],
     ]);
     expect((await http(kiln.baseUrl, KEY_B)(`/v1/tasks/${mine.id}`)).status).toBe(404);
     expect((await http(kiln.baseUrl, KEY_B)(`/v1/tasks/${theirs.id}`)).json.status).toBe('running');
@@ -78,7 +111,9 @@ describe('reads from stored views', () => {
     await kiln.api.redis.del(kiln.api.store.taskKey(r.id));
     await kiln.api.store.rememberMissing(owner, [r.id]); // no worker, no workflow: Temporal would not know it either
     expect((await api(`/v1/tasks/${r.id}`)).status).toBe(404);
-    expect((await api('/v1/tasks/batch-get', { method: 'POST', json: { ids: [r.id] } })).json.items[0].status).toBe('not_found');
+    expect((await api('/v1/tasks/batch-get', { method: 'POST', json: { ids: [r.id] } })).json.items[0].status).toBe(
+      'not_found',
+    );
     expect((await api('/v1/tasks?limit=100')).json.items.some((i: { id: string }) => i.id === r.id)).toBe(false);
   });
 
@@ -86,16 +121,37 @@ describe('reads from stored views', () => {
     const api = http(kiln.baseUrl);
     const r = succeeded(image('accepted'));
     const v: VideoTaskRecord = {
-      id: `video_${randomBytes(16).toString('hex')}`, kind: 'video', owner, model: 'kiln-video-1', status: 'running', progress: 40,
-      prompt: 'p', seconds: '4', size: '720x1280', created_at: now(), completed_at: null, error: null,
+      id: `video_${randomBytes(16).toString('hex')}`,
+      kind: 'video',
+      owner,
+      model: 'kiln-video-1',
+      status: 'running',
+      progress: 40,
+      prompt: 'p',
+      seconds: '4',
+      size: '720x1280',
+      created_at: now(),
+      completed_at: null,
+      error: null,
     };
     const { redis, store } = kiln.api;
     // The shape the previous release wrote: the record, its status and rank, and the index entry.
-    for (const rec of [r, v]) await redis.hset(store.taskKey(rec.id), 'j', JSON.stringify(rec), 's', rec.status, 'r', rec.status === 'running' ? 2 : 3);
+    for (const rec of [r, v])
+      await redis.hset(
+        store.taskKey(rec.id),
+        'j',
+        JSON.stringify(rec),
+        's',
+        rec.status,
+        'r',
+        rec.status === 'running' ? 2 : 3,
+      );
     await redis.zadd(store.ownerKey(owner), 0, `${String(r.created_at).padStart(10, '0')}:${r.id}`);
     expect((await api(`/v1/tasks/${r.id}`)).json).toEqual(JSON.parse(JSON.stringify(taskView(r))));
     expect((await api(`/v1/videos/${v.id}`)).json).toEqual(JSON.parse(JSON.stringify(videoView(v))));
-    expect((await api('/v1/tasks?limit=100')).json.items.find((i: { id: string }) => i.id === r.id)?.status).toBe('succeeded');
+    expect((await api('/v1/tasks?limit=100')).json.items.find((i: { id: string }) => i.id === r.id)?.status).toBe(
+      'succeeded',
+    );
     expect((await http(kiln.baseUrl, KEY_B)(`/v1/tasks/${r.id}`)).status).toBe(404);
     expect((await api(`/v1/tasks/${v.id}`)).status).toBe(404);
     expect((await api(`/v1/tasks/${r.id}/content`)).status).toBe(302);

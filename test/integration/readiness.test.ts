@@ -21,7 +21,7 @@ afterAll(async () => {
 async function readyz() {
   const t0 = performance.now();
   const res = await fetch(`${kiln.baseUrl}/readyz`);
-  return { status: res.status, body: await res.json() as any, ms: performance.now() - t0 };
+  return { status: res.status, body: (await res.json()) as any, ms: performance.now() - t0 };
 }
 
 /** Polls /readyz until it answers `status`; returns how long that took. Every answer must be fast. */
@@ -31,7 +31,8 @@ async function until(status: number, limitMs: number): Promise<{ after: number; 
     const r = await readyz();
     expect(r.ms, 'a /readyz answer').toBeLessThan(1500);
     if (r.status === status) return { after: performance.now() - t0, last: r.body };
-    if (performance.now() - t0 > limitMs) throw new Error(`/readyz still ${r.status} after ${limitMs} ms: ${JSON.stringify(r.body)}`);
+    if (performance.now() - t0 > limitMs)
+      throw new Error(`/readyz still ${r.status} after ${limitMs} ms: ${JSON.stringify(r.body)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -75,10 +76,16 @@ describe('health and readiness', () => {
   });
 
   it('answers within its deadline, unready, while the Temporal server is down', async () => {
-    const temporal = await startTemporal({ dbFile: join(mkdtempSync(join(inject('tmpRoot'), 'temporal-ready-')), 'dev.sqlite') });
+    const temporal = await startTemporal({
+      dbFile: join(mkdtempSync(join(inject('tmpRoot'), 'temporal-ready-')), 'dev.sqlite'),
+    });
     const k = await startKiln({ temporalAddress: temporal.url });
     try {
-      const r = async () => { const t0 = performance.now(); const res = await fetch(`${k.baseUrl}/readyz`); return { status: res.status, body: await res.json() as any, ms: performance.now() - t0 }; };
+      const r = async () => {
+        const t0 = performance.now();
+        const res = await fetch(`${k.baseUrl}/readyz`);
+        return { status: res.status, body: (await res.json()) as any, ms: performance.now() - t0 };
+      };
       const up = performance.now();
       while ((await r()).status !== 200) {
         if (performance.now() - up > 10_000) throw new Error('never ready');

@@ -44,41 +44,70 @@ const resolve = async (name: string): Promise<LookupAddress[]> => {
   return lookup(name, { all: true });
 };
 const MAX = 64 * 1024;
-const safeFetch = createSafeFetch({ maxBytes: MAX, maxRedirects: 3, acceptType: (t) => REFERENCE_TYPES.has(t), allow: [PUBLIC], resolve });
+const safeFetch = createSafeFetch({
+  maxBytes: MAX,
+  maxRedirects: 3,
+  acceptType: (t) => REFERENCE_TYPES.has(t),
+  allow: [PUBLIC],
+  resolve,
+});
 const get = (url: string) => safeFetch(url, AbortSignal.timeout(5000));
 
 async function refused(url: string, reason: RegExp) {
-  const err = await get(url).then(() => null, (e: unknown) => e);
+  const err = await get(url).then(
+    () => null,
+    (e: unknown) => e,
+  );
   expect(err, url).toBeInstanceOf(UnusableUrl);
   expect((err as Error).message, url).toMatch(reason);
 }
 
 describe('address rules', () => {
   it.each([
-    ['127.0.0.1', 'loopback'], ['127.255.255.254', 'loopback'], ['::1', 'loopback'],
-    ['10.0.0.1', 'private'], ['172.16.0.1', 'private'], ['172.31.255.255', 'private'], ['192.168.0.1', 'private'],
-    ['169.254.169.254', 'linkLocal'], ['fe80::1', 'linkLocal'], ['febf::1', 'linkLocal'],
-    ['fc00::1', 'uniqueLocal'], ['fd12:3456::1', 'uniqueLocal'],
-    ['0.0.0.0', 'unspecified'], ['::', 'unspecified'],
-    ['224.0.0.1', 'multicast'], ['239.255.255.250', 'multicast'], ['ff02::1', 'multicast'],
-    ['100.64.0.1', 'carrierGradeNat'], ['100.127.255.254', 'carrierGradeNat'],
+    ['127.0.0.1', 'loopback'],
+    ['127.255.255.254', 'loopback'],
+    ['::1', 'loopback'],
+    ['10.0.0.1', 'private'],
+    ['172.16.0.1', 'private'],
+    ['172.31.255.255', 'private'],
+    ['192.168.0.1', 'private'],
+    ['169.254.169.254', 'linkLocal'],
+    ['fe80::1', 'linkLocal'],
+    ['febf::1', 'linkLocal'],
+    ['fc00::1', 'uniqueLocal'],
+    ['fd12:3456::1', 'uniqueLocal'],
+    ['0.0.0.0', 'unspecified'],
+    ['::', 'unspecified'],
+    ['224.0.0.1', 'multicast'],
+    ['239.255.255.250', 'multicast'],
+    ['ff02::1', 'multicast'],
+    ['100.64.0.1', 'carrierGradeNat'],
+    ['100.127.255.254', 'carrierGradeNat'],
     ['255.255.255.255', 'broadcast'],
-    ['::ffff:127.0.0.1', 'loopback'], ['::ffff:10.0.0.1', 'private'], ['::ffff:169.254.169.254', 'linkLocal'],
-    ['2002:7f00:1::1', '6to4'], ['64:ff9b::a00:1', 'rfc6052'],
+    ['::ffff:127.0.0.1', 'loopback'],
+    ['::ffff:10.0.0.1', 'private'],
+    ['::ffff:169.254.169.254', 'linkLocal'],
+    ['2002:7f00:1::1', '6to4'],
+    ['64:ff9b::a00:1', 'rfc6052'],
   ])('%s is refused (%s)', (address, range) => {
     expect(refusedAddress(address)).toBe(`${range} address`);
   });
 
-  it.each(['8.8.8.8', '1.1.1.1', '172.32.0.1', '100.128.0.1', '169.253.255.255', '2606:4700:4700::1111'])('%s (public unicast) is allowed', (address) => {
-    expect(refusedAddress(address)).toBeNull();
-  });
+  it.each(['8.8.8.8', '1.1.1.1', '172.32.0.1', '100.128.0.1', '169.253.255.255', '2606:4700:4700::1111'])(
+    '%s (public unicast) is allowed',
+    (address) => {
+      expect(refusedAddress(address)).toBeNull();
+    },
+  );
 
   it('the allow-list exempts exactly what it names', () => {
     expect(refusedAddress('127.0.0.2', ['127.0.0.2'])).toBeNull();
     expect(refusedAddress('127.0.0.1', ['127.0.0.2'])).toBe('loopback address');
     expect(refusedAddress('10.1.2.3', ['10.1.0.0/16'])).toBeNull();
     expect(refusedAddress('10.2.0.1', ['10.1.0.0/16'])).toBe('private address');
-    expect(() => createSafeFetch({ maxBytes: 1, maxRedirects: 0, acceptType: () => true, allow: ['not-an-ip'] })).toThrow(/not an IP/);
+    expect(() =>
+      createSafeFetch({ maxBytes: 1, maxRedirects: 0, acceptType: () => true, allow: ['not-an-ip'] }),
+    ).toThrow(/not an IP/);
   });
 });
 
@@ -104,7 +133,11 @@ describe('the guarded fetch', () => {
     ['localhost (real DNS)', () => `http://localhost:${sentinel.port}/ok.png`, /loopback/],
     ['a name resolving to a private address', () => 'http://internal.example.test/ok.png', /private/],
     ['a name resolving to the metadata address', () => 'http://metadata.example.test/latest/meta-data/', /linkLocal/],
-    ['a name with one public and one private address', () => `http://mixed.example.test:${host.port}/ok.png`, /private/],
+    [
+      'a name with one public and one private address',
+      () => `http://mixed.example.test:${host.port}/ok.png`,
+      /private/,
+    ],
     ['a name resolving to IPv6 loopback', () => `http://v6-loopback.example.test:${sentinel.port}/ok.png`, /loopback/],
     ['an unspecified address', () => `http://0.0.0.0:${sentinel.port}/ok.png`, /unspecified/],
     ['a non-http scheme', () => 'file:///etc/passwd', /scheme/],
@@ -155,7 +188,13 @@ describe('reference images through Kiln', () => {
   let kiln: Kiln;
   beforeAll(async () => {
     fake = await startFakeGemini();
-    const gemini = { provider: 'gemini', baseUrl: fake.baseUrl, timeoutMs: 10_000, heartbeatTimeoutMs: 1000, maxAttempts: 2 };
+    const gemini = {
+      provider: 'gemini',
+      baseUrl: fake.baseUrl,
+      timeoutMs: 10_000,
+      heartbeatTimeoutMs: 1000,
+      maxAttempts: 2,
+    };
     kiln = await startKiln({
       env: { REFERENCE_FETCH_ALLOW: PUBLIC },
       models: [
@@ -171,37 +210,62 @@ describe('reference images through Kiln', () => {
   beforeEach(() => fake.reset());
 
   const api = () => http(kiln.baseUrl, KEY_A);
-  const withRefs = (...urls: string[]) => submitBody('blend these', {
-    contents: [{ role: 'user', parts: [{ text: 'blend these' }, ...urls.map((data) => ({ inlineData: { mimeType: 'image/png', data } }))] }],
-  });
+  const withRefs = (...urls: string[]) =>
+    submitBody('blend these', {
+      contents: [
+        {
+          role: 'user',
+          parts: [{ text: 'blend these' }, ...urls.map((data) => ({ inlineData: { mimeType: 'image/png', data } }))],
+        },
+      ],
+    });
   async function run(model: string, ...urls: string[]) {
     const res = await api()(`/v1beta/models/${model}:generateContent`, { method: 'POST', json: withRefs(...urls) });
     expect(res.status, res.text).toBe(202);
-    return waitForStatus(() => api()(`/v1/tasks/${res.json.id}`), (s) => s === 'succeeded' || s === 'failed' || s === 'uncertain');
+    return waitForStatus(
+      () => api()(`/v1/tasks/${res.json.id}`),
+      (s) => s === 'succeeded' || s === 'failed' || s === 'uncertain',
+    );
   }
 
   it('by default forwards reference URLs as they are, without fetching them', async () => {
     const url = `http://127.0.0.1:${sentinel.port}/private.png`;
     expect((await run('by-url', url)).status).toBe('succeeded');
-    expect((fake.requests[0].body as any).contents[0].parts[1]).toEqual({ inlineData: { mimeType: 'image/png', data: url } });
+    expect((fake.requests[0].body as any).contents[0].parts[1]).toEqual({
+      inlineData: { mimeType: 'image/png', data: url },
+    });
     expect(sentinel.requests).toEqual([]);
   });
 
   it('inlineReferences: downloads each reference and sends base64 with the served media type, in order', async () => {
-    const task = await run('inline', `${host.baseUrl}/ok.png`, `${host.baseUrl}/redirect?to=/img%3Ftype%3Dimage/webp%26bytes%3D1000`);
+    const task = await run(
+      'inline',
+      `${host.baseUrl}/ok.png`,
+      `${host.baseUrl}/redirect?to=/img%3Ftype%3Dimage/webp%26bytes%3D1000`,
+    );
     expect(task.status).toBe('succeeded');
     const parts = (fake.requests[0].body as any).contents[0].parts;
     expect(parts[0]).toEqual({ text: 'blend these' });
     expect(parts[1]).toEqual({ inlineData: { mimeType: 'image/png', data: TINY_PNG.toString('base64') } });
-    expect(parts[2]).toEqual({ inlineData: { mimeType: 'image/webp', data: Buffer.alloc(1000, 7).toString('base64') } });
+    expect(parts[2]).toEqual({
+      inlineData: { mimeType: 'image/webp', data: Buffer.alloc(1000, 7).toString('base64') },
+    });
     expect(fake.requests[0].raw).not.toContain(host.baseUrl);
   });
 
   it.each([
     ['a loopback reference', () => `http://127.0.0.1:${sentinel.port}/ok.png`, /loopback/],
     ['the metadata address', () => 'http://169.254.169.254/latest/meta-data/', /linkLocal/],
-    ['a redirect to loopback', () => `${host.baseUrl}/redirect?to=${encodeURIComponent(`http://localhost:${sentinel.port}/ok.png`)}`, /loopback/],
-    ['a reference over referenceMaxBytes', () => `${host.baseUrl}/img?type=image/png&bytes=1001`, /over the limit of 1000/],
+    [
+      'a redirect to loopback',
+      () => `${host.baseUrl}/redirect?to=${encodeURIComponent(`http://localhost:${sentinel.port}/ok.png`)}`,
+      /loopback/,
+    ],
+    [
+      'a reference over referenceMaxBytes',
+      () => `${host.baseUrl}/img?type=image/png&bytes=1001`,
+      /over the limit of 1000/,
+    ],
     ['a reference that is not an image', () => `${host.baseUrl}/img?type=text/html&bytes=10`, /content type/],
     ['a missing reference', () => `${host.baseUrl}/missing`, /404/],
   ])('%s ends the task failed/invalid_request before any upstream call', async (_what, url, reason) => {

@@ -13,7 +13,12 @@ import { ok, startFakeGemini, TINY_PNG, type FakeGemini } from '../support/fake-
 import { startKiln, http, submitBody, waitForStatus, KEY_A, type Kiln } from '../support/kiln.js';
 
 const MOTO = process.env.MOTO_SERVER_BIN ?? fileURLToPath(new URL('../../.tools/bin/moto_server', import.meta.url));
-const S3_ENV = { S3_REGION: 'us-east-1', S3_ACCESS_KEY_ID: 'test-access-key', S3_SECRET_ACCESS_KEY: 'test-secret-key-3f9a', S3_PREFIX: 'kiln/' };
+const S3_ENV = {
+  S3_REGION: 'us-east-1',
+  S3_ACCESS_KEY_ID: 'test-access-key',
+  S3_SECRET_ACCESS_KEY: 'test-secret-key-3f9a',
+  S3_PREFIX: 'kiln/',
+};
 
 let moto: ChildProcess;
 let endpoint: string;
@@ -27,7 +32,8 @@ async function freePort(): Promise<number> {
 }
 
 beforeAll(async () => {
-  if (!existsSync(MOTO)) throw new Error(`moto_server not found at ${MOTO}: run scripts/bootstrap.sh (or set MOTO_SERVER_BIN)`);
+  if (!existsSync(MOTO))
+    throw new Error(`moto_server not found at ${MOTO}: run scripts/bootstrap.sh (or set MOTO_SERVER_BIN)`);
   const port = await freePort();
   endpoint = `http://127.0.0.1:${port}`;
   moto = spawn(MOTO, ['-H', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
@@ -35,15 +41,26 @@ beforeAll(async () => {
   for (;;) {
     try {
       if ((await fetch(`${endpoint}/moto-api/`)).ok) break;
-    } catch { /* not up yet */ }
+    } catch {
+      /* not up yet */
+    }
     if (Date.now() > deadline || moto.exitCode !== null) throw new Error('moto_server did not start');
     await new Promise((r) => setTimeout(r, 200));
   }
 });
-afterAll(() => { moto?.kill(); });
+afterAll(() => {
+  moto?.kill();
+});
 
 function store(bucket: string, extra: Record<string, string> = {}): S3BlobStore {
-  const config = loadConfig({ KILN_SECRET: 'x'.repeat(32), BLOB_STORE: 's3', S3_BUCKET: bucket, S3_ENDPOINT: endpoint, ...S3_ENV, ...extra });
+  const config = loadConfig({
+    KILN_SECRET: 'x'.repeat(32),
+    BLOB_STORE: 's3',
+    S3_BUCKET: bucket,
+    S3_ENDPOINT: endpoint,
+    ...S3_ENV,
+    ...extra,
+  });
   const { blobs } = createBlobs(config);
   expect(blobs).toBeInstanceOf(S3BlobStore);
   return blobs as S3BlobStore;
@@ -89,8 +106,12 @@ describe('S3 blob store', () => {
 
   it('refuses an incomplete configuration with a message that names what to set', () => {
     expect(() => loadConfig({ KILN_SECRET: 'x'.repeat(32), BLOB_STORE: 's3' })).toThrow(/S3_BUCKET/);
-    expect(() => loadConfig({ KILN_SECRET: 'x'.repeat(32), BLOB_STORE: 's3', S3_BUCKET: 'b', S3_ACCESS_KEY_ID: 'a' })).toThrow(/S3_SECRET_ACCESS_KEY/);
-    expect(() => loadConfig({ KILN_SECRET: 'x'.repeat(32), BLOB_STORE: 's3', S3_BUCKET: 'b', S3_PRESIGN_SECONDS: '604801' })).toThrow(/604800/);
+    expect(() =>
+      loadConfig({ KILN_SECRET: 'x'.repeat(32), BLOB_STORE: 's3', S3_BUCKET: 'b', S3_ACCESS_KEY_ID: 'a' }),
+    ).toThrow(/S3_SECRET_ACCESS_KEY/);
+    expect(() =>
+      loadConfig({ KILN_SECRET: 'x'.repeat(32), BLOB_STORE: 's3', S3_BUCKET: 'b', S3_PRESIGN_SECONDS: '604801' }),
+    ).toThrow(/604800/);
     expect(loadConfig({ KILN_SECRET: 'x'.repeat(32) }).blobStore).toEqual({ kind: 'fs' });
   });
 });
@@ -117,7 +138,10 @@ describe('a task with BLOB_STORE=s3', () => {
   it('stores the generated image in the bucket; the task and the content redirect point at it', async () => {
     const api = http(kiln.baseUrl, KEY_A);
     const res = await api('/v1beta/models/g:generateContent', { method: 'POST', json: submitBody() });
-    const task = await waitForStatus(() => api(`/v1/tasks/${res.json.id}`), (s) => s === 'succeeded' || s === 'failed');
+    const task = await waitForStatus(
+      () => api(`/v1/tasks/${res.json.id}`),
+      (s) => s === 'succeeded' || s === 'failed',
+    );
     expect(task.status).toBe('succeeded');
     const url: string = task.candidates[0].content.parts[0].inlineData.data;
     expect(url.startsWith(`${endpoint}/kiln-tasks/kiln/`)).toBe(true);
@@ -129,7 +153,10 @@ describe('a task with BLOB_STORE=s3', () => {
 
   it('direct form asking for base64 reads the image back from the bucket', async () => {
     fake.enqueue(ok([{ inlineData: { mimeType: 'image/png', data: TINY_PNG.toString('base64') } }]));
-    const res = await http(kiln.baseUrl, KEY_A)('/v1beta/models/g-direct:generateContent', { method: 'POST', json: { contents: [{ parts: [{ text: 'a fox' }] }] } });
+    const res = await http(kiln.baseUrl, KEY_A)('/v1beta/models/g-direct:generateContent', {
+      method: 'POST',
+      json: { contents: [{ parts: [{ text: 'a fox' }] }] },
+    });
     expect(res.status, res.text).toBe(200);
     expect(Buffer.from(res.json.candidates[0].content.parts[0].inlineData.data, 'base64').equals(TINY_PNG)).toBe(true);
   });

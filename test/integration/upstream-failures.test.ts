@@ -2,7 +2,16 @@
 // credentials, every upstream failure code, timeouts, `uncertain` and retries.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import proto from '@temporalio/proto';
-import { closedPortUrl, delayed, drop, fail, ok, startFakeGemini, TINY_PNG, type FakeGemini } from '../support/fake-gemini.js';
+import {
+  closedPortUrl,
+  delayed,
+  drop,
+  fail,
+  ok,
+  startFakeGemini,
+  TINY_PNG,
+  type FakeGemini,
+} from '../support/fake-gemini.js';
 import { startKiln, http, submitBody, waitForStatus, KEY_A, type Kiln } from '../support/kiln.js';
 
 const CONFIGURED_KEY = 'configured-upstream-key-5b1f0c9e7d';
@@ -15,7 +24,13 @@ let refusedUrl: string;
 beforeAll(async () => {
   fake = await startFakeGemini();
   refusedUrl = await closedPortUrl();
-  const gemini = { provider: 'gemini', baseUrl: fake.baseUrl, credential: 'passthrough', timeoutMs: 5000, heartbeatTimeoutMs: 1000 };
+  const gemini = {
+    provider: 'gemini',
+    baseUrl: fake.baseUrl,
+    credential: 'passthrough',
+    timeoutMs: 5000,
+    heartbeatTimeoutMs: 1000,
+  };
   kiln = await startKiln({
     env: { FAKE_KEY: CONFIGURED_KEY },
     models: [
@@ -45,7 +60,13 @@ async function submit(model: string, body: unknown = submitBody()): Promise<stri
 
 const finish = (id: string) => waitForStatus(() => api()(`/v1/tasks/${id}`), TERMINAL, 30_000);
 
-interface TaskBody { status: string; created_at: number; finished_at: number | null; candidates: unknown; error: { code: string; message: string } | null }
+interface TaskBody {
+  status: string;
+  created_at: number;
+  finished_at: number | null;
+  candidates: unknown;
+  error: { code: string; message: string } | null;
+}
 
 function expectFailed(task: TaskBody, code: string, upstreamMessage?: string) {
   expect(task.status).toBe('failed');
@@ -89,16 +110,29 @@ async function lastActivityAttempt(id: string): Promise<number | null | undefine
 describe('gemini provider: success', () => {
   it('stores a base64 image in the blob store, keeps text parts in order, passes URL images through', async () => {
     const remote = 'http://images.example.test/out/remote-image.png';
-    fake.enqueue(ok([
-      { text: 'Here is your fox.' },
-      { inlineData: { mimeType: 'image/png', data: TINY_PNG.toString('base64') } },
-      { text: 'And another one:' },
-      { inlineData: { mimeType: 'image/png', data: remote } },
-    ], { responseId: 'resp-abc-123', modelVersion: 'gemini-fake-image-001' }));
+    fake.enqueue(
+      ok(
+        [
+          { text: 'Here is your fox.' },
+          { inlineData: { mimeType: 'image/png', data: TINY_PNG.toString('base64') } },
+          { text: 'And another one:' },
+          { inlineData: { mimeType: 'image/png', data: remote } },
+        ],
+        { responseId: 'resp-abc-123', modelVersion: 'gemini-fake-image-001' },
+      ),
+    );
     const id = await submit('g-main');
     const task = await finish(id);
 
-    expect(task).toMatchObject({ id, object: 'image.task', model: 'g-main', status: 'succeeded', error: null, response_id: 'resp-abc-123', model_version: 'gemini-fake-image-001' });
+    expect(task).toMatchObject({
+      id,
+      object: 'image.task',
+      model: 'g-main',
+      status: 'succeeded',
+      error: null,
+      response_id: 'resp-abc-123',
+      model_version: 'gemini-fake-image-001',
+    });
     expect(Number.isInteger(task.finished_at)).toBe(true);
     expect(task.candidates).toHaveLength(1);
     expect(task.candidates[0].finishReason).toBe('STOP');
@@ -128,7 +162,10 @@ describe('gemini provider: success', () => {
     const id = await submit('g-main');
     const task = await finish(id);
     expect(task.status).toBe('succeeded');
-    expect(task.candidates[0].content.parts).toEqual([{ text: 'done' }, { inlineData: { mimeType: 'image/png', data: remote } }]);
+    expect(task.candidates[0].content.parts).toEqual([
+      { text: 'done' },
+      { inlineData: { mimeType: 'image/png', data: remote } },
+    ]);
     expect(task.response_id).toBe('fake-response-1');
     const content = await api()(`/v1/tasks/${id}/content`);
     expect(content.status).toBe(302);
@@ -144,7 +181,11 @@ describe('gemini provider: success', () => {
 
 describe('gemini provider: the forwarded request', () => {
   const body = submitBody('a lighthouse at dusk, oil painting', {
-    generationConfig: { responseModalities: ['TEXT', 'IMAGE'], topP: 0.9, imageConfig: { aspectRatio: '16:9', imageSize: '2K', output: 'url' } },
+    generationConfig: {
+      responseModalities: ['TEXT', 'IMAGE'],
+      topP: 0.9,
+      imageConfig: { aspectRatio: '16:9', imageSize: '2K', output: 'url' },
+    },
     tools: [{ googleSearch: {} }],
     systemInstruction: { parts: [{ text: 'You are a careful illustrator.' }] },
   });
@@ -163,14 +204,18 @@ describe('gemini provider: the forwarded request', () => {
     expect(req.headers['idempotency-key']).toBeUndefined(); // g-main is not idempotent
     expect(req.body).toEqual({
       contents: [{ role: 'user', parts: [{ text: 'a lighthouse at dusk, oil painting' }] }],
-      generationConfig: { responseModalities: ['TEXT', 'IMAGE'], topP: 0.9, imageConfig: { aspectRatio: '16:9', imageSize: '2K' } },
+      generationConfig: {
+        responseModalities: ['TEXT', 'IMAGE'],
+        topP: 0.9,
+        imageConfig: { aspectRatio: '16:9', imageSize: '2K' },
+      },
       tools: [{ googleSearch: {} }],
       systemInstruction: { parts: [{ text: 'You are a careful illustrator.' }] },
     });
     expect(req.raw).not.toContain('"output"');
   });
 
-  it('uses the configured key for a model with an {env} credential, not the caller\'s', async () => {
+  it("uses the configured key for a model with an {env} credential, not the caller's", async () => {
     const id = await submit('g-env', body);
     expect((await finish(id)).status).toBe('succeeded');
     expect(fake.requests).toHaveLength(1);
@@ -301,7 +346,10 @@ describe('gemini provider: timeouts, dropped connections, retries', () => {
   });
 
   it('retries an idempotent upstream after a dropped connection, with the task id as idempotency key', async () => {
-    fake.enqueue(drop(), ok([{ inlineData: { mimeType: 'image/png', data: TINY_PNG.toString('base64') } }], { responseId: 'second-try' }));
+    fake.enqueue(
+      drop(),
+      ok([{ inlineData: { mimeType: 'image/png', data: TINY_PNG.toString('base64') } }], { responseId: 'second-try' }),
+    );
     const id = await submit('g-idem');
     const task = await finish(id);
     expect(task.status).toBe('succeeded');

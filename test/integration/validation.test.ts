@@ -67,11 +67,18 @@ const withParts = (parts: unknown[], extra: Record<string, unknown> = {}) => ({
 const ref = (data: string) => ({ inlineData: { mimeType: 'image/png', data } });
 
 let kiln: Kiln;
-beforeAll(async () => { kiln = await startKiln({ workers: false }); });
-afterAll(async () => { await kiln?.stop(); });
+beforeAll(async () => {
+  kiln = await startKiln({ workers: false });
+});
+afterAll(async () => {
+  await kiln?.stop();
+});
 
 describe('submit: output must resolve to url', () => {
-  const noOutput = () => ({ contents: [{ role: 'user', parts: [{ text: 'a fox' }] }], generationConfig: { responseModalities: ['IMAGE'] } });
+  const noOutput = () => ({
+    contents: [{ role: 'user', parts: [{ text: 'a fox' }] }],
+    generationConfig: { responseModalities: ['IMAGE'] },
+  });
 
   it('rejects a submission without output', async () => {
     expectError(await client(kiln)(SUBMIT, { method: 'POST', json: noOutput() }), 400, 'output_must_be_url');
@@ -80,7 +87,10 @@ describe('submit: output must resolve to url', () => {
   it('accepts ?output=url alone', async () => {
     const r = await client(kiln)(SUBMIT_URL, { method: 'POST', json: noOutput() });
     expectAccepted(r);
-    expect(r.json).toMatchObject({ polling_url: `/v1/tasks/${r.json.id}`, content_url: `/v1/tasks/${r.json.id}/content` });
+    expect(r.json).toMatchObject({
+      polling_url: `/v1/tasks/${r.json.id}`,
+      content_url: `/v1/tasks/${r.json.id}/content`,
+    });
   });
 
   it('accepts generationConfig.imageConfig.output = url alone', async () => {
@@ -93,7 +103,11 @@ describe('submit: output must resolve to url', () => {
     const b64 = { ...noOutput(), generationConfig: { imageConfig: { output: 'base64' } } };
     expectError(await call(SUBMIT, { method: 'POST', json: b64 }), 400, 'output_must_be_url');
     expectError(await call(SUBMIT_URL, { method: 'POST', json: b64 }), 400, 'output_must_be_url');
-    expectError(await call(`${SUBMIT}?output=base64`, { method: 'POST', json: submitBody() }), 400, 'output_must_be_url');
+    expectError(
+      await call(`${SUBMIT}?output=base64`, { method: 'POST', json: submitBody() }),
+      400,
+      'output_must_be_url',
+    );
   });
 });
 
@@ -107,9 +121,24 @@ describe('submit: prompt length', () => {
   it('counts the total over several text parts and contents', async () => {
     const call = client(kiln);
     const parts = (n: number) => [{ text: 'a'.repeat(1000) }, { text: 'b'.repeat(1000) }, { text: 'c'.repeat(n) }];
-    expectAccepted(await call(SUBMIT, { method: 'POST', json: withParts([...parts(1000), ref('https://example.com/a.png'), { text: 'd'.repeat(1000) }]) }));
-    expectError(await call(SUBMIT, { method: 'POST', json: withParts([...parts(1001), { text: 'd'.repeat(1000) }]) }), 400, 'prompt_too_long');
-    const twoContents = (n: number) => ({ ...submitBody(), contents: [{ role: 'user', parts: [{ text: 'x'.repeat(2000) }] }, { role: 'user', parts: [{ text: 'y'.repeat(n) }] }] });
+    expectAccepted(
+      await call(SUBMIT, {
+        method: 'POST',
+        json: withParts([...parts(1000), ref('https://example.com/a.png'), { text: 'd'.repeat(1000) }]),
+      }),
+    );
+    expectError(
+      await call(SUBMIT, { method: 'POST', json: withParts([...parts(1001), { text: 'd'.repeat(1000) }]) }),
+      400,
+      'prompt_too_long',
+    );
+    const twoContents = (n: number) => ({
+      ...submitBody(),
+      contents: [
+        { role: 'user', parts: [{ text: 'x'.repeat(2000) }] },
+        { role: 'user', parts: [{ text: 'y'.repeat(n) }] },
+      ],
+    });
     expectAccepted(await call(SUBMIT, { method: 'POST', json: twoContents(2000) }));
     expectError(await call(SUBMIT, { method: 'POST', json: twoContents(2001) }), 400, 'prompt_too_long');
   });
@@ -119,19 +148,39 @@ describe('submit: prompt length', () => {
     // U+1F525 is 4 bytes in UTF-8 and 2 UTF-16 units; 'é' and '字' are 2 and 3 bytes.
     expectAccepted(await call(SUBMIT, { method: 'POST', json: submitBody('🔥'.repeat(4000)) }));
     expectError(await call(SUBMIT, { method: 'POST', json: submitBody('🔥'.repeat(4001)) }), 400, 'prompt_too_long');
-    expectAccepted(await call(SUBMIT, { method: 'POST', json: withParts([{ text: 'é'.repeat(2000) }, { text: '字'.repeat(1999) }, { text: '🔥' }]) }));
-    const over = await call(SUBMIT, { method: 'POST', json: withParts([{ text: 'é'.repeat(2000) }, { text: '字'.repeat(2000) }, { text: '🔥' }]) });
+    expectAccepted(
+      await call(SUBMIT, {
+        method: 'POST',
+        json: withParts([{ text: 'é'.repeat(2000) }, { text: '字'.repeat(1999) }, { text: '🔥' }]),
+      }),
+    );
+    const over = await call(SUBMIT, {
+      method: 'POST',
+      json: withParts([{ text: 'é'.repeat(2000) }, { text: '字'.repeat(2000) }, { text: '🔥' }]),
+    });
     expectError(over, 400, 'prompt_too_long');
     expect(over.json.error.message).toContain('4001');
   });
 
   it('requires a text part', async () => {
     const call = client(kiln);
-    expectError(await call(SUBMIT, { method: 'POST', json: withParts([ref('https://example.com/a.png')]) }), 400, 'invalid_request');
+    expectError(
+      await call(SUBMIT, { method: 'POST', json: withParts([ref('https://example.com/a.png')]) }),
+      400,
+      'invalid_request',
+    );
     expectError(await call(SUBMIT, { method: 'POST', json: withParts([]) }), 400, 'invalid_request');
     expectError(await call(SUBMIT, { method: 'POST', json: withParts([{ text: '' }]) }), 400, 'invalid_request');
-    expectError(await call(SUBMIT, { method: 'POST', json: withParts([{ text: '   \n\t ' }]) }), 400, 'invalid_request');
-    expectError(await call(SUBMIT, { method: 'POST', json: { ...submitBody(), contents: [] } }), 400, 'invalid_request');
+    expectError(
+      await call(SUBMIT, { method: 'POST', json: withParts([{ text: '   \n\t ' }]) }),
+      400,
+      'invalid_request',
+    );
+    expectError(
+      await call(SUBMIT, { method: 'POST', json: { ...submitBody(), contents: [] } }),
+      400,
+      'invalid_request',
+    );
     const { contents: _c, ...noContents } = submitBody();
     expectError(await call(SUBMIT, { method: 'POST', json: noContents }), 400, 'invalid_request');
     expectError(await call(SUBMIT, { method: 'POST', json: withParts([{ text: 42 }]) }), 400, 'invalid_request');
@@ -144,15 +193,30 @@ describe('submit: reference images', () => {
   it('accepts exactly 8 and rejects 9', async () => {
     const call = client(kiln);
     expectAccepted(await call(SUBMIT, { method: 'POST', json: withParts([{ text: 'mix these' }, ...refs(8)]) }));
-    expectError(await call(SUBMIT, { method: 'POST', json: withParts([{ text: 'mix these' }, ...refs(9)]) }), 400, 'too_many_reference_images');
+    expectError(
+      await call(SUBMIT, { method: 'POST', json: withParts([{ text: 'mix these' }, ...refs(9)]) }),
+      400,
+      'too_many_reference_images',
+    );
     // Counted over all contents.
-    const split = { ...submitBody(), contents: [{ role: 'user', parts: [{ text: 'a' }, ...refs(5)] }, { role: 'user', parts: refs(4) }] };
+    const split = {
+      ...submitBody(),
+      contents: [
+        { role: 'user', parts: [{ text: 'a' }, ...refs(5)] },
+        { role: 'user', parts: refs(4) },
+      ],
+    };
     expectError(await call(SUBMIT, { method: 'POST', json: split }), 400, 'too_many_reference_images');
   });
 
   it('accepts http and https URLs', async () => {
     const call = client(kiln);
-    expectAccepted(await call(SUBMIT, { method: 'POST', json: withParts([{ text: 'a' }, ref('http://example.com/a.png'), ref('HTTPS://EXAMPLE.COM/b.png?x=1')]) }));
+    expectAccepted(
+      await call(SUBMIT, {
+        method: 'POST',
+        json: withParts([{ text: 'a' }, ref('http://example.com/a.png'), ref('HTTPS://EXAMPLE.COM/b.png?x=1')]),
+      }),
+    );
   });
 
   it.each([
@@ -168,14 +232,20 @@ describe('submit: reference images', () => {
   });
 
   it('rejects a missing inlineData.data with invalid_reference_image_url', async () => {
-    const r = await client(kiln)(SUBMIT, { method: 'POST', json: withParts([{ text: 'a' }, { inlineData: { mimeType: 'image/png' } }]) });
+    const r = await client(kiln)(SUBMIT, {
+      method: 'POST',
+      json: withParts([{ text: 'a' }, { inlineData: { mimeType: 'image/png' } }]),
+    });
     expectError(r, 400, 'invalid_reference_image_url');
   });
 
   it.each([
     ['ftp', 'ftp://example.com/img.png'],
     ['file', 'file:///etc/passwd'],
-    ['data', 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=='],
+    [
+      'data',
+      'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
+    ],
     ['javascript', 'javascript:alert(1)'],
     ['gopher', 'gopher://example.com/'],
   ])('rejects a %s URL with invalid_reference_image_scheme', async (_name, data) => {
@@ -186,15 +256,26 @@ describe('submit: reference images', () => {
 
 describe('submit: model, action, body format and image config', () => {
   it('answers an unknown model with 404 model_not_found', async () => {
-    const r = await client(kiln)('/v1beta/models/no-such-model:generateContent', { method: 'POST', json: submitBody() });
+    const r = await client(kiln)('/v1beta/models/no-such-model:generateContent', {
+      method: 'POST',
+      json: submitBody(),
+    });
     expectError(r, 404, 'model_not_found');
   });
 
   it('answers a wrong or missing action with 404', async () => {
     const call = client(kiln);
-    expectError(await call('/v1beta/models/kiln-image-1:foo', { method: 'POST', json: submitBody() }), 404, 'not_found');
+    expectError(
+      await call('/v1beta/models/kiln-image-1:foo', { method: 'POST', json: submitBody() }),
+      404,
+      'not_found',
+    );
     expectError(await call('/v1beta/models/kiln-image-1', { method: 'POST', json: submitBody() }), 404, 'not_found');
-    expectError(await call('/v1beta/models/kiln-image-1:generateContent:foo', { method: 'POST', json: submitBody() }), 404, 'not_found');
+    expectError(
+      await call('/v1beta/models/kiln-image-1:generateContent:foo', { method: 'POST', json: submitBody() }),
+      404,
+      'not_found',
+    );
   });
 
   it('answers a body that is not JSON with 400 invalid_request', async () => {
@@ -212,16 +293,27 @@ describe('submit: model, action, body format and image config', () => {
     const post = rawPost(kiln);
     const body = JSON.stringify(submitBody());
     expectError(await post(SUBMIT, body, { 'content-type': 'text/plain' }), 415, 'unsupported_media_type');
-    expectError(await post(SUBMIT, body, { 'content-type': 'application/x-www-form-urlencoded' }), 415, 'unsupported_media_type');
-    expectError(await post(SUBMIT, body, { 'content-type': 'multipart/form-data; boundary=x' }), 415, 'unsupported_media_type');
+    expectError(
+      await post(SUBMIT, body, { 'content-type': 'application/x-www-form-urlencoded' }),
+      415,
+      'unsupported_media_type',
+    );
+    expectError(
+      await post(SUBMIT, body, { 'content-type': 'multipart/form-data; boundary=x' }),
+      415,
+      'unsupported_media_type',
+    );
     // With charset it is still JSON.
     expectAccepted(await post(SUBMIT, body, { 'content-type': 'application/json; charset=utf-8' }));
   });
 
-  it.each(['16/9', '0:1', '1:0', '16:9:1', '100:1', 'wide', '', ' 1:1', '-1:1', '1.5:1'])('rejects aspectRatio %j', async (aspectRatio) => {
-    const body = { ...submitBody(), generationConfig: { imageConfig: { aspectRatio, output: 'url' } } };
-    expectError(await client(kiln)(SUBMIT, { method: 'POST', json: body }), 400, 'invalid_request');
-  });
+  it.each(['16/9', '0:1', '1:0', '16:9:1', '100:1', 'wide', '', ' 1:1', '-1:1', '1.5:1'])(
+    'rejects aspectRatio %j',
+    async (aspectRatio) => {
+      const body = { ...submitBody(), generationConfig: { imageConfig: { aspectRatio, output: 'url' } } };
+      expectError(await client(kiln)(SUBMIT, { method: 'POST', json: body }), 400, 'invalid_request');
+    },
+  );
 
   it.each(['1:1', '16:9', '9:16', '21:9', '99:1'])('accepts aspectRatio %j', async (aspectRatio) => {
     const body = { ...submitBody(), generationConfig: { imageConfig: { aspectRatio, output: 'url' } } };
@@ -234,7 +326,12 @@ describe('submit: model, action, body format and image config', () => {
       const body = { ...submitBody(), generationConfig: { imageConfig: { imageSize, output: 'url' } } };
       expectError(await call(SUBMIT, { method: 'POST', json: body }), 400, 'invalid_request');
     }
-    expectAccepted(await call(SUBMIT, { method: 'POST', json: { ...submitBody(), generationConfig: { imageConfig: { imageSize: '2K', output: 'url' } } } }));
+    expectAccepted(
+      await call(SUBMIT, {
+        method: 'POST',
+        json: { ...submitBody(), generationConfig: { imageConfig: { imageSize: '2K', output: 'url' } } },
+      }),
+    );
   });
 
   it('rejects wrongly typed fields with invalid_request', async () => {
@@ -254,7 +351,11 @@ describe('submit: model, action, body format and image config', () => {
   it('accepts the optional fields of the contract', async () => {
     const body = {
       ...submitBody(),
-      generationConfig: { responseModalities: ['IMAGE'], topP: 0.9, imageConfig: { aspectRatio: '16:9', imageSize: '1K', output: 'url' } },
+      generationConfig: {
+        responseModalities: ['IMAGE'],
+        topP: 0.9,
+        imageConfig: { aspectRatio: '16:9', imageSize: '1K', output: 'url' },
+      },
       tools: [{ googleSearch: {} }],
       systemInstruction: { parts: [{ text: 'photorealistic' }] },
     };
@@ -287,20 +388,41 @@ describe('submit: body size and content encodings', () => {
     const base = JSON.stringify(submitBody()).slice(0, -1);
     expectError(await post(SUBMIT, `${base},"tools":[{"x":${deep(200_000)}}]}`), 400, 'invalid_request');
     expectError(await post(SUBMIT, `${base},"tools":[{"x":${deep(100)}}]}`), 400, 'invalid_request');
-    const g = JSON.stringify({ ...submitBody(), generationConfig: { imageConfig: { output: 'url' }, responseSchema: 'X' } }).replace('"X"', deep(100_000));
+    const g = JSON.stringify({
+      ...submitBody(),
+      generationConfig: { imageConfig: { output: 'url' }, responseSchema: 'X' },
+    }).replace('"X"', deep(100_000));
     expectError(await post(SUBMIT, g), 400, 'invalid_request');
     // Ordinary nesting (a function schema) is fine, and stripped unknown fields may nest freely.
-    const schema = { type: 'object', properties: { a: { type: 'array', items: { type: 'object', properties: { b: { type: 'string' } } } } } };
-    expectAccepted(await post(SUBMIT, JSON.stringify({ ...submitBody(), tools: [{ functionDeclarations: [{ name: 'f', parameters: schema }] }] })));
+    const schema = {
+      type: 'object',
+      properties: { a: { type: 'array', items: { type: 'object', properties: { b: { type: 'string' } } } } },
+    };
+    expectAccepted(
+      await post(
+        SUBMIT,
+        JSON.stringify({ ...submitBody(), tools: [{ functionDeclarations: [{ name: 'f', parameters: schema }] }] }),
+      ),
+    );
     expectAccepted(await post(SUBMIT, `${base},"ignored":${deep(100_000)}}`));
   });
 
   it('counts a streamed body without Content-Length too', async () => {
     const call = client(kiln);
-    const stream = (buf: Buffer) => new ReadableStream<Uint8Array>({
-      start(c) { for (let i = 0; i < buf.length; i += 64 * 1024) c.enqueue(buf.subarray(i, i + 64 * 1024)); c.close(); },
-    });
-    const send = (buf: Buffer) => call(SUBMIT, { method: 'POST', body: stream(buf), headers: { 'content-type': 'application/json' }, duplex: 'half' } as RequestInit);
+    const stream = (buf: Buffer) =>
+      new ReadableStream<Uint8Array>({
+        start(c) {
+          for (let i = 0; i < buf.length; i += 64 * 1024) c.enqueue(buf.subarray(i, i + 64 * 1024));
+          c.close();
+        },
+      });
+    const send = (buf: Buffer) =>
+      call(SUBMIT, {
+        method: 'POST',
+        body: stream(buf),
+        headers: { 'content-type': 'application/json' },
+        duplex: 'half',
+      } as RequestInit);
     expectAccepted(await send(paddedBody(MB2)));
     expectError(await send(paddedBody(MB2 + 1)), 413, 'request_too_large');
   });
@@ -310,32 +432,66 @@ describe('submit: body size and content encodings', () => {
     ['br', (b: Buffer) => brotliCompressSync(b)],
   ])('accepts %s bodies and applies the 2 MB limit after decompression', async (encoding, compress) => {
     const post = rawPost(kiln);
-    expectAccepted(await post(SUBMIT, compress(Buffer.from(JSON.stringify(submitBody('compressed fox')))), { 'content-encoding': encoding }));
+    expectAccepted(
+      await post(SUBMIT, compress(Buffer.from(JSON.stringify(submitBody('compressed fox')))), {
+        'content-encoding': encoding,
+      }),
+    );
     const exact = compress(paddedBody(MB2));
     expect(exact.length).toBeLessThan(MB2 / 10);
     expectAccepted(await post(SUBMIT, exact, { 'content-encoding': encoding }));
-    expectError(await post(SUBMIT, compress(paddedBody(MB2 + 1)), { 'content-encoding': encoding }), 413, 'request_too_large');
+    expectError(
+      await post(SUBMIT, compress(paddedBody(MB2 + 1)), { 'content-encoding': encoding }),
+      413,
+      'request_too_large',
+    );
   });
 
   it('treats the Content-Encoding name case-insensitively', async () => {
     const post = rawPost(kiln);
-    expectAccepted(await post(SUBMIT, gzipSync(Buffer.from(JSON.stringify(submitBody()))), { 'content-encoding': 'GZIP' }));
-    expectAccepted(await post(SUBMIT, brotliCompressSync(Buffer.from(JSON.stringify(submitBody()))), { 'content-encoding': 'Br' }));
+    expectAccepted(
+      await post(SUBMIT, gzipSync(Buffer.from(JSON.stringify(submitBody()))), { 'content-encoding': 'GZIP' }),
+    );
+    expectAccepted(
+      await post(SUBMIT, brotliCompressSync(Buffer.from(JSON.stringify(submitBody()))), { 'content-encoding': 'Br' }),
+    );
     expectAccepted(await post(SUBMIT, JSON.stringify(submitBody()), { 'content-encoding': 'identity' }));
   });
 
   it('answers a corrupt compressed body with 400 invalid_request', async () => {
     const post = rawPost(kiln);
-    expectError(await post(SUBMIT, Buffer.from('this is not gzip'), { 'content-encoding': 'gzip' }), 400, 'invalid_request');
-    expectError(await post(SUBMIT, Buffer.from('this is not brotli at all'), { 'content-encoding': 'br' }), 400, 'invalid_request');
+    expectError(
+      await post(SUBMIT, Buffer.from('this is not gzip'), { 'content-encoding': 'gzip' }),
+      400,
+      'invalid_request',
+    );
+    expectError(
+      await post(SUBMIT, Buffer.from('this is not brotli at all'), { 'content-encoding': 'br' }),
+      400,
+      'invalid_request',
+    );
     const cut = gzipSync(Buffer.from(JSON.stringify(submitBody())));
-    expectError(await post(SUBMIT, cut.subarray(0, cut.length - 12), { 'content-encoding': 'gzip' }), 400, 'invalid_request');
+    expectError(
+      await post(SUBMIT, cut.subarray(0, cut.length - 12), { 'content-encoding': 'gzip' }),
+      400,
+      'invalid_request',
+    );
   });
 
-  it.each(['deflate', 'compress', 'x-gzip', 'zstd', 'gzip, br', 'identity, gzip', 'bogus'])('answers Content-Encoding %j with 415 unsupported_content_encoding', async (encoding) => {
-    const body = encoding === 'deflate' ? deflateSync(Buffer.from(JSON.stringify(submitBody()))) : Buffer.from(JSON.stringify(submitBody()));
-    expectError(await rawPost(kiln)(SUBMIT, body, { 'content-encoding': encoding }), 415, 'unsupported_content_encoding');
-  });
+  it.each(['deflate', 'compress', 'x-gzip', 'zstd', 'gzip, br', 'identity, gzip', 'bogus'])(
+    'answers Content-Encoding %j with 415 unsupported_content_encoding',
+    async (encoding) => {
+      const body =
+        encoding === 'deflate'
+          ? deflateSync(Buffer.from(JSON.stringify(submitBody())))
+          : Buffer.from(JSON.stringify(submitBody()));
+      expectError(
+        await rawPost(kiln)(SUBMIT, body, { 'content-encoding': encoding }),
+        415,
+        'unsupported_content_encoding',
+      );
+    },
+  );
 
   describe('decompression bombs', () => {
     const ZEROS = 64 * 1024 * 1024;
@@ -388,7 +544,11 @@ describe('batch-get', () => {
     const post = rawPost(kiln);
     expectError(await post(BATCH, '{"ids": [', {}), 400, 'invalid_request');
     expectError(await post(BATCH, '[]', {}), 400, 'invalid_request');
-    expectError(await post(BATCH, JSON.stringify({ ids: ['a'] }), { 'content-type': 'text/plain' }), 415, 'unsupported_media_type');
+    expectError(
+      await post(BATCH, JSON.stringify({ ids: ['a'] }), { 'content-type': 'text/plain' }),
+      415,
+      'unsupported_media_type',
+    );
   });
 
   it('accepts exactly 100 ids', async () => {
@@ -407,27 +567,63 @@ describe('batch-get', () => {
     const r = await call(BATCH, { method: 'POST', json: { ids: [b, 'x', a, b, 'x', a, 'y'] } });
     expect(r.status).toBe(200);
     expect(r.json.items.map((x: { id: string }) => x.id)).toEqual([b, 'x', a, 'y']);
-    expect(r.json.items.map((x: { status: string }) => x.status)).toEqual(['accepted', 'not_found', 'accepted', 'not_found']);
-    expect(r.json.items[0]).toMatchObject({ id: b, object: 'image.task', model: 'kiln-image-1', finished_at: null, candidates: null, error: null });
+    expect(r.json.items.map((x: { status: string }) => x.status)).toEqual([
+      'accepted',
+      'not_found',
+      'accepted',
+      'not_found',
+    ]);
+    expect(r.json.items[0]).toMatchObject({
+      id: b,
+      object: 'image.task',
+      model: 'kiln-image-1',
+      finished_at: null,
+      candidates: null,
+      error: null,
+    });
   });
 
   it('reports odd ids as not_found items', async () => {
-    const odd = ['../../etc', '../../../etc/passwd', "'; DROP TABLE tasks; --", 'x'.repeat(200), 'tâche-🔥-任务', 'task_', `task_${'A'.repeat(32)}`,
-      `task_${'0'.repeat(32)}`, '*', '{x}', '%00', ' ', '', '\u0000', 'task_0 OR 1=1', "task_'", '\\'];
+    const odd = [
+      '../../etc',
+      '../../../etc/passwd',
+      "'; DROP TABLE tasks; --",
+      'x'.repeat(200),
+      'tâche-🔥-任务',
+      'task_',
+      `task_${'A'.repeat(32)}`,
+      `task_${'0'.repeat(32)}`,
+      '*',
+      '{x}',
+      '%00',
+      ' ',
+      '',
+      '\u0000',
+      'task_0 OR 1=1',
+      "task_'",
+      '\\',
+    ];
     const r = await client(kiln)(BATCH, { method: 'POST', json: { ids: odd } });
     expect(r.status, r.text.slice(0, 300)).toBe(200);
     expect(r.json.object).toBe('batch.task.list');
     expect(r.json.next_poll_after_ms).toBe(10000);
     expect(r.json.items).toHaveLength(odd.length);
     r.json.items.forEach((item: unknown, i: number) => {
-      expect(item).toEqual({ id: odd[i], object: 'image.task', status: 'not_found', error: { code: 'not_found', message: expect.any(String) } });
+      expect(item).toEqual({
+        id: odd[i],
+        object: 'image.task',
+        status: 'not_found',
+        error: { code: 'not_found', message: expect.any(String) },
+      });
     });
   });
 
   it('does not show another owner’s tasks', async () => {
     const a = (await client(kiln)(SUBMIT, { method: 'POST', json: submitBody() })).json.id;
     const r = await client(kiln, 'another-owner-key-123')(BATCH, { method: 'POST', json: { ids: [a] } });
-    expect(r.json.items).toEqual([{ id: a, object: 'image.task', status: 'not_found', error: { code: 'not_found', message: expect.any(String) } }]);
+    expect(r.json.items).toEqual([
+      { id: a, object: 'image.task', status: 'not_found', error: { code: 'not_found', message: expect.any(String) } },
+    ]);
   });
 });
 
@@ -441,7 +637,15 @@ describe('list', () => {
   });
 
   it('accepts days 1..3 and limit 1..100', async () => {
-    for (const q of ['?days=3', '?days=1', '?limit=100', '?limit=1', '?days=2&limit=50', '?before_created_at=1700000000', '?before_created_at=1700000000&before_id=task_x']) {
+    for (const q of [
+      '?days=3',
+      '?days=1',
+      '?limit=100',
+      '?limit=1',
+      '?days=2&limit=50',
+      '?before_created_at=1700000000',
+      '?before_created_at=1700000000&before_id=task_x',
+    ]) {
       const r = await list(q);
       expect(r.status, q).toBe(200);
       expect(r.json.object).toBe('list');
@@ -449,9 +653,26 @@ describe('list', () => {
     expect((await list('?days=2')).json.days).toBe(2);
   });
 
-  it.each(['?days=4', '?days=0', '?days=-1', '?days=abc', '?days=1.5', '?days=', '?days=3&days=3', '?days=99999999999999999999',
-    '?limit=101', '?limit=0', '?limit=-5', '?limit=ten', '?limit=1e2', '?limit=',
-    '?before_id=task_x', '?before_created_at=abc', '?before_created_at=-1', `?before_id=${'x'.repeat(300)}&before_created_at=1`])('rejects %s with 400 invalid_request', async (q) => {
+  it.each([
+    '?days=4',
+    '?days=0',
+    '?days=-1',
+    '?days=abc',
+    '?days=1.5',
+    '?days=',
+    '?days=3&days=3',
+    '?days=99999999999999999999',
+    '?limit=101',
+    '?limit=0',
+    '?limit=-5',
+    '?limit=ten',
+    '?limit=1e2',
+    '?limit=',
+    '?before_id=task_x',
+    '?before_created_at=abc',
+    '?before_created_at=-1',
+    `?before_id=${'x'.repeat(300)}&before_created_at=1`,
+  ])('rejects %s with 400 invalid_request', async (q) => {
     expectError(await list(q), 400, 'invalid_request');
   });
 
@@ -460,13 +681,32 @@ describe('list', () => {
     const id = (await call(SUBMIT, { method: 'POST', json: submitBody() })).json.id;
     const r = await call('/v1/tasks');
     expect(r.status).toBe(200);
-    expect(r.json.items).toEqual([{ id, model: 'kiln-image-1', status: 'accepted', created_at: expect.any(Number), finished_at: null, content_url: `/v1/tasks/${id}/content` }]);
+    expect(r.json.items).toEqual([
+      {
+        id,
+        model: 'kiln-image-1',
+        status: 'accepted',
+        created_at: expect.any(Number),
+        finished_at: null,
+        content_url: `/v1/tasks/${id}/content`,
+      },
+    ]);
   });
 });
 
 describe('get, content and unknown endpoints', () => {
-  const oddIds = ['..%2F..%2Fetc', '%27%3B%20DROP%20TABLE%20tasks', 'x'.repeat(200), encodeURIComponent('tâche-🔥'), '%ZZ', '%00',
-    `task_${'0'.repeat(32)}`, 'task_', '*', '%2e%2e'];
+  const oddIds = [
+    '..%2F..%2Fetc',
+    '%27%3B%20DROP%20TABLE%20tasks',
+    'x'.repeat(200),
+    encodeURIComponent('tâche-🔥'),
+    '%ZZ',
+    '%00',
+    `task_${'0'.repeat(32)}`,
+    'task_',
+    '*',
+    '%2e%2e',
+  ];
 
   it.each(oddIds)('GET /v1/tasks/%s → 404 not_found', async (id) => {
     expectError(await client(kiln)(`/v1/tasks/${id}`), 404, 'not_found');
@@ -478,7 +718,16 @@ describe('get, content and unknown endpoints', () => {
 
   it('answers an unknown path with a 404 JSON error', async () => {
     const call = client(kiln);
-    for (const p of ['/', '/v1', '/v1/nothing', '/v2/tasks', '/v1/tasks/a/b/c', '/v1beta/models', '/v1/files/', '/v1/files/..%2F..%2Fetc%2Fpasswd']) {
+    for (const p of [
+      '/',
+      '/v1',
+      '/v1/nothing',
+      '/v2/tasks',
+      '/v1/tasks/a/b/c',
+      '/v1beta/models',
+      '/v1/files/',
+      '/v1/files/..%2F..%2Fetc%2Fpasswd',
+    ]) {
       const r = await call(p);
       expectError(r, 404, 'not_found');
       expect(r.headers.get('content-type')).toMatch(/^application\/json/);
@@ -487,7 +736,15 @@ describe('get, content and unknown endpoints', () => {
 
   it('answers a wrong method with a 405 JSON error', async () => {
     const call = client(kiln);
-    const cases: [string, string][] = [['DELETE', '/v1/tasks/task_x'], ['PUT', '/v1/tasks'], ['DELETE', '/v1/tasks/batch-get'], ['POST', '/v1/files/abc.png'], ['GET', SUBMIT], ['PATCH', '/v1/tasks/task_x/content'], ['POST', '/v1/tasks']];
+    const cases: [string, string][] = [
+      ['DELETE', '/v1/tasks/task_x'],
+      ['PUT', '/v1/tasks'],
+      ['DELETE', '/v1/tasks/batch-get'],
+      ['POST', '/v1/files/abc.png'],
+      ['GET', SUBMIT],
+      ['PATCH', '/v1/tasks/task_x/content'],
+      ['POST', '/v1/tasks'],
+    ];
     for (const [method, path] of cases) {
       const r = await call(path, { method });
       expectError(r, 405, 'method_not_allowed');
@@ -513,8 +770,12 @@ describe('get, content and unknown endpoints', () => {
 
 describe('queue_full', () => {
   let small: Kiln;
-  beforeAll(async () => { small = await startKiln({ workers: false, env: { MAX_UNFINISHED_TASKS: '2' } }); });
-  afterAll(async () => { await small?.stop(); });
+  beforeAll(async () => {
+    small = await startKiln({ workers: false, env: { MAX_UNFINISHED_TASKS: '2' } });
+  });
+  afterAll(async () => {
+    await small?.stop();
+  });
 
   it('answers the third unfinished submission with 503 queue_full and Retry-After', async () => {
     const call = client(small);
@@ -533,8 +794,12 @@ describe('queue_full', () => {
 
 describe('rate limiting', () => {
   let limited: Kiln;
-  beforeAll(async () => { limited = await startKiln({ workers: false, env: { RATE_LIMIT_TASK_MS: '2000', RATE_LIMIT_BATCH_MS: '3000' } }); });
-  afterAll(async () => { await limited?.stop(); });
+  beforeAll(async () => {
+    limited = await startKiln({ workers: false, env: { RATE_LIMIT_TASK_MS: '2000', RATE_LIMIT_BATCH_MS: '3000' } });
+  });
+  afterAll(async () => {
+    await limited?.stop();
+  });
 
   const expectLimited = (r: Res, maxSeconds: number) => {
     expectError(r, 429, 'rate_limited');

@@ -26,20 +26,49 @@ const finish = (id: string, timeoutMs?: number) => calls.finish(id, timeoutMs);
 
 describe('openai-videos upstream', () => {
   it('creates, reports progress, copies the video into the blob store; timers wait between checks', async () => {
-    fake.setScript(['queued', 'in_progress:30', 'in_progress:30', 'in_progress:30', 'in_progress:70', 'in_progress:70', 'in_progress:70', 'in_progress:20', 'completed']);
-    const id = await createOk({ model: 'v-oa', prompt: 'a fox', seconds: '8', size: '1280x720', image: 'https://img.example/fox.png' });
+    fake.setScript([
+      'queued',
+      'in_progress:30',
+      'in_progress:30',
+      'in_progress:30',
+      'in_progress:70',
+      'in_progress:70',
+      'in_progress:70',
+      'in_progress:20',
+      'completed',
+    ]);
+    const id = await createOk({
+      model: 'v-oa',
+      prompt: 'a fox',
+      seconds: '8',
+      size: '1280x720',
+      image: 'https://img.example/fox.png',
+    });
     const progress: number[] = [];
     const v = await waitForStatus(async () => {
       const r = await api()(`/v1/videos/${id}`);
       if (r.json.status === 'in_progress') progress.push(r.json.progress);
       return r;
     }, DONE);
-    expect(v).toMatchObject({ status: 'completed', progress: 100, seconds: '8', size: '1280x720', error: null, prompt: 'a fox' });
+    expect(v).toMatchObject({
+      status: 'completed',
+      progress: 100,
+      seconds: '8',
+      size: '1280x720',
+      error: null,
+      prompt: 'a fox',
+    });
     expect(progress).toContain(30);
     expect(progress).toContain(70);
     expect(progress).toEqual([...progress].sort((a, b) => a - b));
     const [sent] = fake.creates().filter((r) => r.body.prompt === 'a fox');
-    expect(sent.body).toEqual({ model: 'sora-2', prompt: 'a fox', seconds: '8', size: '1280x720', input_reference: { image_url: 'https://img.example/fox.png' } });
+    expect(sent.body).toEqual({
+      model: 'sora-2',
+      prompt: 'a fox',
+      seconds: '8',
+      size: '1280x720',
+      input_reference: { image_url: 'https://img.example/fox.png' },
+    });
     expect(sent.headers.authorization).toBe(`Bearer ${KEY_A}`);
     expect(sent.headers['idempotency-key']).toBeUndefined();
     expect(fake.requests.some((r) => r.path.endsWith('/content') && r.query.get('variant') === 'video')).toBe(true);
@@ -51,10 +80,21 @@ describe('openai-videos upstream', () => {
     expect((await api()(`/v1/videos/${id}/content?variant=thumbnail`)).status).toBe(400);
 
     const h = kiln.api.client.workflow.getHandle(id);
-    const desc = await eventually(() => h.describe(), (d) => d.status.name === 'COMPLETED');
+    const desc = await eventually(
+      () => h.describe(),
+      (d) => d.status.name === 'COMPLETED',
+    );
     expect(desc.type).toBe('videoTaskWorkflow');
-    expect(desc.typedSearchAttributes.getAll().filter((p) => p.key.name.startsWith('Kiln')).map((p) => [p.key.name, p.value]).sort()).toEqual([
-      ['KilnModel', 'v-oa'], ['KilnOwner', expect.stringMatching(/^[a-f0-9]{64}$/)], ['KilnStatus', 'succeeded'],
+    expect(
+      desc.typedSearchAttributes
+        .getAll()
+        .filter((p) => p.key.name.startsWith('Kiln'))
+        .map((p) => [p.key.name, p.value])
+        .sort(),
+    ).toEqual([
+      ['KilnModel', 'v-oa'],
+      ['KilnOwner', expect.stringMatching(/^[a-f0-9]{64}$/)],
+      ['KilnStatus', 'succeeded'],
     ]);
     const { events } = await h.fetchHistory();
     const timers = (events ?? []).filter((e) => e.timerStartedEventAttributes).length;
@@ -69,7 +109,11 @@ describe('openai-videos upstream', () => {
       [() => fake.enqueueCreate(fail(402, 'no credit')), 'insufficient_balance', 'no credit'],
       [() => fake.enqueueCreate(fail(429, 'slow down')), 'upstream_rate_limited', 'slow down'],
       [() => fake.enqueueCreate(fail(400, 'bad prompt')), 'invalid_request', 'bad prompt'],
-      [() => fake.setScript(['in_progress:10', 'failed:video_generation_failed:the render crashed']), 'upstream_error', 'the render crashed'],
+      [
+        () => fake.setScript(['in_progress:10', 'failed:video_generation_failed:the render crashed']),
+        'upstream_error',
+        'the render crashed',
+      ],
       [() => fake.setScript(['failed:moderation_blocked:not allowed']), 'invalid_request', 'not allowed'],
       // A create is not resent on a 5xx (the model is not idempotent), as for images.
       [() => fake.enqueueCreate(fail(500, 'boom')), 'upstream_error', 'upstream answered 500: boom'],
@@ -134,14 +178,20 @@ describe('workflow-node upstream (RunningHub style)', () => {
   it('sends workflowId and nodeInfoList, waits for SUCCESS, ends with results[*].url in the blob store', async () => {
     fake.setWorkflow(['QUEUED', 'RUNNING', 'RUNNING', 'SUCCESS']);
     const id = await createOk({
-      model: 'v-node', prompt: 'placeholder', image: 'https://img.example/cat.png',
-      nodeInfoList: [{ nodeId: '3', fieldName: 'seed', fieldValue: 42 }, { nodeId: '6', fieldName: 'text', fieldValue: 'from the caller' }],
+      model: 'v-node',
+      prompt: 'placeholder',
+      image: 'https://img.example/cat.png',
+      nodeInfoList: [
+        { nodeId: '3', fieldName: 'seed', fieldValue: 42 },
+        { nodeId: '6', fieldName: 'text', fieldValue: 'from the caller' },
+      ],
     });
     const v = await finish(id);
     expect(v).toMatchObject({ status: 'completed', model: 'v-node', seconds: '5', size: '720x1280', error: null });
     const [sent] = fake.creates().filter((r) => r.body.workflowId);
     expect(sent.body).toEqual({
-      apiKey: KEY_A, workflowId: '1904136902449209346',
+      apiKey: KEY_A,
+      workflowId: '1904136902449209346',
       nodeInfoList: [
         { nodeId: '6', fieldName: 'text', fieldValue: 'from the caller' },
         { nodeId: '12', fieldName: 'image', fieldValue: 'https://img.example/cat.png' },
@@ -149,7 +199,10 @@ describe('workflow-node upstream (RunningHub style)', () => {
       ],
     });
     expect(v.results).toHaveLength(2);
-    expect(v.results.map((r: any) => [r.file_type, r.node_id])).toEqual([['mp4', '9'], ['png', '10']]);
+    expect(v.results.map((r: any) => [r.file_type, r.node_id])).toEqual([
+      ['mp4', '9'],
+      ['png', '10'],
+    ]);
     for (const r of v.results) expect(r.url).toMatch(new RegExp(`^${kiln.baseUrl}/v1/files/[a-f0-9]{32}\\.(mp4|png)$`));
     expect(v.video_url).toBe(v.results[0].url);
     expect(Buffer.from(await (await fetch(v.results[0].url)).arrayBuffer()).equals(fake.video)).toBe(true);
@@ -160,18 +213,30 @@ describe('workflow-node upstream (RunningHub style)', () => {
   it('maps the upstream envelope codes and a failed workflow', async () => {
     const cases: [() => void, string, string][] = [
       [() => fake.enqueueCreate(envelope(380, 'WORKFLOW_NOT_EXISTS')), 'invalid_request', 'WORKFLOW_NOT_EXISTS'],
-      [() => fake.enqueueCreate(envelope(803, 'APIKEY_INVALID_NODE_INFO')), 'invalid_request', 'APIKEY_INVALID_NODE_INFO'],
+      [
+        () => fake.enqueueCreate(envelope(803, 'APIKEY_INVALID_NODE_INFO')),
+        'invalid_request',
+        'APIKEY_INVALID_NODE_INFO',
+      ],
       [() => fake.enqueueCreate(envelope(412, 'TOKEN_INVALID')), 'auth_failed', 'TOKEN_INVALID'],
       [() => fake.enqueueCreate(envelope(416, 'APIKEY_USER_BALANCE_NOT_ENOUGH')), 'insufficient_balance', 'BALANCE'],
       [() => fake.enqueueCreate(envelope(421, 'TASK_QUEUE_MAXED')), 'upstream_rate_limited', 'TASK_QUEUE_MAXED'],
       [() => fake.enqueueCreate(fail(402, 'pay up')), 'insufficient_balance', 'pay up'],
-      [() => fake.setWorkflow(['RUNNING', 'FAILED:node 12 ran out of memory']), 'upstream_error', 'node 12 ran out of memory'],
+      [
+        () => fake.setWorkflow(['RUNNING', 'FAILED:node 12 ran out of memory']),
+        'upstream_error',
+        'node 12 ran out of memory',
+      ],
     ];
     for (const [arrange, code, message] of cases) {
       fake.reset();
       arrange();
       const v = await finish(await createOk({ model: 'v-node', prompt: 'p' }));
-      expect([v.status, v.error?.code, v.error?.message], message).toEqual(['failed', code, expect.stringContaining(message)]);
+      expect([v.status, v.error?.code, v.error?.message], message).toEqual([
+        'failed',
+        code,
+        expect.stringContaining(message),
+      ]);
       expect(v.results).toBeUndefined();
     }
   });

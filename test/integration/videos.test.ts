@@ -36,8 +36,26 @@ const finish = (id: string, timeoutMs?: number) => calls.finish(id, timeoutMs);
 const sdk = () => new OpenAI({ apiKey: KEY_A, baseURL: `${kiln.baseUrl}/v1`, maxRetries: 0 });
 
 async function probe(file: string) {
-  const { stdout } = await run(FFPROBE, ['-v', 'error', '-show_entries', 'format=duration,format_name:stream=codec_name,width,height,pix_fmt,avg_frame_rate,nb_frames', '-of', 'json', file]);
-  return JSON.parse(stdout) as { format: { duration: string; format_name: string }; streams: { codec_name: string; width: number; height: number; pix_fmt: string; avg_frame_rate: string; nb_frames: string }[] };
+  const { stdout } = await run(FFPROBE, [
+    '-v',
+    'error',
+    '-show_entries',
+    'format=duration,format_name:stream=codec_name,width,height,pix_fmt,avg_frame_rate,nb_frames',
+    '-of',
+    'json',
+    file,
+  ]);
+  return JSON.parse(stdout) as {
+    format: { duration: string; format_name: string };
+    streams: {
+      codec_name: string;
+      width: number;
+      height: number;
+      pix_fmt: string;
+      avg_frame_rate: string;
+      nb_frames: string;
+    }[];
+  };
 }
 
 async function saveUrl(url: string): Promise<string> {
@@ -55,7 +73,9 @@ describe('default configuration', () => {
   it('has a local video model, a strict pro model and a workflow-node model', () => {
     const videos = DEFAULT_MODELS.filter((m): m is VideoModel => m.kind === 'video');
     expect(videos.map((m) => [m.id, m.provider, videoOptions(m).form, m.strict])).toEqual([
-      ['kiln-video-1', 'local', 'video', false], ['kiln-video-pro', 'local', 'video', true], ['kiln-video-node', 'local', 'workflow-node', false],
+      ['kiln-video-1', 'local', 'video', false],
+      ['kiln-video-pro', 'local', 'video', true],
+      ['kiln-video-node', 'local', 'workflow-node', false],
     ]);
     const pro = videoOptions(videos[1]);
     expect([...pro.seconds]).toEqual(['10', '15', '25']);
@@ -66,8 +86,22 @@ describe('default configuration', () => {
 describe('official openai SDK against Kiln (local provider)', () => {
   it('create, retrieve until completed, downloadContent: a playable H.264 MP4 of the requested duration', async () => {
     const client = sdk();
-    const created = await client.videos.create({ model: 'v-local', prompt: 'a paper boat on a pond', seconds: '4', size: '320x180' as never });
-    expect(created).toMatchObject({ object: 'video', model: 'v-local', status: 'queued', progress: 0, seconds: '4', size: '320x180', error: null, completed_at: null });
+    const created = await client.videos.create({
+      model: 'v-local',
+      prompt: 'a paper boat on a pond',
+      seconds: '4',
+      size: '320x180' as never,
+    });
+    expect(created).toMatchObject({
+      object: 'video',
+      model: 'v-local',
+      status: 'queued',
+      progress: 0,
+      seconds: '4',
+      size: '320x180',
+      error: null,
+      completed_at: null,
+    });
     expect(created.id).toMatch(/^video_[a-f0-9]{32}$/);
     let v = await client.videos.retrieve(created.id);
     const seen = new Set<string>([v.status]);
@@ -91,7 +125,13 @@ describe('official openai SDK against Kiln (local provider)', () => {
     expect(bytes.subarray(4, 8).toString('latin1')).toBe('ftyp');
 
     const p = await probe(await saveUrl(url));
-    expect(p.streams[0]).toMatchObject({ codec_name: 'h264', width: 320, height: 180, pix_fmt: 'yuv420p', avg_frame_rate: '8/1' });
+    expect(p.streams[0]).toMatchObject({
+      codec_name: 'h264',
+      width: 320,
+      height: 180,
+      pix_fmt: 'yuv420p',
+      avg_frame_rate: '8/1',
+    });
     expect(Math.abs(Number(p.format.duration) - 4)).toBeLessThanOrEqual(1 / 8);
   });
 
@@ -106,12 +146,22 @@ describe('official openai SDK against Kiln (local provider)', () => {
 
     if (!existsSync(CHROMIUM)) {
       if (process.env.KILN_SKIP_BROWSER) return;
-      throw new Error(`Chromium not found at ${CHROMIUM}: run scripts/bootstrap.sh as root (apt-get install chromium), set CHROMIUM_BIN, or KILN_SKIP_BROWSER=1 to rely on ffprobe alone`);
+      throw new Error(
+        `Chromium not found at ${CHROMIUM}: run scripts/bootstrap.sh as root (apt-get install chromium), set CHROMIUM_BIN, or KILN_SKIP_BROWSER=1 to rely on ffprobe alone`,
+      );
     }
     const { chromium } = await import('playwright-core');
     const browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run',
+      ],
     });
     try {
       const page = await browser.newPage();
@@ -122,7 +172,15 @@ describe('official openai SDK against Kiln (local provider)', () => {
         await el.play();
         const t0 = el.currentTime;
         await new Promise((r) => setTimeout(r, 1200));
-        return { canPlay, readyState: el.readyState, t0, t1: el.currentTime, duration: el.duration, width: el.videoWidth, error: el.error?.message ?? null };
+        return {
+          canPlay,
+          readyState: el.readyState,
+          t0,
+          t1: el.currentTime,
+          duration: el.duration,
+          width: el.videoWidth,
+          error: el.error?.message ?? null,
+        };
       });
       expect(state.error).toBeNull();
       expect(state.canPlay).not.toBe('');
@@ -151,35 +209,97 @@ describe('official openai SDK against Kiln (local provider)', () => {
 });
 
 describe('validation', () => {
-  const PRO_REFUSED_SECONDS: unknown[] = ['4', '8', '12', '5', '9', '11', '20', '24', '26', '30', '0', '-10', '010', '10.0', '10.5', ' 10', '10 ', '10s', '', 'ten', 9, 11, 10.5, null, true];
-  const PRO_REFUSED_SIZES: unknown[] = ['1280x720', '720x1280', '1024x1024', '1792x1792', '1024x1024', '1792X1024', '1792x1024 ', ' 1024x1792', '1792*1024', '1792x', 'x1024', '1792x1025', '1791x1024', '', 'landscape', 1792];
+  const PRO_REFUSED_SECONDS: unknown[] = [
+    '4',
+    '8',
+    '12',
+    '5',
+    '9',
+    '11',
+    '20',
+    '24',
+    '26',
+    '30',
+    '0',
+    '-10',
+    '010',
+    '10.0',
+    '10.5',
+    ' 10',
+    '10 ',
+    '10s',
+    '',
+    'ten',
+    9,
+    11,
+    10.5,
+    null,
+    true,
+  ];
+  const PRO_REFUSED_SIZES: unknown[] = [
+    '1280x720',
+    '720x1280',
+    '1024x1024',
+    '1792x1792',
+    '1024x1024',
+    '1792X1024',
+    '1792x1024 ',
+    ' 1024x1792',
+    '1792*1024',
+    '1792x',
+    'x1024',
+    '1792x1025',
+    '1791x1024',
+    '',
+    'landscape',
+    1792,
+  ];
 
-  it.each(PRO_REFUSED_SECONDS.map((s) => [JSON.stringify(s), s]))('pro model refuses seconds=%s with 400 and sends nothing upstream', async (_, seconds) => {
-    const res = await create({ model: 'v-pro', prompt: 'p', seconds, size: '1792x1024' });
-    expect(res.status, res.text).toBe(400);
-    expect(res.json.error.code).toBe('invalid_request');
-    expect(res.json.error.message).toMatch(/seconds/);
-    expect(fake.requests).toHaveLength(0);
-  });
+  it.each(PRO_REFUSED_SECONDS.map((s) => [JSON.stringify(s), s]))(
+    'pro model refuses seconds=%s with 400 and sends nothing upstream',
+    async (_, seconds) => {
+      const res = await create({ model: 'v-pro', prompt: 'p', seconds, size: '1792x1024' });
+      expect(res.status, res.text).toBe(400);
+      expect(res.json.error.code).toBe('invalid_request');
+      expect(res.json.error.message).toMatch(/seconds/);
+      expect(fake.requests).toHaveLength(0);
+    },
+  );
 
-  it.each(PRO_REFUSED_SIZES.map((s) => [JSON.stringify(s), s]))('pro model refuses size=%s with 400 and sends nothing upstream', async (_, size) => {
-    const res = await create({ model: 'v-pro', prompt: 'p', seconds: '10', size });
-    expect(res.status, res.text).toBe(400);
-    expect(res.json.error.code).toBe('invalid_request');
-    expect(res.json.error.message).toMatch(/size/);
-    expect(fake.requests).toHaveLength(0);
-  });
+  it.each(PRO_REFUSED_SIZES.map((s) => [JSON.stringify(s), s]))(
+    'pro model refuses size=%s with 400 and sends nothing upstream',
+    async (_, size) => {
+      const res = await create({ model: 'v-pro', prompt: 'p', seconds: '10', size });
+      expect(res.status, res.text).toBe(400);
+      expect(res.json.error.code).toBe('invalid_request');
+      expect(res.json.error.message).toMatch(/size/);
+      expect(fake.requests).toHaveLength(0);
+    },
+  );
 
   it('pro model: every allowed seconds × size reaches the upstream exactly as given; omitted values default to 10 / 1792x1024', async () => {
     fake.setScript(['completed']);
-    const combos = [['10', '1792x1024'], ['15', '1792x1024'], ['25', '1792x1024'], ['10', '1024x1792'], ['15', '1024x1792'], ['25', '1024x1792']];
+    const combos = [
+      ['10', '1792x1024'],
+      ['15', '1792x1024'],
+      ['25', '1792x1024'],
+      ['10', '1024x1792'],
+      ['15', '1024x1792'],
+      ['25', '1024x1792'],
+    ];
     const ids = [];
-    for (const [seconds, size] of combos) ids.push(await createOk({ model: 'v-pro', prompt: `p ${seconds} ${size}`, seconds, size }));
+    for (const [seconds, size] of combos)
+      ids.push(await createOk({ model: 'v-pro', prompt: `p ${seconds} ${size}`, seconds, size }));
     ids.push(await createOk({ model: 'v-pro', prompt: 'defaults' }));
     const tasks = await Promise.all(ids.map((id) => finish(id)));
     expect(tasks.map((t) => t.status)).toEqual(Array(7).fill('completed'));
-    const sent = fake.creates().map((r) => `${r.body.prompt}|${r.body.model}|${r.body.seconds}|${r.body.size}`).sort();
-    expect(sent).toEqual([...combos.map(([s, z]) => `p ${s} ${z}|sora-2-pro|${s}|${z}`), 'defaults|sora-2-pro|10|1792x1024'].sort());
+    const sent = fake
+      .creates()
+      .map((r) => `${r.body.prompt}|${r.body.model}|${r.body.seconds}|${r.body.size}`)
+      .sort();
+    expect(sent).toEqual(
+      [...combos.map(([s, z]) => `p ${s} ${z}|sora-2-pro|${s}|${z}`), 'defaults|sora-2-pro|10|1792x1024'].sort(),
+    );
     // An integer is taken as its decimal string.
     const n = await create({ model: 'v-pro', prompt: 'n', seconds: 15, size: '1024x1792' });
     expect([n.status, n.json.seconds]).toEqual([200, '15']);
@@ -206,7 +326,11 @@ describe('validation', () => {
       [{ model: 'v-oa', prompt: 'p', image: '/relative/cat.png' }, 400, 'invalid_reference_image_url'],
       [{ model: 'v-oa', prompt: 'p', image: 'ftp://example.com/cat.png' }, 400, 'invalid_reference_image_scheme'],
       [{ model: 'v-oa', prompt: 'p', image: 'data:image/png;base64,AAAA' }, 400, 'invalid_reference_image_scheme'],
-      [{ model: 'v-oa', prompt: 'p', nodeInfoList: [{ nodeId: '1', fieldName: 'a', fieldValue: 'b' }] }, 400, 'invalid_request'],
+      [
+        { model: 'v-oa', prompt: 'p', nodeInfoList: [{ nodeId: '1', fieldName: 'a', fieldValue: 'b' }] },
+        400,
+        'invalid_request',
+      ],
       [{ model: 'v-node', prompt: 'p', nodeInfoList: [{ nodeId: '1' }] }, 400, 'invalid_request'],
       [{ model: 'nope', prompt: 'p' }, 404, 'model_not_found'],
       [{ model: 'img', prompt: 'p' }, 404, 'model_not_found'],
@@ -218,8 +342,15 @@ describe('validation', () => {
     const longest = await create({ model: 'v-oa', prompt: 'x'.repeat(4000) });
     expect(longest.status).toBe(200);
     expect((await finish(longest.json.id)).status).toBe('completed');
-    expect((await api(null as never)('/v1/videos', { method: 'POST', json: { model: 'v-oa', prompt: 'p' } })).json.error.code).toBe('missing_api_key');
-    const notJson = await api()('/v1/videos', { method: 'POST', body: 'model=v-oa', headers: { 'content-type': 'text/plain' } });
+    expect(
+      (await api(null as never)('/v1/videos', { method: 'POST', json: { model: 'v-oa', prompt: 'p' } })).json.error
+        .code,
+    ).toBe('missing_api_key');
+    const notJson = await api()('/v1/videos', {
+      method: 'POST',
+      body: 'model=v-oa',
+      headers: { 'content-type': 'text/plain' },
+    });
     expect([notJson.status, notJson.json.error.code]).toEqual([415, 'unsupported_media_type']);
     expect(fake.creates().map((r) => r.body.prompt.length)).toEqual([4000]);
   });
@@ -254,7 +385,11 @@ describe('owner scoping and kinds kept apart', () => {
   });
 
   it('polls are rate limited like image tasks', async () => {
-    const limited = await startKiln({ workers: false, env: { RATE_LIMIT_TASK_MS: '3000' }, models: [{ id: 'v', kind: 'video', provider: 'local' }] });
+    const limited = await startKiln({
+      workers: false,
+      env: { RATE_LIMIT_TASK_MS: '3000' },
+      models: [{ id: 'v', kind: 'video', provider: 'local' }],
+    });
     try {
       const res = await http(limited.baseUrl)('/v1/videos', { method: 'POST', json: { model: 'v', prompt: 'p' } });
       expect(res.status).toBe(200);

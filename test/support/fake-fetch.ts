@@ -20,8 +20,21 @@ export function fakeFetch(handler: Handler) {
   const fetch = (async (input: string | URL | Request, init: RequestInit = {}) => {
     const url = new URL(typeof input === 'string' || input instanceof URL ? input : input.url);
     let body: any = null;
-    if (typeof init.body === 'string') { try { body = JSON.parse(init.body); } catch { body = init.body; } }
-    const call: Call = { t: Date.now() - t0, method: init.method ?? 'GET', path: url.pathname, query: url.searchParams, headers: new Headers(init.headers), body };
+    if (typeof init.body === 'string') {
+      try {
+        body = JSON.parse(init.body);
+      } catch {
+        body = init.body;
+      }
+    }
+    const call: Call = {
+      t: Date.now() - t0,
+      method: init.method ?? 'GET',
+      path: url.pathname,
+      query: url.searchParams,
+      headers: new Headers(init.headers),
+      body,
+    };
     calls.push(call);
     const reply = await handler(call, calls.length);
     if (reply instanceof Error) throw reply;
@@ -32,7 +45,10 @@ export function fakeFetch(handler: Handler) {
 }
 
 export function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
-  return new Response(body === null ? null : JSON.stringify(body), { status, headers: { 'content-type': 'application/json', ...headers } });
+  return new Response(body === null ? null : JSON.stringify(body), {
+    status,
+    headers: { 'content-type': 'application/json', ...headers },
+  });
 }
 
 /** What undici throws when no HTTP status came back (refused, reset, TLS). */
@@ -41,14 +57,30 @@ export function transportError(code = 'ECONNRESET'): Error {
 }
 
 export const task = (id: string, status: string, extra: Record<string, unknown> = {}) => ({
-  id, object: 'image.task', model: 'm', status, created_at: 1, finished_at: null, candidates: null, error: null, ...extra,
+  id,
+  object: 'image.task',
+  model: 'm',
+  status,
+  created_at: 1,
+  finished_at: null,
+  candidates: null,
+  error: null,
+  ...extra,
 });
 
-export const succeeded = (id: string, url = `http://files.example/${id}.png`) => task(id, 'succeeded', {
-  finished_at: 2, response_id: 'r', model_version: 'v',
-  candidates: [{ content: { parts: [{ text: 'here' }, { inlineData: { data: url } }] }, finishReason: 'STOP' }],
-});
+export const succeeded = (id: string, url = `http://files.example/${id}.png`) =>
+  task(id, 'succeeded', {
+    finished_at: 2,
+    response_id: 'r',
+    model_version: 'v',
+    candidates: [{ content: { parts: [{ text: 'here' }, { inlineData: { data: url } }] }, finishReason: 'STOP' }],
+  });
 
 export const submitted = (id: string) => ({
-  id, object: 'image.task', model: 'm', status: 'accepted', polling_url: `/v1/tasks/${id}`, content_url: `/v1/tasks/${id}/content`,
+  id,
+  object: 'image.task',
+  model: 'm',
+  status: 'accepted',
+  polling_url: `/v1/tasks/${id}`,
+  content_url: `/v1/tasks/${id}/content`,
 });

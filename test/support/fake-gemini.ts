@@ -26,11 +26,18 @@ export type FakePart =
   | Record<string, unknown>;
 
 export type Behaviour =
-  | { kind: 'ok'; parts: FakePart[]; responseId?: string; modelVersion?: string; finishReason?: string; delayMs?: number;
+  | {
+      kind: 'ok';
+      parts: FakePart[];
+      responseId?: string;
+      modelVersion?: string;
+      finishReason?: string;
+      delayMs?: number;
       /** Further candidates after the first (whose parts are `parts`). */
       more?: FakePart[][];
       /** The answer waits for this promise (after `delayMs`): a test holds a call open, then releases it. */
-      hold?: Promise<unknown> }
+      hold?: Promise<unknown>;
+    }
   | { kind: 'error'; status: number; message: string; googleStatus?: string; retryAfter?: string; delayMs?: number }
   /** Destroys the socket once the whole request has arrived, without answering (after `delayMs`). */
   | { kind: 'drop'; delayMs?: number };
@@ -44,15 +51,28 @@ export const TINY_PNG = Buffer.from(
 );
 
 const GOOGLE_STATUS: Record<number, string> = {
-  400: 'INVALID_ARGUMENT', 401: 'UNAUTHENTICATED', 402: 'FAILED_PRECONDITION', 403: 'PERMISSION_DENIED',
-  404: 'NOT_FOUND', 408: 'DEADLINE_EXCEEDED', 429: 'RESOURCE_EXHAUSTED', 500: 'INTERNAL', 503: 'UNAVAILABLE', 504: 'DEADLINE_EXCEEDED',
+  400: 'INVALID_ARGUMENT',
+  401: 'UNAUTHENTICATED',
+  402: 'FAILED_PRECONDITION',
+  403: 'PERMISSION_DENIED',
+  404: 'NOT_FOUND',
+  408: 'DEADLINE_EXCEEDED',
+  429: 'RESOURCE_EXHAUSTED',
+  500: 'INTERNAL',
+  503: 'UNAVAILABLE',
+  504: 'DEADLINE_EXCEEDED',
 };
 
 // Behaviour builders.
-export const ok = (parts: FakePart[] = [{ inlineData: { mimeType: 'image/png', data: TINY_PNG.toString('base64') } }], extra: Partial<Extract<Behaviour, { kind: 'ok' }>> = {}): Behaviour =>
-  ({ kind: 'ok', parts, ...extra });
-export const fail = (status: number, message: string, extra: Partial<Extract<Behaviour, { kind: 'error' }>> = {}): Behaviour =>
-  ({ kind: 'error', status, message, ...extra });
+export const ok = (
+  parts: FakePart[] = [{ inlineData: { mimeType: 'image/png', data: TINY_PNG.toString('base64') } }],
+  extra: Partial<Extract<Behaviour, { kind: 'ok' }>> = {},
+): Behaviour => ({ kind: 'ok', parts, ...extra });
+export const fail = (
+  status: number,
+  message: string,
+  extra: Partial<Extract<Behaviour, { kind: 'error' }>> = {},
+): Behaviour => ({ kind: 'error', status, message, ...extra });
 export const drop = (delayMs = 0): Behaviour => ({ kind: 'drop', delayMs });
 export const delayed = (delayMs: number, b: Behaviour): Behaviour => ({ ...b, delayMs });
 
@@ -62,19 +82,29 @@ export class FakeGemini extends FakeServer<RecordedRequest> {
   private readonly queue: Program[] = [];
   private fallback: Program = ok();
 
-  constructor() { super('fake gemini'); }
+  constructor() {
+    super('fake gemini');
+  }
 
   protected handle(req: IncomingMessage, res: ServerResponse): void {
     readBody(req, (raw, body) => {
       const url = new URL(req.url ?? '/', 'http://fake');
       const m = PATH.exec(url.pathname);
       const call: RecordedRequest = {
-        n: this.requests.length + 1, method: req.method ?? '', path: url.pathname,
-        model: m ? decodeURIComponent(m[1]) : null, headers: req.headers, raw, body, at: Date.now(),
+        n: this.requests.length + 1,
+        method: req.method ?? '',
+        path: url.pathname,
+        model: m ? decodeURIComponent(m[1]) : null,
+        headers: req.headers,
+        raw,
+        body,
+        at: Date.now(),
       };
       this.record(call);
       if (req.method !== 'POST' || !m) {
-        return send(res, 404, { error: { code: 404, message: `no route ${req.method} ${url.pathname}`, status: 'NOT_FOUND' } });
+        return send(res, 404, {
+          error: { code: 404, message: `no route ${req.method} ${url.pathname}`, status: 'NOT_FOUND' },
+        });
       }
       const program = this.queue.shift() ?? this.fallback;
       const b = typeof program === 'function' ? program(call) : program;
@@ -114,11 +144,22 @@ export class FakeGemini extends FakeServer<RecordedRequest> {
     if (b.kind === 'drop') return;
     if (b.kind === 'error') {
       const headers: Record<string, string> = b.retryAfter !== undefined ? { 'retry-after': b.retryAfter } : {};
-      send(res, b.status, { error: { code: b.status, message: b.message, status: b.googleStatus ?? GOOGLE_STATUS[b.status] ?? 'UNKNOWN' } }, headers);
+      send(
+        res,
+        b.status,
+        {
+          error: { code: b.status, message: b.message, status: b.googleStatus ?? GOOGLE_STATUS[b.status] ?? 'UNKNOWN' },
+        },
+        headers,
+      );
       return;
     }
     send(res, 200, {
-      candidates: [b.parts, ...(b.more ?? [])].map((parts, index) => ({ content: { role: 'model', parts }, finishReason: b.finishReason ?? 'STOP', index })),
+      candidates: [b.parts, ...(b.more ?? [])].map((parts, index) => ({
+        content: { role: 'model', parts },
+        finishReason: b.finishReason ?? 'STOP',
+        index,
+      })),
       usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 1290, totalTokenCount: 1300 },
       modelVersion: b.modelVersion ?? call.model ?? 'fake-model',
       responseId: b.responseId ?? `fake-response-${call.n}`,

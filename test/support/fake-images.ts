@@ -8,7 +8,9 @@ import { TINY_PNG } from './fake-gemini.js';
 import { FakeServer } from './fake-server.js';
 
 export class FakeImageHost extends FakeServer<string> {
-  constructor() { super('fake image host'); }
+  constructor() {
+    super('fake image host');
+  }
 
   override start(host = '127.0.0.2', port = 0): Promise<this> {
     return super.start(host, port);
@@ -23,12 +25,15 @@ export class FakeImageHost extends FakeServer<string> {
         res.writeHead(200, { 'content-type': 'image/png', 'content-length': TINY_PNG.length }).end(TINY_PNG);
         return;
       case '/img':
-        res.writeHead(200, { 'content-type': url.searchParams.get('type') ?? 'image/png', 'content-length': bytes }).end(Buffer.alloc(bytes, 7));
+        res
+          .writeHead(200, { 'content-type': url.searchParams.get('type') ?? 'image/png', 'content-length': bytes })
+          .end(Buffer.alloc(bytes, 7));
         return;
       case '/chunked': {
         res.writeHead(200, { 'content-type': 'image/jpeg' });
         const chunk = Buffer.alloc(1024, 1);
-        for (let sent = 0; sent < bytes; sent += chunk.length) res.write(chunk.subarray(0, Math.min(chunk.length, bytes - sent)));
+        for (let sent = 0; sent < bytes; sent += chunk.length)
+          res.write(chunk.subarray(0, Math.min(chunk.length, bytes - sent)));
         res.end();
         return;
       }

@@ -17,13 +17,26 @@ export interface RecordedChat {
 /** Lets a test hold a streamed answer at a point and let it go on later. */
 export class Gate {
   private open!: () => void;
-  readonly opened = new Promise<void>((r) => { this.open = r; });
-  release(): void { this.open(); }
+  readonly opened = new Promise<void>((r) => {
+    this.open = r;
+  });
+  release(): void {
+    this.open();
+  }
 }
 
 export type ChatBehaviour =
   /** A normal answer: JSON, or SSE word by word when the request asked to stream. */
-  | { kind: 'ok'; content: string; finishReason?: string; delayMs?: number; holdAfter?: number; gate?: Gate; done?: boolean; extra?: Record<string, unknown> }
+  | {
+      kind: 'ok';
+      content: string;
+      finishReason?: string;
+      delayMs?: number;
+      holdAfter?: number;
+      gate?: Gate;
+      done?: boolean;
+      extra?: Record<string, unknown>;
+    }
   | { kind: 'error'; status: number; message: string; retryAfter?: string; delayMs?: number }
   /** Streams `after` chunks, then sends an error event (`data: {"error": …}`) and ends. */
   | { kind: 'stream-error'; after: number; message: string }
@@ -35,24 +48,51 @@ export type ChatBehaviour =
   | { kind: 'hang' }
   | { kind: 'raw'; status: number; contentType: string; body: string };
 
-export const ok = (content = 'Hello from the fake upstream.', extra: Partial<Extract<ChatBehaviour, { kind: 'ok' }>> = {}): ChatBehaviour => ({ kind: 'ok', content, ...extra });
-export const fail = (status: number, message: string, extra: Partial<Extract<ChatBehaviour, { kind: 'error' }>> = {}): ChatBehaviour => ({ kind: 'error', status, message, ...extra });
+export const ok = (
+  content = 'Hello from the fake upstream.',
+  extra: Partial<Extract<ChatBehaviour, { kind: 'ok' }>> = {},
+): ChatBehaviour => ({ kind: 'ok', content, ...extra });
+export const fail = (
+  status: number,
+  message: string,
+  extra: Partial<Extract<ChatBehaviour, { kind: 'error' }>> = {},
+): ChatBehaviour => ({ kind: 'error', status, message, ...extra });
 
-const ERROR_TYPE: Record<number, string> = { 400: 'invalid_request_error', 401: 'authentication_error', 402: 'insufficient_quota', 429: 'rate_limit_exceeded', 500: 'server_error' };
+const ERROR_TYPE: Record<number, string> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  402: 'insufficient_quota',
+  429: 'rate_limit_exceeded',
+  500: 'server_error',
+};
 
 export class FakeOpenAI extends FakeServer<RecordedChat> {
   private readonly queue: ChatBehaviour[] = [];
 
-  constructor() { super('fake openai'); }
+  constructor() {
+    super('fake openai');
+  }
 
   protected handle(req: IncomingMessage, res: ServerResponse): void {
     readBody(req, (_raw, body) => {
-      const ended = new Promise<'finished' | 'aborted'>((r) => res.once('close', () => r(res.writableFinished ? 'finished' : 'aborted')));
-      const call: RecordedChat = { n: this.requests.length + 1, method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, ended };
+      const ended = new Promise<'finished' | 'aborted'>((r) =>
+        res.once('close', () => r(res.writableFinished ? 'finished' : 'aborted')),
+      );
+      const call: RecordedChat = {
+        n: this.requests.length + 1,
+        method: req.method ?? '',
+        path: req.url ?? '',
+        headers: req.headers,
+        body,
+        ended,
+      };
       this.record(call);
-      if (req.method !== 'POST' || req.url !== '/v1/chat/completions') return sendJson(res, 404, { error: { message: `no route ${req.method} ${req.url}`, type: 'not_found' } });
+      if (req.method !== 'POST' || req.url !== '/v1/chat/completions')
+        return sendJson(res, 404, { error: { message: `no route ${req.method} ${req.url}`, type: 'not_found' } });
       const b = this.queue.shift() ?? ok();
-      answerLater(res, { delayMs: 'delayMs' in b ? b.delayMs : undefined }, () => { void this.answer(call, b, res); });
+      answerLater(res, { delayMs: 'delayMs' in b ? b.delayMs : undefined }, () => {
+        void this.answer(call, b, res);
+      });
     });
   }
 
@@ -77,23 +117,41 @@ export class FakeOpenAI extends FakeServer<RecordedChat> {
     const model = typeof call.body?.model === 'string' ? call.body.model : 'fake-model';
     const id = `chatcmpl-fake-${call.n}`;
     switch (b.kind) {
-      case 'hang': return;
+      case 'hang':
+        return;
       case 'raw':
         res.writeHead(b.status, { 'content-type': b.contentType });
         res.end(b.body);
         return;
       case 'error': {
         const headers: Record<string, string> = b.retryAfter !== undefined ? { 'retry-after': b.retryAfter } : {};
-        sendJson(res, b.status, { error: { message: b.message, type: ERROR_TYPE[b.status] ?? 'api_error', code: null } }, headers);
+        sendJson(
+          res,
+          b.status,
+          { error: { message: b.message, type: ERROR_TYPE[b.status] ?? 'api_error', code: null } },
+          headers,
+        );
         return;
       }
-      default: break;
+      default:
+        break;
     }
     const content = b.kind === 'ok' ? b.content : 'partial answer before trouble';
     if (call.body?.stream !== true && b.kind === 'ok') {
       sendJson(res, 200, {
-        id, object: 'chat.completion', created: 1_700_000_000, model, system_fingerprint: 'fp_fake',
-        choices: [{ index: 0, message: { role: 'assistant', content, refusal: null }, logprobs: null, finish_reason: b.finishReason ?? 'stop' }],
+        id,
+        object: 'chat.completion',
+        created: 1_700_000_000,
+        model,
+        system_fingerprint: 'fp_fake',
+        choices: [
+          {
+            index: 0,
+            message: { role: 'assistant', content, refusal: null },
+            logprobs: null,
+            finish_reason: b.finishReason ?? 'stop',
+          },
+        ],
         usage: { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 },
         ...b.extra,
       });
@@ -103,7 +161,10 @@ export class FakeOpenAI extends FakeServer<RecordedChat> {
     res.flushHeaders();
     const chunk = (delta: object, finish: string | null = null) =>
       `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1_700_000_000, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-    const events = [chunk({ role: 'assistant', content: '' }), ...content.split(/(?<= )/).map((w) => chunk({ content: w }))];
+    const events = [
+      chunk({ role: 'assistant', content: '' }),
+      ...content.split(/(?<= )/).map((w) => chunk({ content: w })),
+    ];
     const limit = b.kind === 'ok' ? events.length : b.after;
     for (let i = 0; i < Math.min(limit, events.length); i++) {
       if (res.destroyed) return;

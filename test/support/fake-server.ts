@@ -40,8 +40,17 @@ export abstract class FakeServer<R> {
   waitForRequests(count: number, timeoutMs = 20_000): Promise<R[]> {
     if (this.requests.length >= count) return Promise.resolve([...this.requests]);
     return new Promise((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`${this.name}: ${this.requests.length} of ${count} requests after ${timeoutMs} ms`)), timeoutMs);
-      this.waiters.push({ count, resolve: () => { clearTimeout(t); resolve([...this.requests]); } });
+      const t = setTimeout(
+        () => reject(new Error(`${this.name}: ${this.requests.length} of ${count} requests after ${timeoutMs} ms`)),
+        timeoutMs,
+      );
+      this.waiters.push({
+        count,
+        resolve: () => {
+          clearTimeout(t);
+          resolve([...this.requests]);
+        },
+      });
     });
   }
 
@@ -67,12 +76,22 @@ export function readBody(req: IncomingMessage, then: (raw: string, body: any) =>
   req.on('end', () => {
     const raw = Buffer.concat(chunks).toString('utf8');
     let body: any = null;
-    try { body = JSON.parse(raw); } catch { /* not JSON */ }
+    try {
+      body = JSON.parse(raw);
+    } catch {
+      /* not JSON */
+    }
     then(raw, body);
   });
 }
 
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}, contentType = 'application/json'): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+  contentType = 'application/json',
+): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(text), ...headers });
   res.end(text);
@@ -82,13 +101,18 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
  * Fault injection: runs `answer` after `delayMs`, unless the client has gone by then (e.g. its
  * timeout); `drop` destroys the socket instead of answering.
  */
-export function answerLater(res: ServerResponse, fault: { delayMs?: number; drop?: boolean }, answer: () => void): void {
+export function answerLater(
+  res: ServerResponse,
+  fault: { delayMs?: number; drop?: boolean },
+  answer: () => void,
+): void {
   const act = () => {
     if (res.destroyed || res.socket?.destroyed) return;
     if (fault.drop) return void res.socket?.destroy();
     answer();
   };
-  if (fault.delayMs) setTimeout(act, fault.delayMs); else act();
+  if (fault.delayMs) setTimeout(act, fault.delayMs);
+  else act();
 }
 
 /** A URL on 127.0.0.1 where nothing listens (a port that was free a moment ago). */

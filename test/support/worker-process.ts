@@ -7,7 +7,9 @@ import { startWorkers } from '../../src/workers.js';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 const config = loadConfig();
-const workers = await startWorkers(config, pino({ level: 'silent' }), { workflowBundle: { codePath: process.env.KILN_WORKFLOW_BUNDLE! } });
+const workers = await startWorkers(config, pino({ level: 'silent' }), {
+  workflowBundle: { codePath: process.env.KILN_WORKFLOW_BUNDLE! },
+});
 process.stdout.write('worker-ready\n');
 process.once('SIGTERM', () => void workers.shutdown().then(() => process.exit(0)));
 await workers.done;

@@ -15,57 +15,94 @@ import type { GenerationResult, ImageTaskInput } from '../../src/shared/task.js'
 import type { VideoTaskInput } from '../../src/shared/video.js';
 import { MemoryStore } from '../support/unit-store.js';
 
-const models = parseModels({
-  models: [
-    // Not idempotent (the default): a request that may have been received is never resent.
-    { id: 'img-once', kind: 'image', provider: 'local', heartbeatTimeoutMs: 1000 },
-    { id: 'img-idem', kind: 'image', provider: 'local', heartbeatTimeoutMs: 1000, idempotent: true },
-    { id: 'img-quick', kind: 'image', provider: 'local', heartbeatTimeoutMs: 1000, timeoutMs: 50 },
-    { id: 'vid-once', kind: 'video', provider: 'local', heartbeatTimeoutMs: 1000 },
-    { id: 'vid-idem', kind: 'video', provider: 'local', heartbeatTimeoutMs: 1000, idempotent: true },
-  ],
-}, 'unit models');
+const models = parseModels(
+  {
+    models: [
+      // Not idempotent (the default): a request that may have been received is never resent.
+      { id: 'img-once', kind: 'image', provider: 'local', heartbeatTimeoutMs: 1000 },
+      { id: 'img-idem', kind: 'image', provider: 'local', heartbeatTimeoutMs: 1000, idempotent: true },
+      { id: 'img-quick', kind: 'image', provider: 'local', heartbeatTimeoutMs: 1000, timeoutMs: 50 },
+      { id: 'vid-once', kind: 'video', provider: 'local', heartbeatTimeoutMs: 1000 },
+      { id: 'vid-idem', kind: 'video', provider: 'local', heartbeatTimeoutMs: 1000, idempotent: true },
+    ],
+  },
+  'unit models',
+);
 
-const RESULT: GenerationResult = { response_id: 'r1', model_version: 'v1', candidates: [{ content: { parts: [{ inlineData: { mimeType: 'image/png', data: 'https://blobs.example/x.png' } }] } }] };
+const RESULT: GenerationResult = {
+  response_id: 'r1',
+  model_version: 'v1',
+  candidates: [
+    { content: { parts: [{ inlineData: { mimeType: 'image/png', data: 'https://blobs.example/x.png' } }] } },
+  ],
+};
 
 let n = 0;
 const imageTask = (model: string): ImageTaskInput => ({
-  id: `task_${String(++n).padStart(32, '0')}`, owner: 'o1', model, created_at: 1_700_000_000, request: { contents: [{ parts: [{ text: 'hi' }] }] },
+  id: `task_${String(++n).padStart(32, '0')}`,
+  owner: 'o1',
+  model,
+  created_at: 1_700_000_000,
+  request: { contents: [{ parts: [{ text: 'hi' }] }] },
 });
 const videoTask = (model: string): VideoTaskInput => ({
-  id: `video_${String(++n).padStart(32, '0')}`, owner: 'o1', model, created_at: 1_700_000_000,
-  request: { prompt: 'a kiln', seconds: '4', size: '720x1280' }, credential: 'caller-key',
+  id: `video_${String(++n).padStart(32, '0')}`,
+  owner: 'o1',
+  model,
+  created_at: 1_700_000_000,
+  request: { prompt: 'a kiln', seconds: '4', size: '720x1280' },
+  credential: 'caller-key',
 });
 
 /** An image provider that runs `behave` and records its calls. */
 function imageProvider(behave: (call: ImageCall) => Promise<GenerationResult>) {
   const calls: ImageCall[] = [];
-  const provider: ImageProvider = { generate: async (call) => { calls.push(call); return behave(call); } };
+  const provider: ImageProvider = {
+    generate: async (call) => {
+      calls.push(call);
+      return behave(call);
+    },
+  };
   return { provider, calls };
 }
 
 function image(behave: (call: ImageCall) => Promise<GenerationResult>, store = new MemoryStore()) {
   const { provider, calls } = imageProvider(behave);
-  const acts = createActivities({ store: store.asTaskStore(), models: modelsOfKind(models, 'image'), providers: { local: provider, gemini: provider } });
+  const acts = createActivities({
+    store: store.asTaskStore(),
+    models: modelsOfKind(models, 'image'),
+    providers: { local: provider, gemini: provider },
+  });
   return { acts, calls, store };
 }
 
 /** Runs an activity at `attempt`, collecting its heartbeats. */
 function activityEnv(info: { attempt?: number; heartbeatDetails?: unknown } = {}) {
   // Failing attempts are what these tests are about: keep their expected log lines out of the output.
-  const env = new MockActivityEnvironment({ attempt: info.attempt ?? 1, heartbeatDetails: info.heartbeatDetails }, { logger: new DefaultLogger('ERROR') });
+  const env = new MockActivityEnvironment(
+    { attempt: info.attempt ?? 1, heartbeatDetails: info.heartbeatDetails },
+    { logger: new DefaultLogger('ERROR') },
+  );
   const beats: unknown[] = [];
   env.on('heartbeat', (d: unknown) => beats.push(d));
   return { env, beats };
 }
 
 async function failureOf(p: Promise<unknown>): Promise<ApplicationFailure> {
-  const err = await p.then(() => expect.unreachable('the activity succeeded'), (e: unknown) => e);
+  const err = await p.then(
+    () => expect.unreachable('the activity succeeded'),
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(ApplicationFailure);
   return err as ApplicationFailure;
 }
 
-const dispatchThen = <T>(result: () => Promise<T>) => async (call: { dispatching(): Promise<void> }) => { await call.dispatching(); return result(); };
+const dispatchThen =
+  <T>(result: () => Promise<T>) =>
+  async (call: { dispatching(): Promise<void> }) => {
+    await call.dispatching();
+    return result();
+  };
 
 describe('generateImage', () => {
   it('marks the task running, then dispatched (Redis mark and heartbeat) before the answer', async () => {
@@ -112,15 +149,22 @@ describe('generateImage', () => {
     const store = new MemoryStore();
     const task = imageTask('img-once');
     await store.markDispatched(task.id, 1);
-    const { acts } = image(async () => { throw new TransportFailure('connection refused', false); }, store);
-    const err = await activityEnv().env.run(acts.generateImage, task).catch((e: unknown) => e);
+    const { acts } = image(async () => {
+      throw new TransportFailure('connection refused', false);
+    }, store);
+    const err = await activityEnv()
+      .env.run(acts.generateImage, task)
+      .catch((e: unknown) => e);
     // Not an ApplicationFailure: Temporal retries it.
     expect(err).toBeInstanceOf(TransportFailure);
     expect(await store.wasDispatched(task.id)).toBe(false);
   });
 
   it('a transport failure after dispatch ends uncertain for a non-idempotent model', async () => {
-    const { acts, store } = image(async (call) => { await call.dispatching(); throw new TransportFailure('socket hang up', true); });
+    const { acts, store } = image(async (call) => {
+      await call.dispatching();
+      throw new TransportFailure('socket hang up', true);
+    });
     const task = imageTask('img-once');
     const f = await failureOf(activityEnv().env.run(acts.generateImage, task));
     expect(f).toMatchObject({ type: 'uncertain', nonRetryable: true });
@@ -129,28 +173,54 @@ describe('generateImage', () => {
   });
 
   it('a transport failure after dispatch is retried for an idempotent model', async () => {
-    const { acts } = image(async (call) => { await call.dispatching(); throw new TransportFailure('socket hang up', true); });
-    const err = await activityEnv().env.run(acts.generateImage, imageTask('img-idem')).catch((e: unknown) => e);
+    const { acts } = image(async (call) => {
+      await call.dispatching();
+      throw new TransportFailure('socket hang up', true);
+    });
+    const err = await activityEnv()
+      .env.run(acts.generateImage, imageTask('img-idem'))
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(TransportFailure);
   });
 
   it('an upstream refusal ends the task with its code; a retryable one gets a type outside the task codes', async () => {
-    const refused = image(async () => { throw new UpstreamFailure('auth_failed', 'bad key'); });
-    expect(await failureOf(activityEnv().env.run(refused.acts.generateImage, imageTask('img-once')))).toMatchObject({ type: 'auth_failed', nonRetryable: true, message: 'bad key' });
-    const flaky = image(async () => { throw new UpstreamFailure('upstream_error', '503', true); });
-    expect(await failureOf(activityEnv().env.run(flaky.acts.generateImage, imageTask('img-idem')))).toMatchObject({ type: 'upstream_error_retryable', nonRetryable: false });
+    const refused = image(async () => {
+      throw new UpstreamFailure('auth_failed', 'bad key');
+    });
+    expect(await failureOf(activityEnv().env.run(refused.acts.generateImage, imageTask('img-once')))).toMatchObject({
+      type: 'auth_failed',
+      nonRetryable: true,
+      message: 'bad key',
+    });
+    const flaky = image(async () => {
+      throw new UpstreamFailure('upstream_error', '503', true);
+    });
+    expect(await failureOf(activityEnv().env.run(flaky.acts.generateImage, imageTask('img-idem')))).toMatchObject({
+      type: 'upstream_error_retryable',
+      nonRetryable: false,
+    });
   });
 
-  it('ends upstream_timeout when the model\'s budget runs out, aborting the provider', async () => {
+  it("ends upstream_timeout when the model's budget runs out, aborting the provider", async () => {
     let aborted = false;
-    const { acts } = image(({ signal }) => new Promise((_, reject) => signal.addEventListener('abort', () => { aborted = true; reject(signal.reason); })));
+    const { acts } = image(
+      ({ signal }) =>
+        new Promise((_, reject) =>
+          signal.addEventListener('abort', () => {
+            aborted = true;
+            reject(signal.reason);
+          }),
+        ),
+    );
     const f = await failureOf(activityEnv().env.run(acts.generateImage, imageTask('img-quick')));
     expect(f).toMatchObject({ type: 'upstream_timeout', nonRetryable: true });
     expect(aborted).toBe(true);
   });
 
-  it('passes Temporal\'s cancellation to the provider, which is not a timeout', async () => {
-    const { acts, calls } = image(({ signal }) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')))));
+  it("passes Temporal's cancellation to the provider, which is not a timeout", async () => {
+    const { acts, calls } = image(
+      ({ signal }) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')))),
+    );
     const { env } = activityEnv();
     const running = env.run(acts.generateImage, imageTask('img-once')).catch((e: unknown) => e);
     await expect.poll(() => calls.length).toBe(1);
@@ -185,18 +255,29 @@ describe('video activities', () => {
   function video(p: Partial<VideoProvider>, store = new MemoryStore()) {
     const calls: VideoCall[] = [];
     const provider: VideoProvider = {
-      create: async (c) => { calls.push(c); return p.create ? p.create(c) : (await c.dispatching(), { upstreamId: 'job-1' }); },
-      check: async (c) => { calls.push(c); return p.check ? p.check(c) : { state: 'completed' }; },
-      fetch: async (c) => { calls.push(c); return p.fetch ? p.fetch(c) : { video_url: 'https://blobs.example/v.mp4' }; },
+      create: async (c) => {
+        calls.push(c);
+        return p.create ? p.create(c) : (await c.dispatching(), { upstreamId: 'job-1' });
+      },
+      check: async (c) => {
+        calls.push(c);
+        return p.check ? p.check(c) : { state: 'completed' };
+      },
+      fetch: async (c) => {
+        calls.push(c);
+        return p.fetch ? p.fetch(c) : { video_url: 'https://blobs.example/v.mp4' };
+      },
     };
     const acts = createVideoActivities({
-      store: store.asTaskStore(), models: modelsOfKind(models, 'video'),
-      providers: { local: provider, 'openai-videos': provider, 'workflow-node': provider }, configuredKey: () => undefined,
+      store: store.asTaskStore(),
+      models: modelsOfKind(models, 'video'),
+      providers: { local: provider, 'openai-videos': provider, 'workflow-node': provider },
+      configuredKey: () => undefined,
     });
     return { acts, calls, store };
   }
 
-  it('createVideo marks running and dispatched, and hands the caller\'s key to the provider', async () => {
+  it("createVideo marks running and dispatched, and hands the caller's key to the provider", async () => {
     const { acts, calls, store } = video({});
     const task = videoTask('vid-once');
     const { env, beats } = activityEnv();
@@ -211,24 +292,46 @@ describe('video activities', () => {
     const once = video({});
     const t1 = videoTask('vid-once');
     await once.store.markDispatched(t1.id, 1);
-    expect(await failureOf(activityEnv({ attempt: 2 }).env.run(once.acts.createVideo, t1))).toMatchObject({ type: 'uncertain', nonRetryable: true });
+    expect(await failureOf(activityEnv({ attempt: 2 }).env.run(once.acts.createVideo, t1))).toMatchObject({
+      type: 'uncertain',
+      nonRetryable: true,
+    });
     expect(once.calls).toHaveLength(0);
 
     const idem = video({});
     const t2 = videoTask('vid-idem');
     await idem.store.markDispatched(t2.id, 1);
-    await expect(activityEnv({ attempt: 2 }).env.run(idem.acts.createVideo, t2)).resolves.toEqual({ upstreamId: 'job-1' });
+    await expect(activityEnv({ attempt: 2 }).env.run(idem.acts.createVideo, t2)).resolves.toEqual({
+      upstreamId: 'job-1',
+    });
     expect(idem.calls).toHaveLength(1);
   });
 
   it('checkVideo retries a passing upstream fault and ends the task on a lasting refusal', async () => {
     const task = videoTask('vid-once');
     const job = { upstreamId: 'job-1' };
-    const busy = video({ check: async () => { throw new HttpStatusFailure(503, 'upstream answered 503'); } });
-    expect(await failureOf(activityEnv().env.run(busy.acts.checkVideo, { task, job }))).toMatchObject({ type: 'upstream_transient', nonRetryable: false });
-    const gone = video({ check: async () => { throw new HttpStatusFailure(404, 'upstream answered 404'); } });
-    expect(await failureOf(activityEnv().env.run(gone.acts.checkVideo, { task, job }))).toMatchObject({ type: 'invalid_request', nonRetryable: true });
+    const busy = video({
+      check: async () => {
+        throw new HttpStatusFailure(503, 'upstream answered 503');
+      },
+    });
+    expect(await failureOf(activityEnv().env.run(busy.acts.checkVideo, { task, job }))).toMatchObject({
+      type: 'upstream_transient',
+      nonRetryable: false,
+    });
+    const gone = video({
+      check: async () => {
+        throw new HttpStatusFailure(404, 'upstream answered 404');
+      },
+    });
+    expect(await failureOf(activityEnv().env.run(gone.acts.checkVideo, { task, job }))).toMatchObject({
+      type: 'invalid_request',
+      nonRetryable: true,
+    });
     const ok = video({ check: async () => ({ state: 'running', progress: 30 }) });
-    await expect(activityEnv().env.run(ok.acts.checkVideo, { task, job })).resolves.toEqual({ state: 'running', progress: 30 });
+    await expect(activityEnv().env.run(ok.acts.checkVideo, { task, job })).resolves.toEqual({
+      state: 'running',
+      progress: 30,
+    });
   });
 });

@@ -15,14 +15,25 @@ function client(handler: Handler, polling: Partial<PollingOptions> = {}) {
 /** Runs `p` to completion on the fake clock; resolves to its outcome (value or error). */
 async function settle<T>(p: Promise<T>, ms = 2_000 * S): Promise<{ value?: T; error?: any }> {
   const out: { value?: T; error?: any } = {};
-  const done = p.then((value) => { out.value = value; }, (error) => { out.error = error; });
+  const done = p.then(
+    (value) => {
+      out.value = value;
+    },
+    (error) => {
+      out.error = error;
+    },
+  );
   await vi.advanceTimersByTimeAsync(ms);
   await done;
   return out;
 }
 
-beforeEach(() => { vi.useFakeTimers({ now: 1_700_000_000_000 }); });
-afterEach(() => { vi.useRealTimers(); });
+beforeEach(() => {
+  vi.useFakeTimers({ now: 1_700_000_000_000 });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 describe('single task', () => {
   it('checks first 50 s after submit, then every 10 s, and resolves on success', async () => {
@@ -39,19 +50,33 @@ describe('single task', () => {
   });
 
   it('obeys a longer Retry-After, but a shorter one does not speed polling up', async () => {
-    const longer = client((_c, n) => (n < 3 ? { json: task(ID, 'running'), headers: { 'retry-after': '30' } } : { json: succeeded(ID) }));
+    const longer = client((_c, n) =>
+      n < 3 ? { json: task(ID, 'running'), headers: { 'retry-after': '30' } } : { json: succeeded(ID) },
+    );
     await settle(longer.kiln.tasks.wait(ID));
     expect(longer.times()).toEqual([50 * S, 80 * S, 110 * S]);
 
-    const shorter = client((_c, n) => (n < 3 ? { json: task(ID, 'queued'), headers: { 'retry-after': '2' } } : { json: succeeded(ID) }));
+    const shorter = client((_c, n) =>
+      n < 3 ? { json: task(ID, 'queued'), headers: { 'retry-after': '2' } } : { json: succeeded(ID) },
+    );
     await settle(shorter.kiln.tasks.wait(ID));
     expect(shorter.times()).toEqual([50 * S, 60 * S, 70 * S]);
   });
 
   it('honours 429 rate_limited: waits its Retry-After when longer than the interval, else the interval', async () => {
     const c = client((_c, n) => {
-      if (n === 1) return { status: 429, json: { error: { code: 'rate_limited', message: 'slow down' } }, headers: { 'retry-after': '25' } };
-      if (n === 2) return { status: 429, json: { error: { code: 'rate_limited', message: 'slow down' } }, headers: { 'retry-after': '1' } };
+      if (n === 1)
+        return {
+          status: 429,
+          json: { error: { code: 'rate_limited', message: 'slow down' } },
+          headers: { 'retry-after': '25' },
+        };
+      if (n === 2)
+        return {
+          status: 429,
+          json: { error: { code: 'rate_limited', message: 'slow down' } },
+          headers: { 'retry-after': '1' },
+        };
       return { json: succeeded(ID) };
     });
     const r = await settle(c.kiln.tasks.wait(ID));
@@ -60,7 +85,9 @@ describe('single task', () => {
   });
 
   it('retries transport errors (no HTTP status) with exponential backoff, then resumes the rhythm', async () => {
-    const c = client((_c, n) => (n <= 3 ? transportError() : n === 4 ? { json: task(ID, 'running') } : { json: succeeded(ID) }));
+    const c = client((_c, n) =>
+      n <= 3 ? transportError() : n === 4 ? { json: task(ID, 'running') } : { json: succeeded(ID) },
+    );
     const r = await settle(c.kiln.tasks.wait(ID));
     expect(r.value?.status).toBe('succeeded');
     // 1 s, 2 s, 4 s of backoff after three failures; then the 10 s interval again.
@@ -75,7 +102,11 @@ describe('single task', () => {
   });
 
   it('surfaces uncertain as its own outcome after one check, without retrying or resubmitting', async () => {
-    const c = client((call) => (call.method === 'POST' ? { status: 202, json: submitted(ID) } : { json: task(ID, 'uncertain', { finished_at: 2, uncertain_reason: 'lost' }) }));
+    const c = client((call) =>
+      call.method === 'POST'
+        ? { status: 202, json: submitted(ID) }
+        : { json: task(ID, 'uncertain', { finished_at: 2, uncertain_reason: 'lost' }) },
+    );
     const r = await settle(c.kiln.tasks.createAndWait({ model: 'm', prompt: 'p' }));
     expect(r.value?.status).toBe('uncertain');
     expect(c.calls.map((x) => `${x.method} ${x.t}`)).toEqual(['POST 0', `GET ${50 * S}`]);
@@ -111,7 +142,10 @@ describe('single task', () => {
   });
 
   it('takes every interval from options', async () => {
-    const c = client((_c, n) => (n < 3 ? { json: task(ID, 'running') } : { json: succeeded(ID) }), { firstCheckMs: 2 * S, intervalMs: 500 });
+    const c = client((_c, n) => (n < 3 ? { json: task(ID, 'running') } : { json: succeeded(ID) }), {
+      firstCheckMs: 2 * S,
+      intervalMs: 500,
+    });
     await settle(c.kiln.tasks.wait(ID));
     expect(c.times()).toEqual([2000, 2500, 3000]);
   });
@@ -140,7 +174,13 @@ describe('batch', () => {
       const items = (call.body.ids as string[]).map((id) => {
         const i = ids.indexOf(id);
         // First cycle: every 10th id is done (succeeded, failed, uncertain or not_found in turn).
-        if (n <= 3 && i % 10 === 0) return [succeeded(id), task(id, 'failed', { error: { code: 'upstream_error', message: 'x' } }), task(id, 'uncertain'), { id, object: 'image.task', status: 'not_found', error: { code: 'not_found', message: 'x' } }][(i / 10) % 4];
+        if (n <= 3 && i % 10 === 0)
+          return [
+            succeeded(id),
+            task(id, 'failed', { error: { code: 'upstream_error', message: 'x' } }),
+            task(id, 'uncertain'),
+            { id, object: 'image.task', status: 'not_found', error: { code: 'not_found', message: 'x' } },
+          ][(i / 10) % 4];
         return n <= 3 ? task(id, i % 2 ? 'queued' : 'running') : succeeded(id);
       });
       return { json: { object: 'batch.task.list', items, next_poll_after_ms: 10_000 } };
@@ -148,9 +188,13 @@ describe('batch', () => {
     const r = await settle(c.kiln.tasks.waitMany(ids));
     const batches = c.calls.map((x) => ({ t: x.t, n: x.body.ids.length }));
     expect(batches).toEqual([
-      { t: 50 * S, n: 100 }, { t: 50 * S, n: 100 }, { t: 50 * S, n: 50 },
+      { t: 50 * S, n: 100 },
+      { t: 50 * S, n: 100 },
+      { t: 50 * S, n: 50 },
       // 25 terminal ids dropped: 225 left → 100, 100, 25.
-      { t: 60 * S, n: 100 }, { t: 60 * S, n: 100 }, { t: 60 * S, n: 25 },
+      { t: 60 * S, n: 100 },
+      { t: 60 * S, n: 100 },
+      { t: 60 * S, n: 25 },
     ]);
     const second = c.calls.slice(3).flatMap((x) => x.body.ids as string[]);
     expect(second).toEqual(ids.filter((_, i) => i % 10 !== 0));
@@ -165,14 +209,24 @@ describe('batch', () => {
 
   it('obeys a longer next_poll_after_ms', async () => {
     const c = client((call, n) => ({
-      json: { object: 'batch.task.list', items: call.body.ids.map((id: string) => (n < 3 ? task(id, 'running') : succeeded(id))), next_poll_after_ms: 25_000 },
+      json: {
+        object: 'batch.task.list',
+        items: call.body.ids.map((id: string) => (n < 3 ? task(id, 'running') : succeeded(id))),
+        next_poll_after_ms: 25_000,
+      },
     }));
     await settle(c.kiln.tasks.waitMany(ids.slice(0, 3)));
     expect(c.times()).toEqual([50 * S, 75 * S, 100 * S]);
   });
 
   it('exactly 100 ids go in one request; 101 in two', async () => {
-    const reply: Handler = (call) => ({ json: { object: 'batch.task.list', items: call.body.ids.map((id: string) => succeeded(id)), next_poll_after_ms: 10_000 } });
+    const reply: Handler = (call) => ({
+      json: {
+        object: 'batch.task.list',
+        items: call.body.ids.map((id: string) => succeeded(id)),
+        next_poll_after_ms: 10_000,
+      },
+    });
     const a = client(reply);
     await settle(a.kiln.tasks.waitMany(ids.slice(0, 100)));
     expect(a.calls.map((x) => x.body.ids.length)).toEqual([100]);
@@ -184,22 +238,48 @@ describe('batch', () => {
   it('retries a batch lost to a transport error with backoff, but never repeats a batch that succeeded sooner than allowed', async () => {
     const c = client((call, n) => {
       if (n === 2) return transportError();
-      return { json: { object: 'batch.task.list', items: call.body.ids.map((id: string) => (n === 1 ? task(id, 'running') : succeeded(id))), next_poll_after_ms: 10_000 } };
+      return {
+        json: {
+          object: 'batch.task.list',
+          items: call.body.ids.map((id: string) => (n === 1 ? task(id, 'running') : succeeded(id))),
+          next_poll_after_ms: 10_000,
+        },
+      };
     });
     await settle(c.kiln.tasks.waitMany(ids.slice(0, 150)));
     // Cycle 1: batch 2 fails; cycle 2 waits the full interval (batch 1 went through), not the 1 s backoff.
     expect(c.calls.map((x) => x.t)).toEqual([50 * S, 50 * S, 60 * S, 60 * S]);
 
-    const all = client((call, n) => (n <= 2 ? transportError() : { json: { object: 'batch.task.list', items: call.body.ids.map((id: string) => succeeded(id)), next_poll_after_ms: 10_000 } }));
+    const all = client((call, n) =>
+      n <= 2
+        ? transportError()
+        : {
+            json: {
+              object: 'batch.task.list',
+              items: call.body.ids.map((id: string) => succeeded(id)),
+              next_poll_after_ms: 10_000,
+            },
+          },
+    );
     await settle(all.kiln.tasks.waitMany(ids.slice(0, 150)));
     // Every batch of the cycle failed: the next cycle comes after the backoff.
     expect(all.calls.map((x) => x.t)).toEqual([50 * S, 50 * S, 51 * S, 51 * S]);
   });
 
   it('honours 429 on a batch and times out with every unfinished id', async () => {
-    const c = client((call, n) => (n === 1
-      ? json({ error: { code: 'rate_limited', message: 'same batch too fast' } }, 429, { 'retry-after': '40' })
-      : { json: { object: 'batch.task.list', items: call.body.ids.map((id: string) => task(id, 'running')), next_poll_after_ms: 10_000 } }), { timeoutMs: 120 * S });
+    const c = client(
+      (call, n) =>
+        n === 1
+          ? json({ error: { code: 'rate_limited', message: 'same batch too fast' } }, 429, { 'retry-after': '40' })
+          : {
+              json: {
+                object: 'batch.task.list',
+                items: call.body.ids.map((id: string) => task(id, 'running')),
+                next_poll_after_ms: 10_000,
+              },
+            },
+      { timeoutMs: 120 * S },
+    );
     const r = await settle(c.kiln.tasks.waitMany(ids.slice(0, 2)));
     expect(c.times()).toEqual([50 * S, 90 * S, 100 * S, 110 * S, 120 * S]);
     expect(r.error).toBeInstanceOf(PollTimeoutError);

@@ -12,12 +12,27 @@ const compose = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { 
 const services = compose.services as Record<string, any>;
 const dependsOn = (s: string): Record<string, { condition: string }> => services[s].depends_on ?? {};
 /** Compose `${VAR:-default}` / `${VAR:?message}`: the value docker would use with an empty .env. */
-const resolved = (v: unknown) => String(v).replace(/\$\{[A-Z0-9_]+(?::?[-?])?([^}]*)\}/g, (_m, d: string) => (d.startsWith('set ') ? 'x'.repeat(64) : d));
+const resolved = (v: unknown) =>
+  String(v).replace(/\$\{[A-Z0-9_]+(?::?[-?])?([^}]*)\}/g, (_m, d: string) =>
+    d.startsWith('set ') ? 'x'.repeat(64) : d,
+  );
 
 describe('docker-compose.yml', () => {
   it('has every part of a production deployment', () => {
     expect(Object.keys(services).sort()).toEqual(
-      ['api', 'minio', 'minio-setup', 'postgresql', 'redis', 'temporal', 'temporal-schema', 'temporal-setup', 'temporal-ui', 'worker'].sort());
+      [
+        'api',
+        'minio',
+        'minio-setup',
+        'postgresql',
+        'redis',
+        'temporal',
+        'temporal-schema',
+        'temporal-setup',
+        'temporal-ui',
+        'worker',
+      ].sort(),
+    );
     expect(services.temporal.image).toMatch(/^temporalio\/server:/);
     // Not the deprecated auto-setup image anywhere.
     expect(JSON.stringify(services)).not.toContain('auto-setup');
@@ -50,14 +65,20 @@ describe('docker-compose.yml', () => {
       for (const [dep, { condition }] of Object.entries<any>(svc.depends_on ?? {})) {
         expect(services[dep], `${name} -> ${dep}`).toBeDefined();
         if (condition === 'service_healthy') expect(services[dep].healthcheck, `${dep} health check`).toBeDefined();
-        if (condition === 'service_completed_successfully') expect(services[dep].restart, `${dep} is one-shot`).toBe('no');
+        if (condition === 'service_completed_successfully')
+          expect(services[dep].restart, `${dep} is one-shot`).toBe('no');
       }
     }
-    for (const s of ['redis', 'postgresql', 'temporal', 'minio', 'temporal-ui', 'api', 'worker']) expect(services[s].healthcheck, s).toBeDefined();
+    for (const s of ['redis', 'postgresql', 'temporal', 'minio', 'temporal-ui', 'api', 'worker'])
+      expect(services[s].healthcheck, s).toBeDefined();
   });
 
   it('publishes only the API, the Web UI (on localhost) and the file store', () => {
-    const published = Object.fromEntries(Object.entries(services).filter(([, s]) => s.ports).map(([n, s]) => [n, s.ports.map(resolved)]));
+    const published = Object.fromEntries(
+      Object.entries(services)
+        .filter(([, s]) => s.ports)
+        .map(([n, s]) => [n, s.ports.map(resolved)]),
+    );
     expect(published).toEqual({ api: ['8787:8080'], 'temporal-ui': ['127.0.0.1:8080:8080'], minio: ['9000:9000'] });
     expect(services.api.environment.PORT).toBe(8080);
     expect(services.api.healthcheck.test.join(' ')).toContain('127.0.0.1:8080/healthz');

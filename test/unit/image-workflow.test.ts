@@ -23,11 +23,25 @@ const caseOf = (id: string) => cases.get(id) ?? expect.unreachable(`no test case
 // The local activities write to an in-memory read model as the real ones write to Redis.
 const activities: Activities = {
   recordTransition: (r) => caseOf(r.id).store.transition(r),
-  mayHaveReachedUpstream: async (i) => { const c = caseOf(i.id); c.calls.mayHaveReachedUpstream++; return c.store.wasDispatched(i.id); },
+  mayHaveReachedUpstream: async (i) => {
+    const c = caseOf(i.id);
+    c.calls.mayHaveReachedUpstream++;
+    return c.store.wasDispatched(i.id);
+  },
   generateImage: async (i) => {
     const c = caseOf(i.id);
     c.calls.generateImage++;
-    await c.store.transition({ id: i.id, kind: 'image', owner: i.owner, model: i.model, status: 'running', created_at: i.created_at, finished_at: null, candidates: null, error: null });
+    await c.store.transition({
+      id: i.id,
+      kind: 'image',
+      owner: i.owner,
+      model: i.model,
+      status: 'running',
+      created_at: i.created_at,
+      finished_at: null,
+      candidates: null,
+      error: null,
+    });
     return c.generate(i);
   },
 };
@@ -45,23 +59,54 @@ afterAll(async () => {
 });
 
 const RESULT: GenerationResult = {
-  response_id: 'resp-1', model_version: 'fake-1',
-  candidates: [{ content: { role: 'model', parts: [{ inlineData: { mimeType: 'image/png', data: 'https://blobs.example/a.png' } }] }, finishReason: 'STOP', index: 0 }],
+  response_id: 'resp-1',
+  model_version: 'fake-1',
+  candidates: [
+    {
+      content: {
+        role: 'model',
+        parts: [{ inlineData: { mimeType: 'image/png', data: 'https://blobs.example/a.png' } }],
+      },
+      finishReason: 'STOP',
+      index: 0,
+    },
+  ],
 };
 
 let n = 0;
 /** Runs one task with `generate` standing in for the upstream call. */
 async function run(generate: Case['generate'], store = new MemoryStore()) {
   const task: ImageTaskInput = {
-    id: `task_${String(++n).padStart(32, '0')}`, owner: 'owner-1', model: 'fake-image', created_at: 1_700_000_000,
+    id: `task_${String(++n).padStart(32, '0')}`,
+    owner: 'owner-1',
+    model: 'fake-image',
+    created_at: 1_700_000_000,
     request: { contents: [{ role: 'user', parts: [{ text: 'a kiln' }] }] },
   };
   const c: Case = { generate, store, calls: { generateImage: 0, mayHaveReachedUpstream: 0 } };
   cases.set(task.id, c);
   // The API writes `accepted` when it starts the workflow.
-  await store.transition({ id: task.id, kind: 'image', owner: task.owner, model: task.model, status: 'accepted', created_at: task.created_at, finished_at: null, candidates: null, error: null });
-  const input: ImageTaskWorkflowInput = { task, policy: { timeoutMs: 30_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3 }, activityQueue: QUEUE };
-  const handle = await env.client.workflow.start('imageTaskWorkflow', { workflowId: task.id, taskQueue: QUEUE, args: [input] });
+  await store.transition({
+    id: task.id,
+    kind: 'image',
+    owner: task.owner,
+    model: task.model,
+    status: 'accepted',
+    created_at: task.created_at,
+    finished_at: null,
+    candidates: null,
+    error: null,
+  });
+  const input: ImageTaskWorkflowInput = {
+    task,
+    policy: { timeoutMs: 30_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3 },
+    activityQueue: QUEUE,
+  };
+  const handle = await env.client.workflow.start('imageTaskWorkflow', {
+    workflowId: task.id,
+    taskQueue: QUEUE,
+    args: [input],
+  });
   const record = (await handle.result()) as TaskRecord;
   const status = (await handle.describe()).searchAttributes[SEARCH_ATTRIBUTES.status];
   return { task, record, status, calls: c.calls, store };
@@ -71,7 +116,14 @@ describe('imageTaskWorkflow', () => {
   it('goes accepted → queued → running → succeeded and returns the candidates', async () => {
     const { task, record, status, calls, store } = await run(async () => RESULT);
     expect(store.statuses(task.id)).toEqual(['accepted', 'queued', 'running', 'succeeded']);
-    expect(record).toMatchObject({ id: task.id, kind: 'image', status: 'succeeded', error: null, response_id: 'resp-1', candidates: RESULT.candidates });
+    expect(record).toMatchObject({
+      id: task.id,
+      kind: 'image',
+      status: 'succeeded',
+      error: null,
+      response_id: 'resp-1',
+      candidates: RESULT.candidates,
+    });
     expect(record.finished_at).toEqual(expect.any(Number));
     expect(store.records.get(task.id)).toEqual(record);
     expect(status).toEqual(['succeeded']);
@@ -79,16 +131,26 @@ describe('imageTaskWorkflow', () => {
   });
 
   it.each(['auth_failed', 'insufficient_balance', 'upstream_rate_limited', 'invalid_request', 'upstream_timeout'])(
-    'ends failed with the activity\'s code %s, without retrying', async (code) => {
-      const { task, record, status, calls, store } = await run(async () => { throw ApplicationFailure.nonRetryable(`upstream said ${code}`, code); });
-      expect(record).toMatchObject({ status: 'failed', candidates: null, error: { code, message: `upstream said ${code}` } });
+    "ends failed with the activity's code %s, without retrying",
+    async (code) => {
+      const { task, record, status, calls, store } = await run(async () => {
+        throw ApplicationFailure.nonRetryable(`upstream said ${code}`, code);
+      });
+      expect(record).toMatchObject({
+        status: 'failed',
+        candidates: null,
+        error: { code, message: `upstream said ${code}` },
+      });
       expect(store.statuses(task.id)).toEqual(['accepted', 'queued', 'running', 'failed']);
       expect(status).toEqual(['failed']);
       expect(calls.generateImage).toBe(1);
-    });
+    },
+  );
 
   it('retries a transient failure up to maxAttempts, then ends failed / upstream_error', async () => {
-    const { record, calls } = await run(async () => { throw ApplicationFailure.retryable('503 from upstream', 'upstream_error_retryable'); });
+    const { record, calls } = await run(async () => {
+      throw ApplicationFailure.retryable('503 from upstream', 'upstream_error_retryable');
+    });
     expect(calls.generateImage).toBe(3);
     // Nothing was dispatched: a failure, not an uncertain outcome.
     expect(calls.mayHaveReachedUpstream).toBe(1);
@@ -110,7 +172,12 @@ describe('imageTaskWorkflow', () => {
     const { task, record, status, calls, store } = await run(async () => {
       throw ApplicationFailure.nonRetryable('sent, then the connection dropped', 'uncertain');
     });
-    expect(record).toMatchObject({ status: 'uncertain', error: null, candidates: null, uncertain_reason: 'sent, then the connection dropped' });
+    expect(record).toMatchObject({
+      status: 'uncertain',
+      error: null,
+      candidates: null,
+      uncertain_reason: 'sent, then the connection dropped',
+    });
     expect(store.statuses(task.id)).toEqual(['accepted', 'queued', 'running', 'uncertain']);
     expect(status).toEqual(['uncertain']);
     expect(calls).toEqual({ generateImage: 1, mayHaveReachedUpstream: 0 });
@@ -129,7 +196,9 @@ describe('imageTaskWorkflow', () => {
   });
 
   it('ends failed, not uncertain, when retries run out before anything was dispatched', async () => {
-    const { record, calls } = await run(async () => { throw new Error('ECONNREFUSED'); });
+    const { record, calls } = await run(async () => {
+      throw new Error('ECONNREFUSED');
+    });
     expect(calls.mayHaveReachedUpstream).toBe(1);
     expect(record).toMatchObject({ status: 'failed', error: { code: 'upstream_error' } });
     expect(record.uncertain_reason).toBeUndefined();

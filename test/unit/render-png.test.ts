@@ -37,13 +37,17 @@ describe('renderPromptPng', () => {
     ['16:9', '1K', 1024, 576],
     ['9:16', '2K', 1152, 2048],
     ['1:1', '4K', 4096, 4096],
-  ])('renders a decodable PNG for %s @ %s', async (aspectRatio, imageSize, width, height) => {
-    const png = await renderPromptPng({ prompt: 'a red fox in the snow', aspectRatio, imageSize });
-    expect(png.subarray(0, 8).equals(PNG_SIGNATURE)).toBe(true);
-    const decoded = await Jimp.read(png);
-    expect(decoded.width).toBe(width);
-    expect(decoded.height).toBe(height);
-  }, 30_000);
+  ])(
+    'renders a decodable PNG for %s @ %s',
+    async (aspectRatio, imageSize, width, height) => {
+      const png = await renderPromptPng({ prompt: 'a red fox in the snow', aspectRatio, imageSize });
+      expect(png.subarray(0, 8).equals(PNG_SIGNATURE)).toBe(true);
+      const decoded = await Jimp.read(png);
+      expect(decoded.width).toBe(width);
+      expect(decoded.height).toBe(height);
+    },
+    30_000,
+  );
 
   it('is deterministic for the same input and differs by prompt and seed', async () => {
     const a = await renderPromptPng({ prompt: 'a red fox in the snow' });

@@ -17,7 +17,11 @@ const QUOTE_WORDS = 24;
 const words = (s: string) => s.split(/\s+/).filter(Boolean);
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
-interface Reply { words: string[]; finish: 'stop' | 'length'; usage: Usage }
+interface Reply {
+  words: string[];
+  finish: 'stop' | 'length';
+  usage: Usage;
+}
 
 export function localReply({ request, images }: Pick<ChatCall, 'request' | 'images'>): Reply {
   const { messages } = request;
@@ -31,13 +35,18 @@ export function localReply({ request, images }: Pick<ChatCall, 'request' | 'imag
   const lines = [
     OPENINGS[((seed % OPENINGS.length) + OPENINGS.length) % OPENINGS.length],
     `You sent ${plural(messages.length, 'message')} (${roles.join(', ')}) with ${plural(images.length, 'image')} and ${plural(inputWords, 'word')} of text.`,
-    ...images.map((im, i) => `Image ${i + 1}: ${im.format.toUpperCase()}, ${im.width}×${im.height} pixels, ${plural(im.bytes, 'byte')}.`),
+    ...images.map(
+      (im, i) =>
+        `Image ${i + 1}: ${im.format.toUpperCase()}, ${im.width}×${im.height} pixels, ${plural(im.bytes, 'byte')}.`,
+    ),
   ];
   const lastUser = [...messages].reverse().findIndex((m) => m.role === 'user');
   const said = lastUser < 0 ? [] : words(texts[messages.length - 1 - lastUser]);
-  lines.push(said.length === 0
-    ? 'Your last message has no text.'
-    : `Your last message begins: "${said.slice(0, QUOTE_WORDS).join(' ')}${said.length > QUOTE_WORDS ? ' …' : ''}"`);
+  lines.push(
+    said.length === 0
+      ? 'Your last message has no text.'
+      : `Your last message begins: "${said.slice(0, QUOTE_WORDS).join(' ')}${said.length > QUOTE_WORDS ? ' …' : ''}"`,
+  );
   const all = words(lines.join(' '));
   const max = request.max_tokens ?? Infinity;
   const out = all.slice(0, max);
@@ -56,7 +65,9 @@ export class LocalChatProvider implements ChatProvider {
     if (call.model.latencyMs) await sleep(call.model.latencyMs, undefined, { signal: call.signal });
     const r = localReply(call);
     return {
-      ...ids(), object: 'chat.completion', model: call.model.id,
+      ...ids(),
+      object: 'chat.completion',
+      model: call.model.id,
       choices: [{ index: 0, message: { role: 'assistant', content: r.words.join(' ') }, finish_reason: r.finish }],
       usage: r.usage,
     };
@@ -66,8 +77,10 @@ export class LocalChatProvider implements ChatProvider {
     if (call.model.latencyMs) await sleep(call.model.latencyMs, undefined, { signal: call.signal });
     const r = localReply(call);
     const base = { ...ids(), object: 'chat.completion.chunk' as const, model: call.model.id };
-    const chunk = (delta: ChatChunk['choices'][number]['delta'], finish: string | null = null): ChatChunk =>
-      ({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] });
+    const chunk = (delta: ChatChunk['choices'][number]['delta'], finish: string | null = null): ChatChunk => ({
+      ...base,
+      choices: [{ index: 0, delta, finish_reason: finish }],
+    });
     const usage = call.request.stream_options?.include_usage === true;
     return (async function* () {
       yield chunk({ role: 'assistant', content: '' });

@@ -11,7 +11,10 @@ const MAX_EVENT_BYTES = 4 * 1024 * 1024;
 
 function transportFailure(err: unknown, phase: string): KilnError {
   const code = causeCode(err);
-  return new KilnError('upstream_error', `The upstream connection failed ${phase} (${code ?? (err as Error).message ?? 'unknown error'}); retry later.`);
+  return new KilnError(
+    'upstream_error',
+    `The upstream connection failed ${phase} (${code ?? (err as Error).message ?? 'unknown error'}); retry later.`,
+  );
 }
 
 export class OpenAIChatProvider implements ChatProvider {
@@ -30,7 +33,13 @@ export class OpenAIChatProvider implements ChatProvider {
     } catch {
       throw new KilnError('upstream_error', 'The upstream answered with a body that is not JSON.');
     }
-    if (!body || typeof body !== 'object' || !Array.isArray(body.choices) || body.choices.length === 0 || !body.choices.every((c) => c && typeof c.message === 'object')) {
+    if (
+      !body ||
+      typeof body !== 'object' ||
+      !Array.isArray(body.choices) ||
+      body.choices.length === 0 ||
+      !body.choices.every((c) => c && typeof c.message === 'object')
+    ) {
       throw new KilnError('upstream_error', 'The upstream answered without choices[].message.');
     }
     return { ...body, object: 'chat.completion', model: call.model.id };
@@ -65,13 +74,19 @@ export class OpenAIChatProvider implements ChatProvider {
       if (signal.aborted) throw err;
     }
     const code = statusToCode(res.status);
-    throw new KilnError(code, `The upstream answered ${res.status}: ${upstreamMessage(text, credential)}`,
-      code === 'upstream_rate_limited' ? parseRetryAfter(res.headers.get('retry-after')) : undefined);
+    throw new KilnError(
+      code,
+      `The upstream answered ${res.status}: ${upstreamMessage(text, credential)}`,
+      code === 'upstream_rate_limited' ? parseRetryAfter(res.headers.get('retry-after')) : undefined,
+    );
   }
 }
 
 /** Upstream events to chunks, one by one as they arrive; ends at `[DONE]`. */
-async function* relay(body: ReadableStream<Uint8Array>, { model, credential, signal }: ChatCall): AsyncGenerator<ChatChunk> {
+async function* relay(
+  body: ReadableStream<Uint8Array>,
+  { model, credential, signal }: ChatCall,
+): AsyncGenerator<ChatChunk> {
   const events = body
     // Node's TextDecoderStream typing takes any BufferSource; fetch bodies are Uint8Array.
     .pipeThrough(new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>)
@@ -91,7 +106,10 @@ async function* relay(body: ReadableStream<Uint8Array>, { model, credential, sig
         throw new KilnError('upstream_error', 'The upstream sent a stream event that is not JSON.');
       }
       if (chunk && typeof chunk === 'object' && chunk.error) {
-        throw new KilnError('upstream_error', `The upstream reported an error during the stream: ${upstreamMessage(ev.data, credential)}`);
+        throw new KilnError(
+          'upstream_error',
+          `The upstream reported an error during the stream: ${upstreamMessage(ev.data, credential)}`,
+        );
       }
       if (!chunk || typeof chunk !== 'object' || !Array.isArray(chunk.choices)) continue;
       if (chunk.choices.some((c) => c?.finish_reason)) finished = true;
