@@ -126,6 +126,9 @@ async function main() {
     },
     { name: 'list limit=100 (owner with 2,000 tasks)', connections: 16, url: '/v1/tasks?limit=100' },
   ];
+  // BENCH_SCENARIOS=poll,batch picks scenarios by a word of their name.
+  const pick = process.env.BENCH_SCENARIOS?.split(',');
+  if (pick) scenarios.splice(0, scenarios.length, ...scenarios.filter((s) => pick.some((w) => s.name.includes(w))));
   const out: { s: Scenario; load: LoadResult; cpuUs: number; prof: ProfileSummary }[] = [];
   for (const s of scenarios) {
     const profDir = join(dir, `prof-${out.length}`);

@@ -1,22 +1,8 @@
-import { pino, type Logger, type LoggerOptions } from 'pino';
+import { pino, type Logger } from 'pino';
 import { currentRequest } from './ops/request-context.js';
 
-/** How long a log line may wait in the buffer before it is written. */
-const LOG_FLUSH_MS = 100;
-
-/**
- * JSON lines go through a buffered asynchronous destination: a synchronous write per request line
- * was a visible part of a poll's cost (BENCHMARKS.md). Lines reach stdout within LOG_FLUSH_MS, and
- * pino flushes the buffer on exit; a SIGKILL can lose the last LOG_FLUSH_MS of lines.
- */
-function bufferedStdout() {
-  const dest = pino.destination({ dest: 1, sync: false, minLength: 4096 });
-  setInterval(() => dest.flush(), LOG_FLUSH_MS).unref();
-  return dest;
-}
-
 export function createLogger(level: string, name: string, format: 'json' | 'pretty' = 'json'): Logger {
-  const options: LoggerOptions = {
+  return pino({
     name,
     level,
     // Pretty output is for `npm run dev` (LOG_FORMAT=pretty); production logs stay one JSON object a line.
@@ -48,6 +34,5 @@ export function createLogger(level: string, name: string, format: 'json' | 'pret
       ],
       censor: '[redacted]',
     },
-  };
-  return format === 'pretty' ? pino(options) : pino(options, bufferedStdout());
+  });
 }

@@ -53,7 +53,6 @@ describe('worker SIGTERM', () => {
     );
     const owner = (await k.api.store.get(quick.json.id))!.owner;
     // The worker's log: task lines carry the task id and owner hash, never the key or prompt.
-    // Log lines are buffered for up to 100 ms (src/log.ts).
     await vi.waitFor(
       () =>
         expect(w.lines.find((l) => l.msg === 'task transition' && l.status === 'succeeded')).toMatchObject({
