@@ -45,7 +45,8 @@ async function waitFor(
   throw new Error(`${what} did not become ready within ${timeoutMs} ms`);
 }
 
-function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM', graceMs = 5000): Promise<void> {
+/** Signals a child and waits for it to exit; SIGKILL after `graceMs`. */
+export function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM', graceMs = 5000): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((res) => {
     const t = setTimeout(() => child.kill('SIGKILL'), graceMs);

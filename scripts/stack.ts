@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, ROOT, startRedis, startTemporal } from './services.js';
+import { freePort, ROOT, startRedis, startTemporal, stopChild } from './services.js';
 
 export interface Stack {
   base: string;
@@ -17,18 +17,6 @@ export interface Stack {
   /** Path of a process's log (pino JSON at the configured LOG_LEVEL), e.g. for the causes of 500s. */
   logFile: (which: 'api' | 'worker') => string;
   stop(opts?: { keepDir?: boolean }): Promise<void>;
-}
-
-function stopChild(child: ChildProcess, graceMs = 10_000): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((res) => {
-    const t = setTimeout(() => child.kill('SIGKILL'), graceMs);
-    child.once('exit', () => {
-      clearTimeout(t);
-      res();
-    });
-    child.kill('SIGTERM');
-  });
 }
 
 async function waitHttp(url: string, children: ChildProcess[], timeoutMs = 90_000): Promise<void> {
@@ -90,7 +78,7 @@ export async function startStack(opts: {
   const worker = run('src/worker.ts', 'worker');
   const api = run('src/server.ts', 'api');
   const stop = async ({ keepDir = false } = {}) => {
-    await Promise.all([stopChild(api), stopChild(worker)]);
+    await Promise.all([stopChild(api, 'SIGTERM', 10_000), stopChild(worker, 'SIGTERM', 10_000)]);
     await Promise.all([temporal.stop(), redis.stop()]);
     if (!keepDir) rmSync(dir, { recursive: true, force: true });
   };

@@ -2,11 +2,10 @@
 // (one case per rule that fails if the rule is dropped), several images and candidates, 429 with
 // Retry-After, 5xx retries for idempotent upstreams, and upstream capacity through the task queue.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { fail, ok, startFakeGemini, TINY_PNG, type FakeGemini } from '../support/fake-gemini.js';
-import { startKiln, http, submitBody, waitForStatus, KEY_A, type Kiln } from '../support/kiln.js';
+import { fail, ok, startFakeGemini, fakeGeminiModel, TINY_PNG, type FakeGemini } from '../support/fake-gemini.js';
+import { startKiln, imageSteps, type Kiln } from '../support/kiln.js';
 import { retryDelay } from '../../activities/image/gemini.js';
 
-const TERMINAL = (s: string) => s === 'succeeded' || s === 'failed' || s === 'uncertain';
 // Not a decodable picture, but bytes with a JPEG / WebP signature are enough to prove the media type is kept.
 const JPEG = Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, 0x4a, 0x46, 0x49, 0x46, 0x00, 0x01, 0xff, 0xd9]);
 const WEBP = Buffer.concat([Buffer.from('RIFF'), Buffer.from([8, 0, 0, 0]), Buffer.from('WEBPVP8 ')]);
@@ -17,13 +16,7 @@ let kiln: Kiln;
 
 beforeAll(async () => {
   fake = await startFakeGemini();
-  const gemini = {
-    provider: 'gemini',
-    baseUrl: fake.baseUrl,
-    credential: 'passthrough',
-    timeoutMs: 5000,
-    heartbeatTimeoutMs: 1000,
-  };
+  const gemini = fakeGeminiModel(fake);
   kiln = await startKiln({
     models: [
       { ...gemini, id: 'p-main', idempotent: false, maxAttempts: 3, rateLimitRetries: 2, rateLimitBackoffMs: 200 },
@@ -39,15 +32,7 @@ afterAll(async () => {
 });
 beforeEach(() => fake.reset());
 
-const api = () => http(kiln.baseUrl, KEY_A);
-async function submit(model: string, body: unknown = submitBody()): Promise<string> {
-  const res = await api()(`/v1beta/models/${model}:generateContent`, { method: 'POST', json: body });
-  expect(res.status, res.text).toBe(202);
-  return res.json.id as string;
-}
-const finish = (id: string) => waitForStatus(() => api()(`/v1/tasks/${id}`), TERMINAL, 30_000);
-const status = async (id: string) => (await api()(`/v1/tasks/${id}`)).json.status as string;
-const contentLocation = async (id: string) => (await api()(`/v1/tasks/${id}/content`)).headers.get('location');
+const { submit, finish, status, contentLocation } = imageSteps(() => kiln.baseUrl);
 const storedUrl = (ext: string) => new RegExp(`^${kiln.baseUrl}/v1/files/[a-f0-9]{32}\\.${ext}$`);
 
 describe('parsing rules', () => {

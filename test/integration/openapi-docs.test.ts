@@ -9,8 +9,8 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_STATUS, TASK_FAILURE_CODES } from '../../src/shared/errors.js';
 import { startKiln, type Kiln } from '../support/kiln.js';
+import { CHROMIUM, launchChromium } from '../support/browser.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 let kiln: Kiln;
 let doc: any;
 
@@ -126,20 +126,7 @@ describe('/docs', () => {
   it.skipIf(!hasChromium)(
     `renders in headless Chromium with no request leaving 127.0.0.1${hasChromium ? '' : ' (SKIPPED: no chromium)'}`,
     async () => {
-      const { chromium } = await import('playwright-core');
-      const browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        args: [
-          '--headless',
-          '--no-sandbox',
-          '--disable-gpu',
-          '--disable-quic',
-          '--no-first-run',
-          '--disable-background-networking',
-          '--disable-component-update',
-          '--disable-sync',
-        ],
-      });
+      const browser = await launchChromium();
       try {
         const page = await browser.newPage();
         const requests: string[] = [];

@@ -6,7 +6,7 @@ import type { LookupAddress } from 'node:dns';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createSafeFetch, refusedAddress, UnusableUrl } from '../../src/infra/safe-fetch.js';
 import { REFERENCE_TYPES } from '../../activities/image/references.js';
-import { startFakeGemini, TINY_PNG, type FakeGemini } from '../support/fake-gemini.js';
+import { startFakeGemini, fakeGeminiModel, TINY_PNG, type FakeGemini } from '../support/fake-gemini.js';
 import { FakeImageHost } from '../support/fake-images.js';
 import { startKiln, http, submitBody, waitForStatus, KEY_A, type Kiln } from '../support/kiln.js';
 
@@ -188,13 +188,7 @@ describe('reference images through Kiln', () => {
   let kiln: Kiln;
   beforeAll(async () => {
     fake = await startFakeGemini();
-    const gemini = {
-      provider: 'gemini',
-      baseUrl: fake.baseUrl,
-      timeoutMs: 10_000,
-      heartbeatTimeoutMs: 1000,
-      maxAttempts: 2,
-    };
+    const gemini = fakeGeminiModel(fake, { timeoutMs: 10_000, maxAttempts: 2 });
     kiln = await startKiln({
       env: { REFERENCE_FETCH_ALLOW: PUBLIC },
       models: [

@@ -9,13 +9,13 @@ import {
   fail,
   ok,
   startFakeGemini,
+  fakeGeminiModel,
   TINY_PNG,
   type FakeGemini,
 } from '../support/fake-gemini.js';
-import { startKiln, http, submitBody, waitForStatus, KEY_A, type Kiln } from '../support/kiln.js';
+import { startKiln, submitBody, imageSteps, KEY_A, type Kiln } from '../support/kiln.js';
 
 const CONFIGURED_KEY = 'configured-upstream-key-5b1f0c9e7d';
-const TERMINAL = (s: string) => s === 'succeeded' || s === 'failed' || s === 'uncertain';
 
 let fake: FakeGemini;
 let kiln: Kiln;
@@ -24,13 +24,7 @@ let refusedUrl: string;
 beforeAll(async () => {
   fake = await startFakeGemini();
   refusedUrl = await closedPortUrl();
-  const gemini = {
-    provider: 'gemini',
-    baseUrl: fake.baseUrl,
-    credential: 'passthrough',
-    timeoutMs: 5000,
-    heartbeatTimeoutMs: 1000,
-  };
+  const gemini = fakeGeminiModel(fake);
   kiln = await startKiln({
     env: { FAKE_KEY: CONFIGURED_KEY },
     models: [
@@ -50,15 +44,7 @@ afterAll(async () => {
 });
 beforeEach(() => fake.reset());
 
-const api = () => http(kiln.baseUrl, KEY_A);
-
-async function submit(model: string, body: unknown = submitBody()): Promise<string> {
-  const res = await api()(`/v1beta/models/${model}:generateContent`, { method: 'POST', json: body });
-  expect(res.status, res.text).toBe(202);
-  return res.json.id as string;
-}
-
-const finish = (id: string) => waitForStatus(() => api()(`/v1/tasks/${id}`), TERMINAL, 30_000);
+const { api, submit, finish } = imageSteps(() => kiln.baseUrl);
 
 interface TaskBody {
   status: string;

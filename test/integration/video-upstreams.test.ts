@@ -1,24 +1,16 @@
 // Video upstream providers against a fake upstream (a real HTTP server): OpenAI videos and a
 // RunningHub-style workflow API; progress, durable timers, blob copies, timeouts, failure mapping
 // and `uncertain`.
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { drop, envelope, fail, type FakeVideos } from '../support/fake-videos.js';
 import { KEY_A, eventually, waitForStatus, type Kiln } from '../support/kiln.js';
-import { DONE, startVideoKiln, videoApi } from '../support/video-kiln.js';
+import { DONE, useVideoKiln, videoApi } from '../support/video-kiln.js';
 
 let fake: FakeVideos;
 let kiln: Kiln;
 let calls: ReturnType<typeof videoApi>;
 
-beforeAll(async () => {
-  ({ kiln, fake } = await startVideoKiln());
-  calls = videoApi(kiln);
-});
-afterAll(async () => {
-  await kiln?.stop();
-  await fake?.close();
-});
-beforeEach(() => fake.reset());
+useVideoKiln((f) => ({ kiln, fake, calls } = f));
 
 const api = (key: string | null = KEY_A) => calls.api(key);
 const createOk = (body: Record<string, unknown>) => calls.createOk(body);

@@ -5,29 +5,21 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { promisify } from 'node:util';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DEFAULT_MODELS, videoOptions, type VideoModel } from '../../src/config.js';
 import type { FakeVideos } from '../support/fake-videos.js';
 import { http, KEY_A, KEY_B, startKiln, submitBody, type Kiln } from '../support/kiln.js';
-import { startVideoKiln, videoApi } from '../support/video-kiln.js';
+import { useVideoKiln, videoApi } from '../support/video-kiln.js';
+import { CHROMIUM, launchChromium } from '../support/browser.js';
 
 const run = promisify(execFile);
 const FFPROBE = process.env.FFPROBE_BIN ?? (existsSync('.tools/bin/ffprobe') ? '.tools/bin/ffprobe' : 'ffprobe');
-const CHROMIUM = process.env.CHROMIUM_BIN ?? '/usr/bin/chromium';
 
 let fake: FakeVideos;
 let kiln: Kiln;
 let calls: ReturnType<typeof videoApi>;
 
-beforeAll(async () => {
-  ({ kiln, fake } = await startVideoKiln());
-  calls = videoApi(kiln);
-});
-afterAll(async () => {
-  await kiln?.stop();
-  await fake?.close();
-});
-beforeEach(() => fake.reset());
+useVideoKiln((f) => ({ kiln, fake, calls } = f));
 
 const api = (key: string | null = KEY_A) => calls.api(key);
 const create = (body: Record<string, unknown>, key = KEY_A) => calls.create(body, key);
@@ -150,19 +142,7 @@ describe('official openai SDK against Kiln (local provider)', () => {
         `Chromium not found at ${CHROMIUM}: run scripts/bootstrap.sh as root (apt-get install chromium), set CHROMIUM_BIN, or KILN_SKIP_BROWSER=1 to rely on ffprobe alone`,
       );
     }
-    const { chromium } = await import('playwright-core');
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-      ],
-    });
+    const browser = await launchChromium();
     try {
       const page = await browser.newPage();
       await page.setContent(`<video id="v" muted playsinline src="${v.video_url}"></video>`);

@@ -175,3 +175,15 @@ export async function startFakeGemini(): Promise<FakeGemini> {
 }
 
 export { closedPortUrl };
+
+/** A Kiln gemini model pointed at this fake: short timeouts so failure tests stay quick. */
+export function fakeGeminiModel(fake: FakeGemini, over: Record<string, unknown> = {}) {
+  return {
+    provider: 'gemini',
+    baseUrl: fake.baseUrl,
+    credential: 'passthrough',
+    timeoutMs: 5000,
+    heartbeatTimeoutMs: 1000,
+    ...over,
+  };
+}

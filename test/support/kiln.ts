@@ -5,7 +5,7 @@ import { mkdtempSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { join } from 'node:path';
-import { inject } from 'vitest';
+import { expect, inject } from 'vitest';
 import { pino } from 'pino';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createApi } from '../../src/runtime.js';
@@ -157,4 +157,22 @@ export async function listIds(client: import('@temporalio/client').Client, query
   const ids: string[] = [];
   for await (const wf of client.workflow.list({ query })) ids.push(wf.workflowId);
   return ids;
+}
+
+export const TERMINAL = (s: string) => s === 'succeeded' || s === 'failed' || s === 'uncertain';
+
+/** The image-task steps most upstream tests repeat; `baseUrl` is read late (Kiln starts in beforeAll). */
+export function imageSteps(baseUrl: () => string, key: string = KEY_A) {
+  const api = () => http(baseUrl(), key);
+  return {
+    api,
+    async submit(model: string, body: unknown = submitBody()): Promise<string> {
+      const res = await api()(`/v1beta/models/${model}:generateContent`, { method: 'POST', json: body });
+      expect(res.status, res.text).toBe(202);
+      return res.json.id as string;
+    },
+    finish: (id: string) => waitForStatus(() => api()(`/v1/tasks/${id}`), TERMINAL, 30_000),
+    status: async (id: string) => (await api()(`/v1/tasks/${id}`)).json.status as string,
+    contentLocation: async (id: string) => (await api()(`/v1/tasks/${id}/content`)).headers.get('location'),
+  };
 }

@@ -1,6 +1,6 @@
 // Shared setup of the video test files: a real Kiln with local, OpenAI-videos and workflow-node
 // video models (the last two pointed at one fake upstream), and request helpers.
-import { expect } from 'vitest';
+import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
 import { startFakeVideos, type FakeVideos } from './fake-videos.js';
 import { http, KEY_A, startKiln, waitForStatus, type Kiln } from './kiln.js';
 
@@ -67,4 +67,25 @@ export function videoApi(kiln: Kiln) {
     },
     finish: (id: string, timeoutMs = 30_000) => waitForStatus(() => api()(`/v1/videos/${id}`), DONE, timeoutMs),
   };
+}
+
+export interface VideoKilnFile {
+  kiln: Kiln;
+  fake: FakeVideos;
+  calls: ReturnType<typeof videoApi>;
+}
+
+/** Registers a test file's hooks: one video Kiln and fake upstream per file, the fake reset before each test. */
+export function useVideoKiln(assign: (file: VideoKilnFile) => void): void {
+  let file: VideoKilnFile | undefined;
+  beforeAll(async () => {
+    const { kiln, fake } = await startVideoKiln();
+    file = { kiln, fake, calls: videoApi(kiln) };
+    assign(file);
+  });
+  afterAll(async () => {
+    await file?.kiln.stop();
+    await file?.fake.close();
+  });
+  beforeEach(() => file?.fake.reset());
 }
