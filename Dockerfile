@@ -1,17 +1,28 @@
 # syntax=docker/dockerfile:1
 # Kiln API and worker image (same image, different command; see docker-compose.yml).
-FROM node:20-slim
 
+# Build stage: the API compiled to JavaScript, the client package and the console (TypeScript and
+# Vite are dev dependencies).
+FROM node:20-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY . .
+RUN npm run build
+
+FROM node:20-slim
 ENV NODE_ENV=production
 WORKDIR /app
 
-# Dependencies first, so this layer is cached until package*.json change.
-# Runtime needs only production dependencies (tsx runs the TypeScript sources directly).
+# Dependencies first, so this layer is cached until package*.json change. The worker runs its
+# TypeScript sources through tsx (a runtime dependency); the API runs the compiled output.
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund \
     && npm cache clean --force
 
 COPY . .
+COPY --from=build /app/dist ./dist
+COPY --from=build /app/console/dist ./console/dist
 
 # Blob storage shared between api and worker (a named volume in docker-compose.yml picks
 # up this ownership when it is first created).
@@ -22,6 +33,6 @@ ENV PORT=8080 \
     BLOB_DIR=/data/blobs
 EXPOSE 8080
 
-# `node --import tsx` rather than `npx tsx`: one process, so SIGTERM from `docker stop`
-# reaches Kiln's graceful shutdown directly instead of going through npx and the tsx CLI.
-CMD ["node", "--import", "tsx", "src/server.ts"]
+# `node` directly rather than through npm or npx: one process, so SIGTERM from `docker stop`
+# reaches Kiln's graceful shutdown (and the API's supervisor forwards it to its processes).
+CMD ["node", "dist/server/src/server.js"]

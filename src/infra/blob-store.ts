@@ -2,8 +2,8 @@
 // URL (the direct form answers with base64 when asked). The filesystem store is the default; the
 // S3 store speaks to AWS S3 or any S3-compatible server (MinIO, Ceph, R2, moto).
 import { randomBytes } from 'node:crypto';
-import { GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import { createRequire } from 'node:module';
+import type { S3Client } from '@aws-sdk/client-s3';
 import type { BlobStoreConfig, Config } from '../config.js';
 import { BLOB_NAME, EXT_BY_TYPE, FsBlobStore, type BlobStore } from './blobs.js';
 
@@ -18,11 +18,17 @@ export interface Blobs extends BlobStore {
   read(url: string): Promise<StoredBlob | null>;
 }
 
+// Loaded only by the S3 store: the AWS SDK weighs ~9 MiB per process, which the filesystem store
+// (the default) does not need.
+const require = createRequire(import.meta.url);
+const sdk = () => require('@aws-sdk/client-s3') as typeof import('@aws-sdk/client-s3');
+const presigner = () => require('@aws-sdk/s3-request-presigner') as typeof import('@aws-sdk/s3-request-presigner');
+
 export class S3BlobStore implements Blobs {
   readonly client: S3Client;
 
   constructor(private readonly cfg: Extract<BlobStoreConfig, { kind: 's3' }>) {
-    this.client = new S3Client({
+    this.client = new (sdk().S3Client)({
       region: cfg.region,
       ...(cfg.endpoint ? { endpoint: cfg.endpoint } : {}),
       ...(cfg.credentials ? { credentials: cfg.credentials } : {}),
@@ -36,7 +42,7 @@ export class S3BlobStore implements Blobs {
   async put(data: Buffer, mimeType: string): Promise<string> {
     const key = `${this.cfg.prefix}${randomBytes(16).toString('hex')}.${EXT_BY_TYPE[mimeType] ?? 'bin'}`;
     await this.client.send(
-      new PutObjectCommand({
+      new (sdk().PutObjectCommand)({
         Bucket: this.cfg.bucket,
         Key: key,
         Body: data,
@@ -46,7 +52,7 @@ export class S3BlobStore implements Blobs {
       }),
     );
     if (this.cfg.publicBaseUrl) return `${this.cfg.publicBaseUrl}/${key}`;
-    return getSignedUrl(this.client, new GetObjectCommand({ Bucket: this.cfg.bucket, Key: key }), {
+    return presigner().getSignedUrl(this.client, new (sdk().GetObjectCommand)({ Bucket: this.cfg.bucket, Key: key }), {
       expiresIn: this.cfg.presignSeconds,
     });
   }
@@ -54,7 +60,7 @@ export class S3BlobStore implements Blobs {
   async read(url: string): Promise<StoredBlob | null> {
     const key = this.keyOf(url);
     if (!key) return null;
-    const out = await this.client.send(new GetObjectCommand({ Bucket: this.cfg.bucket, Key: key }));
+    const out = await this.client.send(new (sdk().GetObjectCommand)({ Bucket: this.cfg.bucket, Key: key }));
     if (!out.Body) return null;
     return {
       data: Buffer.from(await out.Body.transformToByteArray()),

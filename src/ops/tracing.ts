@@ -5,7 +5,7 @@ import { createRequire } from 'node:module';
 import { context, propagation, type Tracer } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import type { OTLPTraceExporter as OTLPTraceExporterType } from '@opentelemetry/exporter-trace-otlp-http';
 import { Resource } from '@opentelemetry/resources';
 import {
   BasicTracerProvider,
@@ -33,6 +33,14 @@ export interface Tracing {
 
 let globalsInstalled = false;
 
+/** Loaded only when tracing exports over OTLP: the exporter and its protobuf code weigh ~5 MiB per process. */
+function otlpExporter(): SpanExporter {
+  const { OTLPTraceExporter } = createRequire(import.meta.url)('@opentelemetry/exporter-trace-otlp-http') as {
+    OTLPTraceExporter: typeof OTLPTraceExporterType;
+  };
+  return new OTLPTraceExporter();
+}
+
 /**
  * A tracer for one process part (`kiln-api`, `kiln-worker`), or null when tracing is off.
  * `exporter` overrides the configured one (tests); spans are then exported one by one.
@@ -50,7 +58,7 @@ export function setupTracing(ops: Config['ops'], component: string, exporter?: S
   const processor = exporter
     ? new SimpleSpanProcessor(exporter)
     : // OTLPTraceExporter reads OTEL_EXPORTER_OTLP_ENDPOINT / _HEADERS from the environment itself.
-      new BatchSpanProcessor(ops.tracesExporter === 'console' ? new ConsoleSpanExporter() : new OTLPTraceExporter());
+      new BatchSpanProcessor(ops.tracesExporter === 'console' ? new ConsoleSpanExporter() : otlpExporter());
   const provider = new BasicTracerProvider({ resource, spanProcessors: [processor] });
   return {
     tracer: provider.getTracer('kiln'),
