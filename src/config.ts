@@ -22,6 +22,23 @@ export const EnvSchema = z.object({
   PUBLIC_BASE_URL: z.string().url().optional(),
   REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
   REDIS_PREFIX: z.string().default('kiln:'),
+  /** Seeds of a Redis Cluster (host:port,host:port,…); when set Kiln uses the cluster and ignores REDIS_URL. */
+  REDIS_CLUSTER_NODES: unsetIfEmpty(
+    z
+      .string()
+      .transform((s) => s.split(',').map((x) => x.trim()))
+      .pipe(
+        z.array(
+          z
+            .string()
+            .refine(
+              (x) => /^[^\s:,]+:[1-9]\d{0,4}$/.test(x) && Number(x.split(':')[1]) <= 65535,
+              'REDIS_CLUSTER_NODES is a comma-separated list of host:port seeds (port 1-65535), e.g. 10.0.0.1:6379,10.0.0.2:6379',
+            ),
+        ),
+      )
+      .optional(),
+  ),
   TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
   TEMPORAL_NAMESPACE: z.string().default('default'),
   TEMPORAL_TASK_QUEUE: z.string().default('kiln'),
@@ -251,6 +268,8 @@ export interface Config {
   host: string;
   publicBaseUrl: string;
   redisUrl: string;
+  /** Redis Cluster seeds (REDIS_CLUSTER_NODES): the read model uses a cluster client when set. */
+  redisClusterNodes?: { host: string; port: number }[];
   redisPrefix: string;
   temporal: { address: string; namespace: string; taskQueue: string };
   authMode: 'passthrough' | 'keys';
@@ -363,6 +382,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: e.HOST,
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
     redisUrl: e.REDIS_URL,
+    ...(e.REDIS_CLUSTER_NODES
+      ? {
+          redisClusterNodes: e.REDIS_CLUSTER_NODES.map((n) => ({
+            host: n.slice(0, n.lastIndexOf(':')),
+            port: Number(n.slice(n.lastIndexOf(':') + 1)),
+          })),
+        }
+      : {}),
     redisPrefix: e.REDIS_PREFIX,
     temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, taskQueue: e.TEMPORAL_TASK_QUEUE },
     authMode: e.AUTH_MODE,

@@ -1,5 +1,5 @@
 // Wiring shared by server.ts, worker.ts and the tests: builds the parts from a Config.
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { buildApp } from './app.js';
@@ -8,7 +8,7 @@ import { ChatService } from './chat/service.js';
 import { createBlobs } from './infra/blob-store.js';
 import { DirectService } from './image/direct.js';
 import { createSafeFetch } from './infra/safe-fetch.js';
-import { TaskStore } from './infra/store.js';
+import { TaskStore, type RedisClient } from './infra/store.js';
 import { TaskService } from './image/service.js';
 import { VideoService } from './video/service.js';
 import { connectTemporal } from './temporal/client.js';
@@ -22,35 +22,52 @@ import { AesGcmCodec } from './temporal/codec.js';
 /**
  * Workers (`failFast: false`) queue commands while Redis restarts: activities wait a little, then
  * retry through Temporal. The API fails fast instead, so a poll falls back to Temporal at once
- * rather than waiting out reconnects.
+ * rather than waiting out reconnects. With REDIS_CLUSTER_NODES set this is a Redis Cluster client
+ * with the same choices; it re-reads the slot table every few seconds (and on MOVED), so a failover
+ * is picked up even by a process that has nothing to send to the failed primary.
  */
-export function connectRedis(config: Pick<Config, 'redisUrl'>, failFast = false): Redis {
+export function connectRedis(config: Pick<Config, 'redisUrl' | 'redisClusterNodes'>, failFast = false): RedisClient {
   // Auto-pipelining sends the commands of concurrent requests in one write: fewer syscalls per poll.
-  return new Redis(config.redisUrl, {
-    maxRetriesPerRequest: 2,
+  const options = {
     enableOfflineQueue: !failFast,
     lazyConnect: failFast,
     enableAutoPipelining: failFast,
-  });
+  };
+  if (config.redisClusterNodes) {
+    return new Cluster(config.redisClusterNodes, {
+      ...options,
+      slotsRefreshInterval: 2000,
+      redisOptions: { maxRetriesPerRequest: 2 },
+    });
+  }
+  return new Redis(config.redisUrl, { ...options, maxRetriesPerRequest: 2 });
 }
 
-async function ready(redis: Redis, url: string): Promise<void> {
+/** Where Redis is, as the setting that names it. */
+function redisWhere(config: Pick<Config, 'redisUrl' | 'redisClusterNodes'>): string {
+  return config.redisClusterNodes
+    ? `the Redis Cluster at ${config.redisClusterNodes.map((n) => `${n.host}:${n.port}`).join(',')}`
+    : `Redis at ${config.redisUrl}`;
+}
+
+async function ready(redis: RedisClient, config: Config): Promise<void> {
   try {
     await redis.connect();
   } catch (err) {
     redis.disconnect();
-    throw new Error(`cannot reach Redis at ${url} (${(err as Error).message}); set REDIS_URL`);
+    const setting = config.redisClusterNodes ? 'REDIS_CLUSTER_NODES' : 'REDIS_URL';
+    throw new Error(`cannot reach ${redisWhere(config)} (${(err as Error).message}); set ${setting}`);
   }
 }
 
-export function createStore(config: Config, redis: Redis): TaskStore {
+export function createStore(config: Config, redis: RedisClient): TaskStore {
   return new TaskStore(redis, config.redisPrefix, config.retentionSeconds);
 }
 
 export async function createApi(config: Config, log: Logger, opts: { spanExporter?: SpanExporter } = {}) {
   const redis = connectRedis(config, true);
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
-  await ready(redis, config.redisUrl);
+  await ready(redis, config);
   const tracing = setupTracing(config.ops, 'kiln-api', opts.spanExporter);
   const { client, connection } = await connectTemporal(config, tracing);
   // Readiness probes get their own connection without the client's retry interceptor: while

@@ -1,9 +1,9 @@
 // Resolves the bearer token to an owner. passthrough: any well-formed key, owner = HMAC(secret, key).
 // keys: Kiln-issued keys, stored only as SHA-256 in Redis.
 import { createHash, randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { KilnError } from '../shared/errors.js';
 import { ownerOfKey } from '../config.js';
+import type { RedisClient } from './store.js';
 
 // RFC 6750 b64token, bounded (padding included) so a hostile header cannot become a huge HMAC
 // input, Redis key or upstream header.
@@ -61,7 +61,8 @@ export const sha256 = (s: string) => createHash('sha256').update(s).digest('hex'
 export class KeyStore {
   private readonly cache = new Map<string, { owner: string | null; until: number }>();
   constructor(
-    private readonly redis: Redis,
+    // One hash: one slot on a Redis Cluster.
+    private readonly redis: RedisClient,
     private readonly prefix: string,
   ) {}
   private get key() {

@@ -1,4 +1,5 @@
-// The poll path shared by image and video tasks: one Redis round trip behind the poll limiter.
+// The poll path shared by image and video tasks: one Redis round trip behind the poll limiter (on a
+// Redis Cluster: one per node, in parallel).
 import { KilnError } from '../shared/errors.js';
 import type { TaskStatus } from '../shared/task.js';
 import type { AnyTaskRecord } from '../shared/video.js';
@@ -10,7 +11,7 @@ export interface ViewText {
   json: string;
 }
 
-/** Limiter key of single-task polls: one per owner and task, whatever the kind. */
+/** Limiter key of single-task polls: one per owner and task, whatever the kind; in the task's slot. */
 export const taskLimiterKey = (owner: string, id: string) => `task:{${id}}:${owner}`;
 
 /**

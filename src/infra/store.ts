@@ -1,9 +1,23 @@
 // The Redis read model: task records, the owner index, the unfinished-task gauge and poll limiters.
-// Reads on the poll path are a single round trip (one pipeline or one script).
-import { Redis } from 'ioredis';
+// Reads on the poll path are a single round trip (one pipeline or one script) on a single Redis, and
+// one round trip per node on a Redis Cluster.
+//
+// Single node: the scripts below may touch several keys (a task, its owner's index, the gauge).
+// Redis Cluster (an ioredis `Cluster`): every script, transaction and pipeline stays within one slot
+// or one node. A transition is split into idempotent steps that converge (the record on
+// `task:{id}`, then the owner index and list item on `owner:{owner}:…`, then the gauge shard), and
+// a caller that sees an error runs the whole transition again; the gauge is sharded so no single
+// key is hot; a list reads list items kept in the owner's slot rather than the task keys.
+import { Cluster, Redis } from 'ioredis';
 import { STATUS_RANK, TERMINAL_STATUSES, type TaskRecord, type TaskStatus } from '../shared/task.js';
 import type { AnyTaskRecord } from '../shared/video.js';
 import { listItem, storedViews } from '../shared/views.js';
+import { keySlot } from './slots.js';
+import { perNode, replicated } from './cluster-ops.js';
+import { TRANSITION, READ, RESERVE, LIST, RECORD, OWNER_STEP, LIST_ITEMS, RESERVE_SHARD } from './store-scripts.js';
+
+/** The read model's connection: one Redis, or a Redis Cluster (REDIS_CLUSTER_NODES). */
+export type RedisClient = Redis | Cluster;
 
 const LIST_WINDOW_SECONDS = 3 * 86400;
 /**
@@ -14,78 +28,8 @@ const LIST_WINDOW_SECONDS = 3 * 86400;
 const MISSING_TTL_MS = 10 * 60_000;
 /** An unfinished-task reservation older than this is dropped: no task runs that long. */
 const STALE_RESERVATION_SECONDS = 86400;
-
-// KEYS: task hash, owner index, unfinished gauge. ARGV: json, status, rank, ttl, index member,
-// trim bound, id, terminal flag, public view, list item, owner, kind. A write that would move a task
-// backwards is ignored, so replays, retries and the API/worker race never regress a record; the
-// first terminal write wins. Writes of the same unfinished state go through (progress updates of a
-// running task). The record, its serialised views and its owner change together, so a read of the
-// view is exactly as fresh as a read of the record.
-const TRANSITION = `
-local cur = redis.call('HGET', KEYS[1], 'r')
-if cur and (tonumber(cur) > tonumber(ARGV[3]) or (tonumber(cur) == tonumber(ARGV[3]) and ARGV[8] == '1')) then return 0 end
-redis.call('HSET', KEYS[1], 'j', ARGV[1], 's', ARGV[2], 'r', ARGV[3], 'v', ARGV[9], 'o', ARGV[11], 'k', ARGV[12])
-if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'l', ARGV[10]) end
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-if not cur then
-  redis.call('ZADD', KEYS[2], 0, ARGV[5])
-  redis.call('ZREMRANGEBYLEX', KEYS[2], '-', ARGV[6])
-  redis.call('EXPIRE', KEYS[2], ARGV[4])
-end
-if ARGV[8] == '1' then redis.call('ZREM', KEYS[3], ARGV[7]) end
-return 1`;
-
-// KEYS: task hashes, then the limiter key when ARGV[3] > 0. ARGV: owner, kind, limiter interval ms.
-// Replies {0, then per task: status and view | 1 (another owner's or kind) | 3 and the record
-// (written before views were stored) | 0 (absent)}, or {pttl} when the limiter refuses.
-const READ = `
-local n = #KEYS
-local interval = tonumber(ARGV[3])
-if interval > 0 then
-  if not redis.call('SET', KEYS[n], '1', 'PX', interval, 'NX') then
-    local t = redis.call('PTTL', KEYS[n])
-    if t < 1 then t = 1 end
-    return {t}
-  end
-  n = n - 1
-end
-local out = {0}
-for i = 1, n do
-  local h = redis.call('HMGET', KEYS[i], 'o', 'k', 's', 'v')
-  if h[4] then
-    if h[1] == ARGV[1] and h[2] == ARGV[2] then out[#out + 1] = h[3]; out[#out + 1] = h[4]
-    else out[#out + 1] = 1; out[#out + 1] = false end
-  else
-    local j = redis.call('HGET', KEYS[i], 'j')
-    if j then out[#out + 1] = 3; out[#out + 1] = j else out[#out + 1] = 0; out[#out + 1] = false end
-  end
-end
-return out`;
-
-// KEYS: unfinished gauge. ARGV: id, now, stale bound, max.
-const RESERVE = `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-return 1`;
-
-// KEYS: owner index. ARGV: max (exclusive or inclusive lex bound), min, limit, task key prefix.
-// Replies pairs: 1 and the stored list item, or 3 and the record (written before items were stored).
-const LIST = `
-local members = redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'BYLEX', 'REV', 'LIMIT', 0, tonumber(ARGV[3]))
-local out = {}
-for _, m in ipairs(members) do
-  local key = ARGV[4] .. '{' .. string.sub(m, 12) .. '}'
-  local l = redis.call('HGET', key, 'l')
-  if l then out[#out + 1] = 1; out[#out + 1] = l
-  else
-    local j = redis.call('HGET', key, 'j')
-    if j then out[#out + 1] = 3; out[#out + 1] = j end
-  end
-end
-return out`;
-
-export type PollOutcome = { limited: true; retryAfterMs: number } | { limited: false; json: (string | null)[] };
+/** Cluster mode: the unfinished gauge is this many sorted sets, each in its own slot; a task's shard follows its id. */
+export const UNFINISHED_SHARDS = 16;
 
 /** A record's public view as stored (JSON text), or why there is none. */
 export type StoredView = { status: TaskStatus; view: string } | 'foreign' | 'absent';
@@ -96,18 +40,33 @@ export function indexMember(createdAt: number, id: string): string {
 }
 
 export class TaskStore {
+  /** Set when the connection is a Redis Cluster: the multi-slot scripts are not used then. */
+  private readonly cluster: Cluster | null;
+
   constructor(
-    readonly redis: Redis,
+    readonly redis: RedisClient,
     private readonly prefix: string,
     private readonly retentionSeconds: number,
   ) {
-    redis.defineCommand('kilnTransition', { numberOfKeys: 3, lua: TRANSITION });
-    redis.defineCommand('kilnReserve', { numberOfKeys: 1, lua: RESERVE });
-    redis.defineCommand('kilnList', { numberOfKeys: 1, lua: LIST });
+    this.cluster = redis instanceof Cluster ? redis : null;
     redis.defineCommand('kilnRead', { lua: READ });
+    if (this.cluster) {
+      redis.defineCommand('kilnRecord', { numberOfKeys: 1, lua: RECORD });
+      redis.defineCommand('kilnOwnerStep', { numberOfKeys: 2, lua: OWNER_STEP });
+      redis.defineCommand('kilnListItems', { numberOfKeys: 2, lua: LIST_ITEMS });
+      redis.defineCommand('kilnReserveShard', { numberOfKeys: 1, lua: RESERVE_SHARD });
+    } else {
+      redis.defineCommand('kilnTransition', { numberOfKeys: 3, lua: TRANSITION });
+      redis.defineCommand('kilnReserve', { numberOfKeys: 1, lua: RESERVE });
+      redis.defineCommand('kilnList', { numberOfKeys: 1, lua: LIST });
+    }
   }
 
-  // Hash tags keep a task's keys in one slot should the deployment move to Redis Cluster.
+  private get scripts(): Scripts {
+    return this.redis as unknown as Scripts;
+  }
+
+  // Hash tags keep a task's keys (record, poll limiter, missing mark) in one slot.
   taskKey(id: string) {
     return `${this.prefix}task:{${id}}`;
   }
@@ -115,33 +74,90 @@ export class TaskStore {
   ownerKey(owner: string, kind: AnyTaskRecord['kind'] = 'image') {
     return `${this.prefix}owner:{${owner}}:${kind === 'image' ? 'tasks' : 'videos'}`;
   }
+  /** Cluster mode: the list items of an owner index, in the owner's slot. */
+  ownerItemsKey(owner: string, kind: AnyTaskRecord['kind'] = 'image') {
+    return `${this.ownerKey(owner, kind)}:items`;
+  }
   private get unfinishedKey() {
     return `${this.prefix}unfinished`;
   }
+  /** Cluster mode: the gauge shard a task's reservation lives in. */
+  private unfinishedShard(id: string) {
+    return this.unfinishedShardKey(keySlot(id) % UNFINISHED_SHARDS);
+  }
+  private unfinishedShardKey(n: number) {
+    return `${this.prefix}unfinished:{u${n}}`;
+  }
+  private get unfinishedShards() {
+    return Array.from({ length: UNFINISHED_SHARDS }, (_, n) => this.unfinishedShardKey(n));
+  }
 
-  /** Writes a transition if it moves the task forward; creates the owner index entry on first write. */
+  /**
+   * Writes a transition if it moves the task forward; creates the owner index entry on first write.
+   * True when this write moved the record. Cluster mode: the owner index, list item and gauge are
+   * written after the record, from the record as stored; if one of them fails this throws, and
+   * running the transition again completes them.
+   */
   async transition(record: AnyTaskRecord): Promise<boolean> {
     const now = Math.floor(Date.now() / 1000);
     const terminal = TERMINAL_STATUSES.includes(record.status);
     const { view, item } = storedViews(record);
-    const r = await (this.redis as unknown as Scripts).kilnTransition(
-      this.taskKey(record.id),
-      this.ownerKey(record.owner, record.kind),
-      this.unfinishedKey,
-      JSON.stringify(record),
-      record.status,
-      STATUS_RANK[record.status],
-      this.retentionSeconds,
-      indexMember(record.created_at, record.id),
-      `(${indexMember(now - LIST_WINDOW_SECONDS, '')}`,
-      record.id,
-      terminal ? '1' : '0',
-      view,
-      item,
-      record.owner,
-      record.kind,
-    );
-    return r === 1;
+    const member = indexMember(record.created_at, record.id);
+    const trimBound = `(${indexMember(now - LIST_WINDOW_SECONDS, '')}`;
+    if (!this.cluster) {
+      const r = await this.scripts.kilnTransition(
+        this.taskKey(record.id),
+        this.ownerKey(record.owner, record.kind),
+        this.unfinishedKey,
+        JSON.stringify(record),
+        record.status,
+        STATUS_RANK[record.status],
+        this.retentionSeconds,
+        member,
+        trimBound,
+        record.id,
+        terminal ? '1' : '0',
+        view,
+        item,
+        record.owner,
+        record.kind,
+      );
+      return r === 1;
+    }
+    const taskKey = this.taskKey(record.id);
+    const [applied, status, storedItem, expiresAtMs] = (await replicated(this.cluster!, taskKey, (p) =>
+      (p as unknown as Scripts).kilnRecord(
+        taskKey,
+        JSON.stringify(record),
+        record.status,
+        STATUS_RANK[record.status],
+        this.retentionSeconds,
+        terminal ? '1' : '0',
+        view,
+        item,
+        record.owner,
+        record.kind,
+      ),
+    )) as [number, TaskStatus, string, number];
+    const ownerKey = this.ownerKey(record.owner, record.kind);
+    const shard = this.unfinishedShard(record.id);
+    await Promise.all([
+      replicated(this.cluster!, ownerKey, (p) =>
+        (p as unknown as Scripts).kilnOwnerStep(
+          ownerKey,
+          this.ownerItemsKey(record.owner, record.kind),
+          member,
+          trimBound,
+          this.retentionSeconds,
+          record.id,
+          STATUS_RANK[status],
+          String(expiresAtMs).padStart(13, '0'),
+          storedItem,
+        ),
+      ),
+      TERMINAL_STATUSES.includes(status) ? replicated(this.cluster!, shard, (p) => p.zrem(shard, record.id)) : null,
+    ]);
+    return applied === 1;
   }
 
   async get(id: string): Promise<TaskRecord | null> {
@@ -149,50 +165,48 @@ export class TaskStore {
     return j ? (JSON.parse(j) as TaskRecord) : null;
   }
 
-  /** Claims a place among unfinished tasks; false when the queue is full. */
+  /**
+   * Claims a place among unfinished tasks; false when the queue is full. Cluster mode: the shards
+   * are counted (one round trip per node), then the task's shard takes the reservation; submits
+   * racing past the count can overshoot `max` by at most their number.
+   */
   async reserve(id: string, max: number): Promise<boolean> {
     const now = Math.floor(Date.now() / 1000);
-    const r = await (this.redis as unknown as Scripts).kilnReserve(
-      this.unfinishedKey,
-      id,
-      now,
-      now - STALE_RESERVATION_SECONDS,
-      max,
-    );
-    return r === 1;
+    const stale = now - STALE_RESERVATION_SECONDS;
+    if (!this.cluster) {
+      const r = await this.scripts.kilnReserve(this.unfinishedKey, id, now, stale, max);
+      return r === 1;
+    }
+    if ((await this.countUnfinished(stale)) >= max) return false;
+    await this.scripts.kilnReserveShard(this.unfinishedShard(id), id, now, stale);
+    return true;
   }
 
   async release(id: string): Promise<void> {
-    await this.redis.zrem(this.unfinishedKey, id);
+    await this.redis.zrem(this.cluster ? this.unfinishedShard(id) : this.unfinishedKey, id);
   }
 
   async unfinishedCount(): Promise<number> {
-    return this.redis.zcard(this.unfinishedKey);
+    if (!this.cluster) return this.redis.zcard(this.unfinishedKey);
+    return this.countUnfinished(Math.floor(Date.now() / 1000) - STALE_RESERVATION_SECONDS);
+  }
+
+  /** Cluster mode: live reservations over all shards. */
+  private async countUnfinished(stale: number): Promise<number> {
+    const res = await perNode(this.cluster!, this.unfinishedShards, (p, key) => p.zcount(key, `(${stale}`, '+inf'));
+    let n = 0;
+    for (const [err, v] of res) {
+      if (err) throw err;
+      n += Number(v);
+    }
+    return n;
   }
 
   /**
-   * Reads task records behind a poll limiter, in one round trip. The limiter lets one request per
-   * `intervalMs` through for `limiterKey`; 0 disables it.
-   */
-  async poll(ids: string[], limiterKey: string | null, intervalMs: number): Promise<PollOutcome> {
-    const p = this.redis.pipeline();
-    const limited = limiterKey !== null && intervalMs > 0;
-    if (limited) {
-      p.set(`${this.prefix}rl:${limiterKey}`, '1', 'PX', intervalMs, 'NX');
-      p.pttl(`${this.prefix}rl:${limiterKey}`);
-    }
-    for (const id of ids) p.hget(this.taskKey(id), 'j');
-    const res = (await p.exec()) ?? [];
-    for (const [err] of res) if (err) throw err;
-    if (limited && res[0][1] === null) {
-      return { limited: true, retryAfterMs: Math.max(1, Number(res[1][1])) };
-    }
-    return { limited: false, json: res.slice(limited ? 2 : 0).map(([, v]) => (v as string | null) ?? null) };
-  }
-
-  /**
-   * Public views of `ids` for `owner`, behind a poll limiter, in one round trip (one script). The
-   * limiter lets one request per `intervalMs` through for `limiterKey`; 0 disables it.
+   * Public views of `ids` for `owner`, behind a poll limiter: one script on one Redis; on a
+   * cluster one pipeline per node (a read script per id, the limiter on its own slot's node), all
+   * nodes at once. The limiter lets one request per `intervalMs` through for `limiterKey`; 0
+   * disables it. Cluster mode: ids on a node that does not answer come back absent.
    */
   async read(
     ids: string[],
@@ -204,34 +218,59 @@ export class TaskStore {
     const limited = limiterKey !== null && intervalMs > 0;
     const keys = ids.map((id) => this.taskKey(id));
     if (limited) keys.push(`${this.prefix}rl:${limiterKey}`);
-    const reply = (await (this.redis as unknown as Scripts).kilnRead(
-      keys.length,
-      ...keys,
-      owner,
-      kind,
-      limited ? intervalMs : 0,
-    )) as (string | number | null)[];
+    if (this.cluster && (keys.length > 2 || (keys.length === 2 && keySlot(keys[0]) !== keySlot(keys[1])))) {
+      return this.readAcrossSlots(ids, keys, owner, kind, limited ? intervalMs : 0);
+    }
+    const reply = (await this.scripts.kilnRead(keys.length, ...keys, owner, kind, limited ? intervalMs : 0)) as (
+      string | number | null
+    )[];
     if (reply[0] !== 0) return { limited: true, retryAfterMs: Number(reply[0]) };
     const views: StoredView[] = new Array(ids.length);
+    for (let i = 0; i < ids.length; i++) views[i] = storedView(reply[1 + 2 * i], reply[2 + 2 * i], owner, kind);
+    return { limited: false, views };
+  }
+
+  /** Cluster mode: `keys` are the task keys, then the limiter key when `intervalMs` > 0. */
+  private async readAcrossSlots(
+    ids: string[],
+    keys: string[],
+    owner: string,
+    kind: AnyTaskRecord['kind'],
+    intervalMs: number,
+  ): Promise<ReadOutcome> {
+    const res = await perNode(
+      this.cluster!,
+      keys,
+      (p, key, i) => (p as unknown as Scripts).kilnRead(1, key, owner, kind, i < ids.length ? 0 : intervalMs),
+      true,
+    );
+    if (intervalMs > 0) {
+      const [err, reply] = res[ids.length];
+      // A limiter whose node does not answer lets the read through, as with Redis down.
+      if (!err && (reply as number[])[0] !== 0) return { limited: true, retryAfterMs: Number((reply as number[])[0]) };
+    }
+    const views: StoredView[] = new Array(ids.length);
     for (let i = 0; i < ids.length; i++) {
-      const code = reply[1 + 2 * i];
-      const payload = reply[2 + 2 * i];
-      if (typeof code === 'string') views[i] = { status: code as TaskStatus, view: payload as string };
-      else if (code === 3) views[i] = legacyView(payload as string, owner, kind);
-      else views[i] = code === 1 ? 'foreign' : 'absent';
+      const [err, reply] = res[i];
+      views[i] = err ? 'absent' : storedView((reply as unknown[])[1], (reply as unknown[])[2], owner, kind);
     }
     return { limited: false, views };
   }
 
   /** Newest first, between two lex bounds of the owner index: the stored list items (JSON text). */
   async list(owner: string, max: string, min: string, limit: number): Promise<string[]> {
-    const reply = (await (this.redis as unknown as Scripts).kilnList(
-      this.ownerKey(owner),
-      max,
-      min,
-      limit,
-      `${this.prefix}task:`,
-    )) as (number | string)[];
+    if (this.cluster) {
+      return (await this.scripts.kilnListItems(
+        this.ownerKey(owner),
+        this.ownerItemsKey(owner),
+        max,
+        min,
+        limit,
+      )) as string[];
+    }
+    const reply = (await this.scripts.kilnList(this.ownerKey(owner), max, min, limit, `${this.prefix}task:`)) as (
+      number | string
+    )[];
     const items: string[] = [];
     for (let i = 0; i < reply.length; i += 2) {
       items.push(
@@ -263,16 +302,80 @@ export class TaskStore {
   /** Ids that neither Redis nor Temporal knew for this owner within MISSING_TTL_MS. */
   async recentlyMissing(owner: string, ids: string[]): Promise<Set<string>> {
     if (ids.length === 0) return new Set();
-    const hits = await this.redis.mget(ids.map((id) => this.missKey(owner, id)));
-    return new Set(ids.filter((_, i) => hits[i] !== null));
+    const keys = ids.map((id) => this.missKey(owner, id));
+    if (!this.cluster) {
+      const hits = await this.redis.mget(keys);
+      return new Set(ids.filter((_, i) => hits[i] !== null));
+    }
+    const res = await perNode(this.cluster!, keys, (p, key) => p.get(key), true);
+    return new Set(ids.filter((_, i) => !res[i][0] && res[i][1] !== null));
   }
 
   async rememberMissing(owner: string, ids: string[]): Promise<void> {
     if (ids.length === 0) return;
+    const keys = ids.map((id) => this.missKey(owner, id));
+    if (this.cluster) {
+      await perNode(this.cluster!, keys, (p, key) => p.set(key, '1', 'PX', MISSING_TTL_MS));
+      return;
+    }
     const p = this.redis.pipeline();
-    for (const id of ids) p.set(this.missKey(owner, id), '1', 'PX', MISSING_TTL_MS);
+    for (const key of keys) p.set(key, '1', 'PX', MISSING_TTL_MS);
     await p.exec();
   }
+
+  // Idempotent submits (Idempotency-Key): the task id is derived from the owner and the key. These
+  // help the Temporal workflow id (the arbiter) answer; they never decide alone.
+
+  /**
+   * Claims a place among unfinished tasks for a keyed submit: 'added' (this call holds it),
+   * 'held' (the id holds one already: a concurrent or earlier submit of the same key; it is
+   * neither counted twice nor refused) or 'full'.
+   */
+  async reserveOnce(id: string, max: number): Promise<'added' | 'held' | 'full'> {
+    const now = Math.floor(Date.now() / 1000);
+    const stale = now - STALE_RESERVATION_SECONDS;
+    // KEYS: gauge (cluster: the id's shard). ARGV: id, now, stale bound, max, cluster: 1 when full.
+    const script = `redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 2 end
+if ARGV[5] == '1' or (ARGV[5] == '' and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4])) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+return 1`;
+    const full = this.cluster ? ((await this.countUnfinished(stale)) >= max ? '1' : '0') : '';
+    const key = this.cluster ? this.unfinishedShard(id) : this.unfinishedKey;
+    const r = await this.redis.eval(script, 1, key, id, now, stale, max, full);
+    return r === 1 ? 'added' : r === 2 ? 'held' : 'full';
+  }
+
+  /**
+   * Stores a keyed submit's request fingerprint next to its record (field `f` of the task hash), so
+   * it lives as long as the record; a hash without a TTL yet (no record written) gets the retention.
+   */
+  async rememberFingerprint(id: string, fingerprint: string): Promise<void> {
+    await this.redis.eval(
+      `redis.call('HSET', KEYS[1], 'f', ARGV[1])
+if redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+return 1`,
+      1,
+      this.taskKey(id),
+      fingerprint,
+      this.retentionSeconds,
+    );
+  }
+
+  /** A keyed submit's fingerprint, owner and record, each null when absent. */
+  async fingerprintOf(
+    id: string,
+  ): Promise<{ fingerprint: string | null; owner: string | null; record: AnyTaskRecord | null }> {
+    const [f, o, j] = await this.redis.hmget(this.taskKey(id), 'f', 'o', 'j');
+    return { fingerprint: f, owner: o, record: j ? (JSON.parse(j) as AnyTaskRecord) : null };
+  }
+}
+
+/** One id's part of a READ reply: status and view, 1 (another owner's or kind), 3 and the record, or 0. */
+function storedView(code: unknown, payload: unknown, owner: string, kind: AnyTaskRecord['kind']): StoredView {
+  if (typeof code === 'string') return { status: code as TaskStatus, view: payload as string };
+  if (code === 3) return legacyView(payload as string, owner, kind);
+  return code === 1 ? 'foreign' : 'absent';
 }
 
 /** A record stored before views were: its view is made here, once per read, until it is rewritten or expires. */
@@ -287,4 +390,8 @@ interface Scripts {
   kilnReserve(...args: (string | number)[]): Promise<number>;
   kilnList(...args: (string | number)[]): Promise<unknown>;
   kilnRead(...args: (string | number)[]): Promise<unknown>;
+  kilnRecord(...args: (string | number)[]): Promise<unknown>;
+  kilnOwnerStep(...args: (string | number)[]): Promise<number>;
+  kilnListItems(...args: (string | number)[]): Promise<unknown>;
+  kilnReserveShard(...args: (string | number)[]): Promise<number>;
 }

@@ -2,17 +2,18 @@
 // cannot answer "is a worker polling right now" quickly: a poller's last access time is the start
 // of its current long poll (up to a minute old for an idle worker), and a stopped worker stays
 // listed. The beacon is written every BEAT_MS and removed on shutdown, so /readyz sees a stopped
-// worker at once and a killed one within STALE_MS.
+// worker at once and a killed one within STALE_MS. The beacon is one key (one slot on a Redis
+// Cluster), so its transaction is allowed there.
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../infra/store.js';
 
 export const BEAT_MS = 500;
 export const STALE_MS = 2000;
 
 export const beaconKey = (prefix: string, taskQueue: string) => `${prefix}workers:{${taskQueue}}`;
 
-export function startBeacon(redis: Redis, prefix: string, taskQueue: string) {
+export function startBeacon(redis: RedisClient, prefix: string, taskQueue: string) {
   const key = beaconKey(prefix, taskQueue);
   const member = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const beat = () => {
@@ -39,6 +40,6 @@ export function startBeacon(redis: Redis, prefix: string, taskQueue: string) {
 }
 
 /** Worker processes whose beacon is fresh. */
-export async function liveWorkers(redis: Redis, prefix: string, taskQueue: string): Promise<number> {
+export async function liveWorkers(redis: RedisClient, prefix: string, taskQueue: string): Promise<number> {
   return redis.zcount(beaconKey(prefix, taskQueue), Date.now() - STALE_MS, '+inf');
 }

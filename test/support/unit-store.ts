@@ -21,6 +21,9 @@ type StoreApi = Pick<
   | 'wasDispatched'
   | 'recentlyMissing'
   | 'rememberMissing'
+  | 'reserveOnce'
+  | 'rememberFingerprint'
+  | 'fingerprintOf'
 >;
 
 export class MemoryStore implements StoreApi {
@@ -31,6 +34,7 @@ export class MemoryStore implements StoreApi {
   readonly unfinished = new Set<string>();
   private readonly limiter = new Map<string, number>();
   private readonly missing = new Set<string>();
+  readonly fingerprints = new Map<string, string>();
   /** Set to make every call fail as an unreachable Redis would. */
   down: Error | null = null;
 
@@ -137,6 +141,29 @@ export class MemoryStore implements StoreApi {
   async rememberMissing(owner: string, ids: string[]): Promise<void> {
     this.check();
     for (const id of ids) this.missing.add(`${owner} ${id}`);
+  }
+
+  async reserveOnce(id: string, max: number): Promise<'added' | 'held' | 'full'> {
+    this.check();
+    if (this.unfinished.has(id)) return 'held';
+    if (this.unfinished.size >= max) return 'full';
+    this.unfinished.add(id);
+    return 'added';
+  }
+
+  async rememberFingerprint(id: string, fingerprint: string): Promise<void> {
+    this.check();
+    this.fingerprints.set(id, fingerprint);
+  }
+
+  async fingerprintOf(id: string) {
+    this.check();
+    const r = this.records.get(id);
+    return {
+      fingerprint: this.fingerprints.get(id) ?? null,
+      owner: r?.owner ?? null,
+      record: r ? structuredClone(r) : null,
+    };
   }
 
   /** For code that takes the real class: only the methods above exist. */

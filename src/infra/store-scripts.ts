@@ -1,0 +1,141 @@
+// The read model's Lua scripts (src/infra/store.ts runs them). Each one is atomic in Redis; in
+// cluster mode only the single-slot ones are used.
+
+// KEYS: task hash, owner index, unfinished gauge. ARGV: json, status, rank, ttl, index member,
+// trim bound, id, terminal flag, public view, list item, owner, kind. A write that would move a task
+// backwards is ignored, so replays, retries and the API/worker race never regress a record; the
+// first terminal write wins. Writes of the same unfinished state go through (progress updates of a
+// running task). The record, its serialised views and its owner change together, so a read of the
+// view is exactly as fresh as a read of the record.
+export const TRANSITION = `
+local cur = redis.call('HGET', KEYS[1], 'r')
+if cur and (tonumber(cur) > tonumber(ARGV[3]) or (tonumber(cur) == tonumber(ARGV[3]) and ARGV[8] == '1')) then return 0 end
+redis.call('HSET', KEYS[1], 'j', ARGV[1], 's', ARGV[2], 'r', ARGV[3], 'v', ARGV[9], 'o', ARGV[11], 'k', ARGV[12])
+if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'l', ARGV[10]) end
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+if not cur then
+  redis.call('ZADD', KEYS[2], 0, ARGV[5])
+  redis.call('ZREMRANGEBYLEX', KEYS[2], '-', ARGV[6])
+  redis.call('EXPIRE', KEYS[2], ARGV[4])
+end
+if ARGV[8] == '1' then redis.call('ZREM', KEYS[3], ARGV[7]) end
+return 1`;
+
+// KEYS: task hashes, then the limiter key when ARGV[3] > 0. ARGV: owner, kind, limiter interval ms.
+// Replies {0, then per task: status and view | 1 (another owner's or kind) | 3 and the record
+// (written before views were stored) | 0 (absent)}, or {pttl} when the limiter refuses.
+export const READ = `
+local n = #KEYS
+local interval = tonumber(ARGV[3])
+if interval > 0 then
+  if not redis.call('SET', KEYS[n], '1', 'PX', interval, 'NX') then
+    local t = redis.call('PTTL', KEYS[n])
+    if t < 1 then t = 1 end
+    return {t}
+  end
+  n = n - 1
+end
+local out = {0}
+for i = 1, n do
+  local h = redis.call('HMGET', KEYS[i], 'o', 'k', 's', 'v')
+  if h[4] then
+    if h[1] == ARGV[1] and h[2] == ARGV[2] then out[#out + 1] = h[3]; out[#out + 1] = h[4]
+    else out[#out + 1] = 1; out[#out + 1] = false end
+  else
+    local j = redis.call('HGET', KEYS[i], 'j')
+    if j then out[#out + 1] = 3; out[#out + 1] = j else out[#out + 1] = 0; out[#out + 1] = false end
+  end
+end
+return out`;
+
+// KEYS: unfinished gauge. ARGV: id, now, stale bound, max.
+export const RESERVE = `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+return 1`;
+
+// KEYS: owner index. ARGV: max (exclusive or inclusive lex bound), min, limit, task key prefix.
+// Replies pairs: 1 and the stored list item, or 3 and the record (written before items were stored).
+export const LIST = `
+local members = redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'BYLEX', 'REV', 'LIMIT', 0, tonumber(ARGV[3]))
+local out = {}
+for _, m in ipairs(members) do
+  local key = ARGV[4] .. '{' .. string.sub(m, 12) .. '}'
+  local l = redis.call('HGET', key, 'l')
+  if l then out[#out + 1] = 1; out[#out + 1] = l
+  else
+    local j = redis.call('HGET', key, 'j')
+    if j then out[#out + 1] = 3; out[#out + 1] = j end
+  end
+end
+return out`;
+
+// Cluster mode, step 1 of a transition. KEYS: task hash. ARGV: json, status, rank, ttl, terminal
+// flag, public view, list item, owner, kind. The same forward-only rule as TRANSITION. Replies
+// {applied, stored status, stored list item, stored record's expiry in ms}: what the later steps
+// write is the stored record's, so running them again after any write, even a stale one, repairs
+// them rather than moving them back.
+export const RECORD = `
+local cur = redis.call('HGET', KEYS[1], 'r')
+local applied = 0
+if not cur or tonumber(cur) < tonumber(ARGV[3]) or (tonumber(cur) == tonumber(ARGV[3]) and ARGV[5] ~= '1') then
+  redis.call('HSET', KEYS[1], 'j', ARGV[1], 's', ARGV[2], 'r', ARGV[3], 'v', ARGV[6], 'o', ARGV[8], 'k', ARGV[9])
+  if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'l', ARGV[7]) end
+  redis.call('EXPIRE', KEYS[1], ARGV[4])
+  applied = 1
+end
+local h = redis.call('HMGET', KEYS[1], 's', 'l')
+local t = redis.call('TIME')
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl < 0 then pttl = tonumber(ARGV[4]) * 1000 end
+return {applied, h[1], h[2] or '', t[1] * 1000 + math.floor(t[2] / 1000) + pttl}`;
+
+// Cluster mode, step 2. KEYS: owner index, owner's list items (hash: id -> "<rank>:<expiry ms, 13
+// digits>:<item>"), both in the owner's slot. ARGV: index member, trim bound, ttl, id, rank,
+// expiry, item. Idempotent: the item is replaced only by a later state of the record (higher rank,
+// or the same rank written later), and trimmed index members take their items with them.
+export const OWNER_STEP = `
+redis.call('ZADD', KEYS[1], 0, ARGV[1])
+if ARGV[7] ~= '' then
+  local cur = redis.call('HGET', KEYS[2], ARGV[4])
+  local rank = tonumber(ARGV[5])
+  if not cur or tonumber(string.sub(cur, 1, 1)) < rank
+    or (tonumber(string.sub(cur, 1, 1)) == rank and tonumber(string.sub(cur, 3, 15)) < tonumber(ARGV[6])) then
+    redis.call('HSET', KEYS[2], ARGV[4], ARGV[5] .. ':' .. ARGV[6] .. ':' .. ARGV[7])
+  end
+end
+local old = redis.call('ZRANGE', KEYS[1], '-', ARGV[2], 'BYLEX', 'LIMIT', 0, 200)
+if #old > 0 then
+  local ids = {}
+  for i, m in ipairs(old) do ids[i] = string.sub(m, 12) end
+  redis.call('ZREM', KEYS[1], unpack(old))
+  redis.call('HDEL', KEYS[2], unpack(ids))
+end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return 1`;
+
+// Cluster mode list. KEYS: owner index, owner's list items. ARGV: max, min, limit. The items of
+// records past their expiry are left out, as their records are gone.
+export const LIST_ITEMS = `
+local members = redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'BYLEX', 'REV', 'LIMIT', 0, tonumber(ARGV[3]))
+if #members == 0 then return {} end
+local ids = {}
+for i, m in ipairs(members) do ids[i] = string.sub(m, 12) end
+local items = redis.call('HMGET', KEYS[2], unpack(ids))
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local out = {}
+for i = 1, #ids do
+  local v = items[i]
+  if v and tonumber(string.sub(v, 3, 15)) > now then out[#out + 1] = string.sub(v, 17) end
+end
+return out`;
+
+// Cluster mode reservation, after the caller has summed the shards. KEYS: the task's gauge shard.
+// ARGV: id, now, stale bound.
+export const RESERVE_SHARD = `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+return 1`;
