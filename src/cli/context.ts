@@ -77,6 +77,13 @@ export function integer(name: string) {
   };
 }
 
+/** `--idempotency-key`: checked here with the server's rules (1–255 characters 0x21–0x7E). */
+export function idempotencyKey(v: string): string {
+  if (!/^[\x21-\x7e]{1,255}$/.test(v))
+    throw new InvalidArgumentError('--idempotency-key must be 1 to 255 visible ASCII characters (no spaces).');
+  return v;
+}
+
 export class Ctx {
   readonly json: boolean;
   readonly quiet: boolean;

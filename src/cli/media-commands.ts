@@ -12,7 +12,7 @@ import {
   type NodeInfo,
   type Video,
 } from '../client/index.js';
-import { Ctx, EXIT, ExitCode, integer, UsageError } from './context.js';
+import { Ctx, EXIT, ExitCode, idempotencyKey, integer, UsageError } from './context.js';
 import { progressDisplay } from './progress.js';
 
 type Make = (cmd: Command) => Ctx;
@@ -90,8 +90,14 @@ export function registerMediaCommands(program: Command, make: Make): void {
     .option('--node <nodeId:field=value>', 'workflow-node models: set a node field (repeatable)', collect)
     .option('-o, --out <dir>', 'where to save the video', '.')
     .option('--no-wait', 'print the video id and return at once')
+    .option(
+      '--idempotency-key <key>',
+      'run again with the same key and request to get the same video task back, never a second one (default: a fresh key per run)',
+      idempotencyKey,
+    )
     .action(async (prompt: string, o, cmd: Command) => {
       const ctx = make(cmd);
+      const submit = { signal: ctx.abort.signal, idempotencyKey: o.idempotencyKey as string | undefined };
       const nodeInfoList = ((o.node as string[] | undefined) ?? []).map(parseNode);
       const params = {
         model: await ctx.defaultModel('video', o.model),
@@ -102,7 +108,7 @@ export function registerMediaCommands(program: Command, make: Make): void {
         ...(nodeInfoList.length ? { nodeInfoList } : {}),
       };
       if (!o.wait) {
-        const v = await ctx.kiln.videos.create(params, { signal: ctx.abort.signal });
+        const v = await ctx.kiln.videos.create(params, submit);
         ctx.out(v);
         ctx.say(v.id);
         return;
@@ -111,7 +117,7 @@ export function registerMediaCommands(program: Command, make: Make): void {
       let video: Video;
       try {
         video = await ctx.kiln.videos.createAndWait(params, {
-          signal: ctx.abort.signal,
+          ...submit,
           onSubmitted: (v) => {
             progress.submitted(v.id);
             ctx.waiting = v.id;

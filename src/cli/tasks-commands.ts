@@ -1,7 +1,7 @@
 // `kiln image` and `kiln tasks list|get|wait|content`.
 import type { Command } from 'commander';
 import { chunk, type BatchItem, type ImageTask, imagesOf, isUnfinished } from '../client/index.js';
-import { Ctx, EXIT, ExitCode, integer } from './context.js';
+import { Ctx, EXIT, ExitCode, idempotencyKey, integer } from './context.js';
 import { progressDisplay } from './progress.js';
 
 type Make = (cmd: Command) => Ctx;
@@ -73,12 +73,18 @@ export function registerTaskCommands(program: Command, make: Make): void {
     .option('--system <text>', 'system instruction')
     .option('-o, --out <dir>', 'where to save the images', '.')
     .option('--no-wait', 'print the task id and return at once')
+    .option(
+      '--idempotency-key <key>',
+      'run again with the same key and prompt to get the same task back, never a second one (default: a fresh key per run)',
+      idempotencyKey,
+    )
     .action(async (prompt: string, o, cmd: Command) => {
       const ctx = make(cmd);
+      const submit = { signal: ctx.abort.signal, idempotencyKey: o.idempotencyKey as string | undefined };
       const model = await ctx.defaultModel('image', o.model);
       const params = { model, prompt, aspectRatio: o.aspect, imageSize: o.size, references: o.ref, system: o.system };
       if (!o.wait) {
-        const sub = await ctx.kiln.tasks.create(params, { signal: ctx.abort.signal });
+        const sub = await ctx.kiln.tasks.create(params, submit);
         ctx.out(sub);
         ctx.say(sub.id);
         return;
@@ -86,7 +92,7 @@ export function registerTaskCommands(program: Command, make: Make): void {
       const progress = progressDisplay('image', !ctx.quiet);
       try {
         const task = await ctx.kiln.tasks.createAndWait(params, {
-          signal: ctx.abort.signal,
+          ...submit,
           onSubmitted: (t) => {
             progress.submitted(t.id);
             ctx.waiting = t.id;

@@ -5,6 +5,7 @@ import type { Context, Middleware } from 'koa';
 import { koaBody } from 'koa-body';
 import { KilnError } from '../shared/errors.js';
 import { LIMITS } from '../shared/limits.js';
+import { UNFINISHED_STATUSES, type TaskStatus } from '../shared/task.js';
 
 const ALLOWED_ENCODINGS = new Set(['identity', 'gzip', 'br']);
 
@@ -61,4 +62,16 @@ export function jsonBody({ limitBytes = LIMITS.bodyBytes, keepRaw = false }: Jso
 export function sendJsonText(ctx: Context, json: string): void {
   ctx.type = 'application/json; charset=utf-8';
   ctx.body = json;
+}
+
+/** A poll's answer: the stored view as is, with Retry-After while the task is unfinished. */
+export function sendView(ctx: Context, view: { status: TaskStatus; json: string }, pollAfterSeconds: number): void {
+  if (UNFINISHED_STATUSES.includes(view.status)) ctx.set('Retry-After', String(pollAfterSeconds));
+  sendJsonText(ctx, view.json);
+}
+
+/** A content endpoint's answer: 302 to the file. */
+export function redirectTo(ctx: Context, url: string): void {
+  ctx.status = 302;
+  ctx.redirect(url);
 }

@@ -197,3 +197,9 @@ export function buildOpenApiDocument(
     ...(opts.serverUrl ? { servers: [{ url: opts.serverUrl }] } : {}),
   });
 }
+
+/** The documented answer of a content endpoint: 302 with the file's URL in Location. */
+export const redirectResponse = (what: string, location: string): ResponseDoc => ({
+  description: `Location: ${what}`,
+  headers: { Location: { description: location, schema: { type: 'string' } } },
+});

@@ -4,7 +4,7 @@
 import type { Client } from '@temporalio/client';
 import type { ImageModel } from '../config.js';
 import { ERROR_STATUS, KilnError, type ErrorCode } from '../shared/errors.js';
-import type { Candidate, ImageRequest, Part } from '../shared/task.js';
+import { TERMINAL_STATUSES, type Candidate, type ImageRequest, type Part } from '../shared/task.js';
 import type { Caller } from '../infra/auth.js';
 import type { Blobs } from '../infra/blob-store.js';
 import { UnusableUrl, type SafeFetch } from '../infra/safe-fetch.js';
@@ -74,9 +74,16 @@ export class DirectService {
     model: ImageModel,
     request: ImageRequest,
     output: DirectOutput,
-  ): Promise<{ taskId: string; body: DirectResponse }> {
-    const { id } = await this.tasks.submit(caller, model, request);
-    const record = await this.temporal.workflow.getHandle<typeof imageTaskWorkflow>(id).result();
+    idempotencyKey?: string,
+  ): Promise<{ taskId: string; body: DirectResponse; replayed: boolean }> {
+    const submitted = await this.tasks.submit(caller, model, request, { idempotencyKey, direct: output });
+    const { id } = submitted.response;
+    // A replay of a finished task answers from its record (Temporal may no longer keep the
+    // workflow); otherwise the workflow's result, which every submit of one key awaits alike.
+    const record =
+      submitted.replayed && TERMINAL_STATUSES.includes(submitted.record.status)
+        ? submitted.record
+        : await this.temporal.workflow.getHandle<typeof imageTaskWorkflow>(id).result();
     if (record.status === 'uncertain') {
       throw new KilnError(
         'upstream_error',
@@ -90,7 +97,11 @@ export class DirectService {
     }
     const candidates =
       output === 'url' ? record.candidates : await Promise.all(record.candidates.map((c) => this.inline(c)));
-    return { taskId: id, body: { candidates, modelVersion: record.model_version, responseId: record.response_id } };
+    return {
+      taskId: id,
+      body: { candidates, modelVersion: record.model_version, responseId: record.response_id },
+      replayed: submitted.replayed,
+    };
   }
 
   private async inline(c: Candidate): Promise<Candidate> {

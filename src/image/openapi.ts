@@ -66,7 +66,9 @@ export const SubmitResponse = z
     id: TaskId,
     object: z.literal('image.task'),
     model: z.string(),
-    status: z.literal('accepted'),
+    status: z.enum([...TASK_STATUSES]).meta({
+      description: '`accepted` for a new task; an Idempotency-Key replay shows the earlier task as it is now.',
+    }),
     created_at: z.number().int(),
     polling_url: z.string(),
     content_url: z.string(),

@@ -3,10 +3,11 @@
 import { z } from 'zod';
 import type { Model } from '../config.js';
 import { KilnError } from '../shared/errors.js';
+import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
 import type { FsBlobStore } from '../infra/blobs.js';
 import { EXT_BY_TYPE } from '../infra/blobs.js';
-import { UNFINISHED_STATUSES } from '../shared/task.js';
-import { jsonBody, sendJsonText } from '../http/body.js';
+import { jsonBody, redirectTo, sendJsonText, sendView } from '../http/body.js';
+import { redirectResponse } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
 import type { TaskService } from './service.js';
 import { SubmitBody, validateSubmit } from './validate.js';
@@ -53,6 +54,13 @@ const ListQuery = z
     message: 'before_id must be sent together with before_created_at',
     path: ['before_id'],
   });
+
+const REPLAYED = {
+  [REPLAYED_HEADER]: {
+    description: '`true` when an Idempotency-Key repeated an earlier submit: the answer is that task.',
+    schema: { type: 'string' as const },
+  },
+};
 
 const RETRY_AFTER = {
   'Retry-After': {
@@ -108,7 +116,9 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
       summary: 'Submit an image task (generateContent form)',
       description:
         'Answers 202 at once; poll `polling_url`. The request must resolve to `output=url` (query or `generationConfig.imageConfig.output`). ' +
-        'Body at most 2 MB after decompression; `Content-Encoding` gzip or br.',
+        'Body at most 2 MB after decompression; `Content-Encoding` gzip or br. ' +
+        'Optional `Idempotency-Key` header (1-255 characters 0x21-0x7E, scoped to the caller): a repeat with the same key and request returns the same task ' +
+        '(202, header `Idempotent-Replayed: true`, the task as it is now); with another request, 422 `idempotency_key_reused`.',
       request: {
         params: z.object({ model: z.string().meta({ description: 'Image model id (GET /v1/models)' }) }),
         query: z.object({ output: z.literal('url').optional() }),
@@ -122,8 +132,9 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
         ctx.get('authorization') || (ctx.get('x-goog-api-key') ? `Bearer ${ctx.get('x-goog-api-key')}` : undefined),
       responses: {
         202: {
-          description: 'Accepted',
+          description: 'Accepted (or, for a repeated Idempotency-Key, the earlier task)',
           schema: SubmitResponse,
+          headers: REPLAYED,
           links: {
             GetTask: { operationId: 'getTask', parameters: { id: '$response.body#/id' }, description: 'Poll the task' },
             GetTaskContent: {
@@ -148,6 +159,7 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
         'invalid_reference_image_scheme',
         'model_not_found',
         'not_found',
+        'idempotency_key_reused',
         'request_too_large',
         'unsupported_content_encoding',
         'unsupported_media_type',
@@ -160,19 +172,29 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
         if (cut < 0 || modelAction.slice(cut + 1) !== 'generateContent')
           throw new KilnError('not_found', 'Use POST /v1beta/models/{model}:generateContent.');
         const model = tasks.model(modelAction.slice(0, cut));
+        const idempotencyKey = parseIdempotencyKey(ctx.headers['idempotency-key']);
         await jsonBody()(ctx, async () => undefined);
         const output =
           typeof ctx.query.output === 'string' ? ctx.query.output : Array.isArray(ctx.query.output) ? '' : undefined;
         if (model.form === 'direct' && direct) {
           const asked = validateDirect(ctx.request.body, output, model);
-          const { taskId, body } = await direct.generate(caller, model, asked.request, asked.output);
+          const { taskId, body, replayed } = await direct.generate(
+            caller,
+            model,
+            asked.request,
+            asked.output,
+            idempotencyKey,
+          );
           ctx.set('X-Kiln-Task-Id', taskId);
+          if (replayed) ctx.set(REPLAYED_HEADER, 'true');
           ctx.body = body;
           return;
         }
         const request = validateSubmit(ctx.request.body, output, model);
+        const { response, replayed } = await tasks.submit(caller, model, request, { idempotencyKey });
+        if (replayed) ctx.set(REPLAYED_HEADER, 'true');
         ctx.status = 202;
-        ctx.body = await tasks.submit(caller, model, request);
+        ctx.body = response;
       },
     }),
 
@@ -222,9 +244,7 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
       },
       errors: ['not_found', 'rate_limited'],
       handler: async (ctx, { caller, params }) => {
-        const task = await tasks.get(caller, params.id);
-        if (UNFINISHED_STATUSES.includes(task.status)) ctx.set('Retry-After', String(pollAfterSeconds));
-        sendJsonText(ctx, task.json);
+        sendView(ctx, await tasks.get(caller, params.id), pollAfterSeconds);
       },
     }),
 
@@ -236,16 +256,12 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
       summary: 'Redirect to the first image of a finished task',
       request: { params: z.object({ id: TaskId }) },
       responses: {
-        302: {
-          description: 'Location: the first image URL',
-          headers: { Location: { description: 'Image URL', schema: { type: 'string' } } },
-        },
+        302: redirectResponse('the first image URL', 'Image URL'),
       },
       errors: ['not_found', 'task_not_ready', 'task_failed'],
       handler: async (ctx, { caller, params }) => {
         const url = await tasks.contentUrl(caller, params.id);
-        ctx.status = 302;
-        ctx.redirect(url);
+        redirectTo(ctx, url);
       },
     }),
 

@@ -1,17 +1,17 @@
 // Image task service: submit starts a workflow; reads come from the Redis read model and reach
 // Temporal only for ids Redis does not know (then the record is repaired).
-import { startTask } from '../temporal/start-task.js';
+import { priorSubmit, replayedRecord, TaskServiceBase } from '../temporal/keyed-submit.js';
+import { requestFingerprint } from '../shared/idempotency.js';
 import { findModel } from '../infra/models.js';
-import { createHash, randomBytes } from 'node:crypto';
-import type { Client } from '@temporalio/client';
-import { modelTaskQueue, type Config, type ImageModel } from '../config.js';
+import { createHash } from 'node:crypto';
+import type { ImageModel } from '../config.js';
 import { KilnError } from '../shared/errors.js';
 import { promptText } from '../shared/prompt.js';
 import { taskSummary } from '../temporal/summary.js';
 import { readFromTemporal, type FallbackKind } from '../temporal/fallback.js';
-import { UNFINISHED_STATUSES, type ImageRequest, type TaskRecord } from '../shared/task.js';
+import { UNFINISHED_STATUSES, type ImageRequest, type TaskRecord, type TaskStatus } from '../shared/task.js';
 import type { ImageTaskWorkflowInput } from '../../workflows/image-task.js';
-import { indexMember, type TaskStore } from '../infra/store.js';
+import { indexMember } from '../infra/store.js';
 import { pollViews, taskLimiterKey, type ViewText } from '../infra/poll.js';
 import type { Caller } from '../infra/auth.js';
 import { notFoundItem, taskView, type TaskView } from '../shared/views.js';
@@ -35,6 +35,32 @@ const IMAGE_FALLBACK: FallbackKind<TaskRecord> = {
   }),
 };
 
+export interface SubmitOptions {
+  /** The Idempotency-Key header: the id is derived from it, and a repeat returns the same task. */
+  idempotencyKey?: string;
+  /** Direct form, with its output: part of what makes two keyed submits the same request. */
+  direct?: 'url' | 'base64';
+}
+
+export interface SubmitResponse {
+  id: string;
+  object: 'image.task';
+  model: string;
+  /** `accepted` for a new task; a replay shows the task's state now. */
+  status: TaskStatus;
+  created_at: number;
+  polling_url: string;
+  content_url: string;
+}
+
+export interface SubmitResult {
+  response: SubmitResponse;
+  /** True when an Idempotency-Key named an earlier submit's task. */
+  replayed: boolean;
+  /** The task's record as known at this moment (finished already, for some replays). */
+  record: TaskRecord;
+}
+
 export interface ListQuery {
   days: number;
   limit: number;
@@ -42,47 +68,39 @@ export interface ListQuery {
   before_id?: string;
 }
 
-export class TaskService {
-  constructor(
-    private readonly config: Config,
-    private readonly store: TaskStore,
-    private readonly temporal: Client,
-  ) {}
-
+export class TaskService extends TaskServiceBase {
   model(id: string): ImageModel {
     return findModel(this.config.models, 'image', id);
   }
 
-  async submit(caller: Caller, model: ImageModel, request: ImageRequest) {
-    const id = `task_${randomBytes(16).toString('hex')}`;
+  async submit(
+    caller: Caller,
+    model: ImageModel,
+    request: ImageRequest,
+    opts: SubmitOptions = {},
+  ): Promise<SubmitResult> {
+    const key = opts.idempotencyKey;
+    const id = this.taskId('task', caller.owner, key);
+    const fingerprint = key
+      ? requestFingerprint(opts.direct ? `generateContent:direct:${opts.direct}` : 'generateContent', model.id, request)
+      : undefined;
+    const prior = fingerprint && (await priorSubmit<TaskRecord>(this.store, id, 'image', caller.owner, fingerprint));
+    if (prior) return this.submitted(prior, true);
     const created_at = Math.floor(Date.now() / 1000);
-    const input: ImageTaskWorkflowInput = {
-      task: {
-        id,
-        owner: caller.owner,
-        model: model.id,
-        created_at,
-        request,
-        ...(caller.credential ? { credential: caller.credential } : {}),
-      },
-      policy: {
-        timeoutMs: model.timeoutMs,
-        heartbeatTimeoutMs: model.heartbeatTimeoutMs,
-        maxAttempts: model.maxAttempts,
-      },
-      activityQueue: modelTaskQueue(this.config.temporal.taskQueue, model.id),
-    };
-    await startTask(
-      { config: this.config, store: this.store, temporal: this.temporal },
-      {
-        id,
-        workflowType: 'imageTaskWorkflow',
-        input,
-        owner: caller.owner,
-        model: model.id,
-        summary: taskSummary('image', model.id, caller.owner, promptText(request), this.config.ops.summaryPromptChars),
-      },
-    );
+    const input: ImageTaskWorkflowInput = this.workflowInput(caller, model, id, created_at, request);
+    const outcome = await this.start({
+      id,
+      workflowType: 'imageTaskWorkflow',
+      input,
+      owner: caller.owner,
+      model: model.id,
+      summary: taskSummary('image', model.id, caller.owner, promptText(request), this.config.ops.summaryPromptChars),
+      ...(fingerprint ? { idempotency: { fingerprint, created_at } } : {}),
+    });
+    if (outcome.replayed) {
+      const ids = { id, owner: caller.owner, model: model.id };
+      return this.submitted(await replayedRecord(this.store, IMAGE_FALLBACK, 'image', ids, outcome.existing), true);
+    }
     const record: TaskRecord = {
       id,
       kind: 'image',
@@ -97,15 +115,22 @@ export class TaskService {
     // The workflow records its own transitions; this write makes an immediate poll cheap, and a
     // failure here only means that poll takes the Temporal path.
     await this.store.transition(record).catch(() => undefined);
-    return {
+    if (fingerprint) await this.store.rememberFingerprint(id, fingerprint).catch(() => undefined);
+    return this.submitted(record, false);
+  }
+
+  private submitted(record: TaskRecord, replayed: boolean): SubmitResult {
+    const { id } = record;
+    const response: SubmitResponse = {
       id,
-      object: 'image.task' as const,
-      model: model.id,
-      status: 'accepted' as const,
-      created_at,
+      object: 'image.task',
+      model: record.model,
+      status: record.status,
+      created_at: record.created_at,
       polling_url: `/v1/tasks/${id}`,
       content_url: `/v1/tasks/${id}/content`,
     };
+    return { response, replayed, record };
   }
 
   /** One task, behind the per-task poll limiter. */

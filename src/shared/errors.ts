@@ -17,6 +17,7 @@ export const ERROR_STATUS = {
   rate_limited: 429,
   task_not_ready: 409,
   task_failed: 409,
+  idempotency_key_reused: 422,
   not_found: 404,
   model_not_found: 404,
   method_not_allowed: 405,

@@ -25,7 +25,7 @@ export interface FallbackKind<R> {
   /** Only workflows of this type answer. */
   workflowType: string;
   /** The kind's record of a workflow without a result (running, or terminated / cancelled / timed out). */
-  record(facts: WorkflowFacts, wf: WorkflowExecutionInfo): R;
+  record(facts: WorkflowFacts, memo: Record<string, unknown>): R;
 }
 
 type FallbackStore = Pick<TaskStore, 'transition' | 'recentlyMissing' | 'rememberMissing'>;
@@ -56,7 +56,7 @@ export async function readFromTemporal<R extends AnyTaskRecord>(
       const record =
         wf.status.name === 'COMPLETED'
           ? ((await temporal.workflow.getHandle(wf.workflowId).result()) as R | null)
-          : kind.record(factsOf(wf, owner), wf);
+          : kind.record(factsOf(wf, owner), wf.memo ?? {});
       if (!record) continue;
       out.set(record.id, record);
       // Only a finished record is written back. Visibility can still say RUNNING for a workflow
@@ -80,29 +80,29 @@ export async function readFromTemporal<R extends AnyTaskRecord>(
 }
 
 function factsOf(wf: WorkflowExecutionInfo, owner: string): WorkflowFacts {
-  const base = {
+  const running = wf.status.name === 'RUNNING';
+  return {
     id: wf.workflowId,
     owner,
     model: wf.typedSearchAttributes.get(SA.model) ?? 'unknown',
     created_at: Math.floor(wf.startTime.getTime() / 1000),
+    status: statusOf(running, wf.typedSearchAttributes.get(SA.status)),
+    // Terminated, cancelled or timed out by an operator: the task did not complete.
+    closed_at: running ? null : Math.floor((wf.closeTime ?? new Date()).getTime() / 1000),
+    error: running ? null : endedWithoutResult(wf.status.name),
   };
-  if (wf.status.name === 'RUNNING') {
-    const status = wf.typedSearchAttributes.get(SA.status);
-    return {
-      ...base,
-      status: status === 'queued' || status === 'running' ? status : 'accepted',
-      closed_at: null,
-      error: null,
-    };
-  }
-  // Terminated, cancelled or timed out by an operator: the task did not complete.
+}
+
+/** A running workflow's status search attribute as a task status; a closed one without a result failed. */
+export function statusOf(running: boolean, statusAttr: string | undefined): WorkflowFacts['status'] {
+  if (!running) return 'failed';
+  return statusAttr === 'queued' || statusAttr === 'running' ? statusAttr : 'accepted';
+}
+
+/** The error of a task whose workflow closed without a result (terminated, cancelled, timed out). */
+export function endedWithoutResult(temporalStatus: string): ErrorBody {
   return {
-    ...base,
-    status: 'failed',
-    closed_at: Math.floor((wf.closeTime ?? new Date()).getTime() / 1000),
-    error: {
-      code: 'upstream_error',
-      message: `The task's workflow ended ${wf.status.name.toLowerCase()} before a result.`,
-    },
+    code: 'upstream_error',
+    message: `The task's workflow ended ${temporalStatus.toLowerCase()} before a result.`,
   };
 }

@@ -10,8 +10,9 @@ import { LIMITS } from '../image/validate.js';
 import { parseVideoBody, validateVideo, VideoBody } from './validate.js';
 import type { VideoService } from './service.js';
 import { KilnError } from '../shared/errors.js';
-import { jsonBody, sendJsonText } from '../http/body.js';
-import { UNFINISHED_STATUSES } from '../shared/task.js';
+import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
+import { jsonBody, redirectTo, sendView } from '../http/body.js';
+import { redirectResponse } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
 import { Video } from './openapi.js';
 
@@ -94,13 +95,21 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
       tags: ['videos'],
       summary: 'Create a video task',
       description:
-        "JSON, or multipart/form-data text fields as the OpenAI SDK sends them. `seconds` and `size` must be among the model's allowed values (the pro model: 10/15/25 and 1792x1024/1024x1792); refused values never reach the upstream.",
+        "JSON, or multipart/form-data text fields as the OpenAI SDK sends them. `seconds` and `size` must be among the model's allowed values (the pro model: 10/15/25 and 1792x1024/1024x1792); refused values never reach the upstream. " +
+        'Optional `Idempotency-Key` header (1-255 characters 0x21-0x7E, scoped to the caller): a repeat with the same key and request returns the same task ' +
+        '(200, header `Idempotent-Replayed: true`, the task as it is now); with another request, 422 `idempotency_key_reused`.',
       // Read as JSON or multipart by readBody; parseVideoBody validates with VideoBody.
       request: { body: VideoBody, checkedByHandler: ['body'] },
       responses: {
         200: {
-          description: 'The task, queued',
+          description: 'The task, queued (or, for a repeated Idempotency-Key, the earlier task as it is now)',
           schema: Video,
+          headers: {
+            [REPLAYED_HEADER]: {
+              description: '`true` when an Idempotency-Key repeated an earlier create: the answer is that task.',
+              schema: { type: 'string' },
+            },
+          },
           links: {
             GetVideo: {
               operationId: 'getVideo',
@@ -124,15 +133,19 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
         'unsupported_content_encoding',
         'unsupported_media_type',
         'model_not_found',
+        'idempotency_key_reused',
         'queue_full',
         'service_unavailable',
       ],
       handler: async (ctx, { caller }) => {
+        const idempotencyKey = parseIdempotencyKey(ctx.headers['idempotency-key']);
         const body = parseVideoBody(await readBody(ctx));
         const model = videos.model(body.model);
         const request = validateVideo(body, model);
+        const { video, replayed } = await videos.submit(caller, model, request, { idempotencyKey });
+        if (replayed) ctx.set(REPLAYED_HEADER, 'true');
         ctx.status = 200;
-        ctx.body = await videos.submit(caller, model, request);
+        ctx.body = video;
       },
     }),
 
@@ -146,9 +159,7 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
       responses: { 200: { description: 'The task', schema: Video, headers: RETRY_AFTER } },
       errors: ['not_found', 'rate_limited'],
       handler: async (ctx, { caller, params }) => {
-        const video = await videos.get(caller, params.id);
-        if (UNFINISHED_STATUSES.includes(video.status)) ctx.set('Retry-After', String(pollAfterSeconds));
-        sendJsonText(ctx, video.json);
+        sendView(ctx, await videos.get(caller, params.id), pollAfterSeconds);
       },
     }),
 
@@ -165,18 +176,14 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
         checkedByHandler: ['query'],
       },
       responses: {
-        302: {
-          description: 'Location: the video URL',
-          headers: { Location: { description: 'The video URL', schema: { type: 'string' } } },
-        },
+        302: redirectResponse('the video URL', 'The video URL'),
       },
       errors: ['not_found', 'invalid_request', 'task_not_ready', 'task_failed'],
       handler: async (ctx, { caller, params }) => {
         const variant =
           typeof ctx.query.variant === 'string' ? ctx.query.variant : ctx.query.variant === undefined ? 'video' : '';
         const url = await videos.contentUrl(caller, params.id, variant);
-        ctx.status = 302;
-        ctx.redirect(url);
+        redirectTo(ctx, url);
       },
     }),
   ];

@@ -1,10 +1,9 @@
 // Video task service: submit starts a `videoTaskWorkflow`; polls come from the Redis read model
 // (behind the same limiter as image tasks) and reach Temporal only when Redis has no record.
-import { startTask } from '../temporal/start-task.js';
+import { priorSubmit, replayedRecord, TaskServiceBase } from '../temporal/keyed-submit.js';
+import { requestFingerprint } from '../shared/idempotency.js';
 import { findModel } from '../infra/models.js';
-import { randomBytes } from 'node:crypto';
-import type { Client } from '@temporalio/client';
-import { modelTaskQueue, videoOptions, type Config, type VideoModel } from '../config.js';
+import { videoOptions, type VideoModel } from '../config.js';
 import { KilnError } from '../shared/errors.js';
 import { UNFINISHED_STATUSES } from '../shared/task.js';
 import { videoStatus, type VideoRequest, type VideoTaskRecord } from '../shared/video.js';
@@ -12,7 +11,6 @@ import type { VideoTaskWorkflowInput } from '../../workflows/video-task.js';
 import type { Caller } from '../infra/auth.js';
 import { pollViews, taskLimiterKey, type ViewText } from '../infra/poll.js';
 import { videoView, type VideoView } from '../shared/views.js';
-import type { TaskStore } from '../infra/store.js';
 import { readFromTemporal, type FallbackKind } from '../temporal/fallback.js';
 import { taskSummary } from '../temporal/summary.js';
 
@@ -20,9 +18,9 @@ export const VIDEO_ID = /^video_[a-f0-9]{32}$/;
 
 const VIDEO_FALLBACK: FallbackKind<VideoTaskRecord> = {
   workflowType: 'videoTaskWorkflow',
-  record: (f, wf) => {
+  record: (f, m) => {
     // The memo is what a submit left for this moment (the payload codec applies: encrypted at rest).
-    const memo = (wf.memo ?? {}) as Partial<Pick<VideoTaskRecord, 'prompt' | 'seconds' | 'size'>>;
+    const memo = m as Partial<Pick<VideoTaskRecord, 'prompt' | 'seconds' | 'size'>>;
     return {
       id: f.id,
       kind: 'video',
@@ -40,52 +38,48 @@ const VIDEO_FALLBACK: FallbackKind<VideoTaskRecord> = {
   },
 };
 
-export class VideoService {
-  constructor(
-    private readonly config: Config,
-    private readonly store: TaskStore,
-    private readonly temporal: Client,
-  ) {}
-
+export class VideoService extends TaskServiceBase {
   model(id: string): VideoModel {
     return findModel(this.config.models, 'video', id);
   }
 
-  async submit(caller: Caller, model: VideoModel, request: VideoRequest): Promise<VideoView> {
-    const id = `video_${randomBytes(16).toString('hex')}`;
+  async submit(
+    caller: Caller,
+    model: VideoModel,
+    request: VideoRequest,
+    opts: { idempotencyKey?: string } = {},
+  ): Promise<{ video: VideoView; replayed: boolean }> {
+    const key = opts.idempotencyKey;
+    const id = this.taskId('video', caller.owner, key);
+    const fingerprint = key ? requestFingerprint('videos', model.id, request) : undefined;
+    const prior =
+      fingerprint && (await priorSubmit<VideoTaskRecord>(this.store, id, 'video', caller.owner, fingerprint));
+    if (prior) return { video: videoView(prior), replayed: true };
     const created_at = Math.floor(Date.now() / 1000);
+    const base = this.workflowInput(caller, model, id, created_at, request);
     const input: VideoTaskWorkflowInput = {
-      task: {
-        id,
-        owner: caller.owner,
-        model: model.id,
-        created_at,
-        request,
-        ...(caller.credential ? { credential: caller.credential } : {}),
-      },
-      policy: {
-        timeoutMs: model.timeoutMs,
-        heartbeatTimeoutMs: model.heartbeatTimeoutMs,
-        maxAttempts: model.maxAttempts,
-        pollIntervalMs: model.pollIntervalMs,
-        overallTimeoutMs: model.overallTimeoutMs,
-      },
-      activityQueue: modelTaskQueue(this.config.temporal.taskQueue, model.id),
+      ...base,
+      policy: { ...base.policy, pollIntervalMs: model.pollIntervalMs, overallTimeoutMs: model.overallTimeoutMs },
       results: videoOptions(model).form === 'workflow-node',
     };
-    await startTask(
-      { config: this.config, store: this.store, temporal: this.temporal },
-      {
-        id,
-        workflowType: 'videoTaskWorkflow',
-        input,
-        owner: caller.owner,
-        model: model.id,
-        // What a poll shows while Redis has no record (payload codec applies: encrypted at rest).
-        memo: { prompt: request.prompt, seconds: request.seconds, size: request.size },
-        summary: taskSummary('video', model.id, caller.owner, request.prompt, this.config.ops.summaryPromptChars),
-      },
-    );
+    const outcome = await this.start({
+      id,
+      workflowType: 'videoTaskWorkflow',
+      input,
+      owner: caller.owner,
+      model: model.id,
+      // What a poll shows while Redis has no record (payload codec applies: encrypted at rest).
+      memo: { prompt: request.prompt, seconds: request.seconds, size: request.size },
+      summary: taskSummary('video', model.id, caller.owner, request.prompt, this.config.ops.summaryPromptChars),
+      ...(fingerprint ? { idempotency: { fingerprint, created_at } } : {}),
+    });
+    if (outcome.replayed) {
+      const ids = { id, owner: caller.owner, model: model.id };
+      return {
+        video: videoView(await replayedRecord(this.store, VIDEO_FALLBACK, 'video', ids, outcome.existing)),
+        replayed: true,
+      };
+    }
     const record: VideoTaskRecord = {
       id,
       kind: 'video',
@@ -102,7 +96,8 @@ export class VideoService {
     };
     // The workflow records its own transitions; this write makes an immediate poll cheap.
     await this.store.transition(record).catch(() => undefined);
-    return videoView(record);
+    if (fingerprint) await this.store.rememberFingerprint(id, fingerprint).catch(() => undefined);
+    return { video: videoView(record), replayed: false };
   }
 
   /** One video task, behind the per-task poll limiter. */

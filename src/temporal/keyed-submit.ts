@@ -1,0 +1,106 @@
+// The read side of a keyed submit (Idempotency-Key), shared by image and video tasks: the task a
+// key already names, found in the read model before a start is tried, or after Temporal refused a
+// second workflow for the key.
+import { randomBytes } from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import { modelTaskQueue, type Config, type ImageModel, type VideoModel } from '../config.js';
+import type { Caller } from '../infra/auth.js';
+import type { TaskStore } from '../infra/store.js';
+import { idempotencySecret, idempotentTaskId } from '../shared/idempotency.js';
+import type { AnyTaskRecord } from '../shared/video.js';
+import { endedWithoutResult, statusOf, type FallbackKind } from './fallback.js';
+import { keyReused, startTask, type ExistingTask, type StartTask } from './start-task.js';
+
+/**
+ * The caller's task of this id when the read model knows it with a fingerprint; throws
+ * idempotency_key_reused when it was submitted for another request. Null: Temporal decides.
+ */
+export async function priorSubmit<R extends AnyTaskRecord>(
+  store: TaskStore,
+  id: string,
+  kind: R['kind'],
+  owner: string,
+  fingerprint: string,
+): Promise<R | null> {
+  // The read model knows most replays (and is the only memory once Temporal's retention of a
+  // closed workflow has passed).
+  const prior = await store.fingerprintOf(id).catch(() => null);
+  if (!prior?.fingerprint || prior.record?.kind !== kind || prior.record.owner !== owner) return null;
+  if (prior.fingerprint !== fingerprint) throw keyReused();
+  return prior.record as R;
+}
+
+/** The task a keyed submit found already started for the same request, as it is now. */
+export async function replayedRecord<R extends AnyTaskRecord>(
+  store: TaskStore,
+  fallback: FallbackKind<R>,
+  kind: R['kind'],
+  ids: { id: string; owner: string; model: string },
+  wf: ExistingTask,
+): Promise<R> {
+  const stored = await store.fingerprintOf(ids.id).catch(() => null);
+  if (stored?.record?.kind === kind) return stored.record as R;
+  if (wf.temporalStatus === 'COMPLETED') {
+    const result = (await wf.result().catch(() => null)) as R | null;
+    if (result) return result;
+  }
+  return fallback.record(
+    {
+      id: ids.id,
+      owner: ids.owner,
+      model: wf.model ?? ids.model,
+      created_at: wf.createdAt,
+      status: statusOf(wf.running, wf.statusAttr),
+      closed_at: wf.closedAt,
+      error: wf.running ? null : endedWithoutResult(wf.temporalStatus),
+    },
+    wf.memo,
+  );
+}
+
+/** What the image and video task services share: their dependencies and how a task id is made. */
+export abstract class TaskServiceBase {
+  private readonly idSecret: Buffer;
+  constructor(
+    protected readonly config: Config,
+    protected readonly store: TaskStore,
+    protected readonly temporal: Client,
+  ) {
+    this.idSecret = idempotencySecret(config.ownerKey);
+  }
+
+  /** The workflow input every task kind starts with: the task, its attempt policy and the model's queue. */
+  protected workflowInput<Q>(
+    caller: Caller,
+    model: ImageModel | VideoModel,
+    id: string,
+    created_at: number,
+    request: Q,
+  ) {
+    return {
+      task: {
+        id,
+        owner: caller.owner,
+        model: model.id,
+        created_at,
+        request,
+        ...(caller.credential ? { credential: caller.credential } : {}),
+      },
+      policy: {
+        timeoutMs: model.timeoutMs,
+        heartbeatTimeoutMs: model.heartbeatTimeoutMs,
+        maxAttempts: model.maxAttempts,
+      },
+      activityQueue: modelTaskQueue(this.config.temporal.taskQueue, model.id),
+    };
+  }
+
+  protected start(t: StartTask) {
+    return startTask({ config: this.config, store: this.store, temporal: this.temporal }, t);
+  }
+
+  /** A random id, or with an Idempotency-Key the one id that key names for this owner. */
+  protected taskId(prefix: 'task' | 'video', owner: string, key: string | undefined): string {
+    return key ? idempotentTaskId(this.idSecret, prefix, owner, key) : `${prefix}_${randomBytes(16).toString('hex')}`;
+  }
+}
