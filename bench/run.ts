@@ -11,10 +11,12 @@ import { loadConfig, modelTaskQueue, ownerOfKey } from '../src/config.js';
 import { connectTemporal } from '../src/temporal/client.js';
 import { TaskStore } from '../src/infra/store.js';
 import type { TaskRecord } from '../src/shared/task.js';
-import { fmt, load, loop, rssMiB, sleep, spawnTs, waitHttp, type LoadResult } from './lib.js';
+import { fmt, load, loop, pct, rssMiB, sleep, spawnTs, waitHttp, type LoadResult } from './lib.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const TOTAL_TASKS = Number(process.env.BENCH_TASKS ?? 10_000);
+/** Tasks per round of the batch comparison with the minimal workflow. */
+const BATCH = Number(process.env.BENCH_BATCH ?? 200);
 const KEY = 'bench-key-owner-0000000000';
 const OTHER_KEY = 'bench-key-other-0000000000';
 
@@ -54,7 +56,6 @@ async function main() {
   const api = spawnTs('src/server.ts', env);
   await waitHttp(`${base}/healthz`);
   await sleep(2000);
-  const idle = { api: apiRss(api.pid!), worker: rssMiB(worker.pid!) };
   const redis = new Redis(redisSvc.url);
   const store = new TaskStore(redis, config.redisPrefix, config.retentionSeconds);
   const { client } = await connectTemporal(config);
@@ -65,13 +66,7 @@ async function main() {
     contents: [{ role: 'user', parts: [{ text: 'bench' }] }],
     generationConfig: { imageConfig: { aspectRatio: '99:1', output: 'url' } },
   });
-  const rows: {
-    what: string;
-    kiln: LoadResult | string;
-    base?: LoadResult | string;
-    baseName?: string;
-    note?: string;
-  }[] = [];
+  const rows: Row[] = [];
   const submitOne = async (key = KEY) =>
     (await (
       await fetch(`${base}/v1beta/models/bench-image:generateContent`, {
@@ -89,6 +84,9 @@ async function main() {
   for (let i = 0; i < 50; i++) await submitOne();
   submitted += 50;
   await drain();
+  // Measured once the worker runs (it bundles its workflows first, in a child process).
+  await sleep(2000);
+  const idle = { api: apiRss(api.pid!), worker: rssMiB(worker.pid!) };
 
   // 1. Submit over HTTP vs a raw workflow start of the same workflow and input.
   const sub = await load({
@@ -123,6 +121,82 @@ async function main() {
   submitted += Math.round(raw.rps * SECONDS);
   rows.push({ what: 'submit (16 connections)', kiln: sub, base: raw, baseName: 'raw client.workflow.start' });
   await drain();
+
+  // 1b. A batch of tasks through Kiln, first submit to all terminal in the read model, vs the least
+  // a task can cost on this Temporal server: a workflow that runs one activity on its own queue and
+  // returns (bench/minimal: its own worker process and bundle, not in Kiln's). Rounds alternate;
+  // the median of each is reported.
+  const minimalWorker = spawnTs('bench/minimal/worker.ts', {
+    TEMPORAL_ADDRESS: temporal.url,
+    MINIMAL_QUEUE: 'bench-min',
+  });
+  const startMinimal = () =>
+    client.workflow.start('minimalBaselineWorkflow', {
+      workflowId: `min_${randomBytes(16).toString('hex')}`,
+      taskQueue: 'bench-min',
+      args: ['bench-min.act'],
+    });
+  for (let i = 0; i < 20; i++) await (await startMinimal()).result(); // waits for its worker; warms it up
+  /** `n` items handed out to `callers` concurrent loops; resolves when every call has returned. */
+  const fanOut = async <T>(n: number, callers: number, fn: () => Promise<T>): Promise<T[]> => {
+    const out: T[] = [];
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: callers }, async () => {
+        while (next++ < n) out.push(await fn());
+      }),
+    );
+    return out;
+  };
+  const minimalRound = async () => {
+    const t = performance.now();
+    const handles = await fanOut(BATCH, 16, startMinimal);
+    await Promise.all(handles.map((h) => h.result()));
+    return performance.now() - t;
+  };
+  const kilnRound = async () => {
+    const t = performance.now();
+    await fanOut(BATCH, 16, () => submitOne());
+    while ((await store.unfinishedCount()) > 0) await sleep(5);
+    return performance.now() - t;
+  };
+  const minimalMs: number[] = [];
+  const kilnMs: number[] = [];
+  for (let round = 0; round < 3; round++) {
+    minimalMs.push(await minimalRound());
+    kilnMs.push(await kilnRound());
+  }
+  submitted += 3 * BATCH;
+  minimalWorker.kill('SIGTERM');
+  const [kilnBatch, minimalBatch] = [pct(kilnMs, 50), pct(minimalMs, 50)];
+  rows.push({
+    what: `${BATCH} tasks, first submit → all terminal in Redis (16 callers, median of 3)`,
+    kiln: `${fmt(kilnBatch, 0)} ms (${fmt(BATCH / (kilnBatch / 1000), 0)} tasks/s; rounds ${kilnMs.map((m) => fmt(m, 0)).join(', ')})`,
+    base: `${fmt(minimalBatch, 0)} ms (rounds ${minimalMs.map((m) => fmt(m, 0)).join(', ')})`,
+    baseName: 'minimal workflow (one activity on its own queue), started by client.workflow.start, all results',
+    ratioText: `time ${fmt(kilnBatch / minimalBatch, 2)}×`,
+  });
+
+  const finish = async () => {
+    await sleep(2000);
+    rows.push({
+      what: 'resident memory, idle after 50 warm-up tasks',
+      kiln: `API ${idle.api}; worker ${fmt(idle.worker)} MiB`,
+    });
+    rows.push({
+      what: `resident memory after ${submitted} tasks`,
+      kiln: `API ${apiRss(api.pid!)}; worker ${fmt(rssMiB(worker.pid!))} MiB`,
+    });
+    report(rows, { seconds: SECONDS });
+    api.kill('SIGTERM');
+    worker.kill('SIGTERM');
+    redis.disconnect();
+    await sleep(1000);
+    await Promise.all([temporal.stop(), redisSvc.stop()]);
+    process.exit(0);
+  };
+  // BENCH_QUICK=1: the task rows only (submit, batch against the minimal workflow) and memory.
+  if (process.env.BENCH_QUICK) return finish();
 
   // Records to read: own finished tasks, another owner's, and well-formed ids that do not exist.
   const own: string[] = [];
@@ -277,7 +351,6 @@ async function main() {
     rawE2e.push(performance.now() - t);
   }
   submitted += 60;
-  const { pct } = await import('./lib.js');
   const asLoad = (v: number[]): LoadResult => ({ rps: NaN, p50: pct(v, 50), p99: pct(v, 99), errors: 0, non2xx: 0 });
   rows.push({
     what: 'end to end: submit → succeeded seen by a 5 ms poll loop',
@@ -306,20 +379,7 @@ async function main() {
     what: `sustained: ${rest} tasks submitted and finished`,
     kiln: `${fmt(rest / elapsed)} tasks/s (${fmt(elapsed)} s, ${sustained.non2xx} non-2xx)`,
   });
-  await sleep(2000);
-  rows.push({ what: 'resident memory, idle after start', kiln: `API ${idle.api}; worker ${fmt(idle.worker)} MiB` });
-  rows.push({
-    what: `resident memory after ${submitted} tasks`,
-    kiln: `API ${apiRss(api.pid!)}; worker ${fmt(rssMiB(worker.pid!))} MiB`,
-  });
-
-  report(rows, { seconds: SECONDS });
-  api.kill('SIGTERM');
-  worker.kill('SIGTERM');
-  redis.disconnect();
-  await sleep(1000);
-  await Promise.all([temporal.stop(), redisSvc.stop()]);
-  process.exit(0);
+  await finish();
 }
 
 /** RSS of the API: its supervisor and each API process (or the one process). */
@@ -340,10 +400,17 @@ function apiRss(pid: number): string {
     : own;
 }
 
-function report(
-  rows: { what: string; kiln: LoadResult | string; base?: LoadResult | string; baseName?: string; note?: string }[],
-  o: { seconds: number },
-) {
+interface Row {
+  what: string;
+  kiln: LoadResult | string;
+  base?: LoadResult | string;
+  baseName?: string;
+  note?: string;
+  /** The last column when the cells are not load results. */
+  ratioText?: string;
+}
+
+function report(rows: Row[], o: { seconds: number }) {
   const cell = (r?: LoadResult | string) =>
     r === undefined
       ? ''
@@ -370,7 +437,7 @@ function report(
     '|---|---|---|---|',
     ...rows.map(
       (r) =>
-        `| ${r.what} | ${cell(r.kiln)} | ${r.baseName ? `${r.baseName}: ${cell(r.base)}` : (r.note ?? '')} | ${ratio(r.kiln, r.base)} |`,
+        `| ${r.what} | ${cell(r.kiln)} | ${r.baseName ? `${r.baseName}: ${cell(r.base)}` : (r.note ?? '')} | ${r.ratioText ?? ratio(r.kiln, r.base)} |`,
     ),
   ];
   const text = lines.join('\n');

@@ -1,5 +1,4 @@
 // Starts the Temporal workers of one process. Used by src/worker.ts and by the tests.
-import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkflowBundleOption } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities } from '../activities/image/index.js';
@@ -8,6 +7,7 @@ import { referenceFetcher } from '../activities/image/references.js';
 import { LocalImageProvider } from '../activities/image/local.js';
 import { videoProviders } from '../activities/video/providers.js';
 import { createVideoActivities } from '../activities/video/index.js';
+import { readModelSinks } from '../activities/read-model.js';
 import { modelTaskQueue, modelsOfKind, type Config } from './config.js';
 import { configuredKeyOf } from './shared/credentials.js';
 import { connectRedis, createStore } from './runtime.js';
@@ -17,8 +17,9 @@ import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { setupTracing, workerTracing } from './ops/tracing.js';
 import { startBeacon } from './ops/worker-beacon.js';
 import { taskTelemetry } from './ops/worker-telemetry.js';
+import { bundleInChild, WORKFLOWS_PATH } from './workflow-bundle.js';
 
-export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+export { WORKFLOWS_PATH };
 
 export interface WorkerOptions {
   /** A prebuilt bundle (tests build it once); by default the workflows are bundled at start. */
@@ -54,6 +55,9 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
       }),
     },
   });
+  // The local providers draw their pictures with jimp (about 27 MiB, loaded on first use): load it
+  // now when a local model is configured, so no first task pays for it inside its upstream budget.
+  if (config.models.some((m) => m.provider === 'local')) await import('../activities/image/render-png.js');
   const videoModels = modelsOfKind(config.models, 'video');
   const video = createVideoActivities({
     store,
@@ -64,22 +68,26 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   const common = { connection, namespace: config.temporal.namespace, dataConverter: dataConverter(config) };
   const tracing = setupTracing(config.ops, 'kiln-worker', opts.spanExporter);
   const wfTracing = workerTracing(tracing, { workflows: true, prebuiltBundle: !!opts.workflowBundle });
+  // Bundled in a child process: webpack would otherwise stay in this one's memory (~90 MiB).
+  const workflowBundle = opts.workflowBundle ?? (await bundleInChild(wfTracing.workflowModules));
   const telemetry = taskTelemetry(log);
   const interceptors = (t: ReturnType<typeof workerTracing>) => ({
-    interceptors: {
-      activity: [telemetry, ...t.activity],
-      ...(t.workflowModules.length ? { workflowModules: t.workflowModules } : {}),
-    },
-    ...(t.sinks ? { sinks: t.sinks } : {}),
+    interceptors: { activity: [telemetry, ...t.activity] },
   });
   const workers = [
     await Worker.create({
       ...common,
       taskQueue: config.temporal.taskQueue,
-      ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
+      workflowBundle,
       ...interceptors(wfTracing),
+      // The read model's `queued` write (no history event), and the tracing exporter if any.
+      sinks: {
+        ...readModelSinks(store, (err) => log.warn({ err: (err as Error).message }, 'queued write failed')),
+        ...(wfTracing.sinks ?? {}),
+      },
       activities: {
         recordTransition: activities.recordTransition,
+        recordOutcome: activities.recordOutcome,
         mayHaveReachedUpstream: activities.mayHaveReachedUpstream,
         recordVideoTransition: video.recordVideoTransition,
         videoMayHaveReachedUpstream: video.videoMayHaveReachedUpstream,

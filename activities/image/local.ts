@@ -4,7 +4,6 @@ import type { BlobStore } from '../../src/infra/blobs.js';
 import { abortableSleep } from '../../src/shared/abortable-sleep.js';
 import type { GenerationResult } from '../../src/shared/task.js';
 import { promptText } from '../../src/shared/prompt.js';
-import { renderPromptPng } from './render-png.js';
 import type { ImageCall, ImageProvider } from './types.js';
 
 export class LocalImageProvider implements ImageProvider {
@@ -14,6 +13,8 @@ export class LocalImageProvider implements ImageProvider {
     await dispatching();
     await abortableSleep(model.latencyMs, signal);
     const cfg = input.request.generationConfig?.imageConfig;
+    // Loaded on first use: jimp and its fonts take about 27 MiB a worker without local models never needs.
+    const { renderPromptPng } = await import('./render-png.js');
     const png = await renderPromptPng({
       prompt: promptText(input.request),
       aspectRatio: cfg?.aspectRatio,

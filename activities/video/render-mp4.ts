@@ -5,7 +5,6 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { renderPromptPng } from '../image/render-png.js';
 
 const run = promisify(execFile);
 
@@ -34,6 +33,7 @@ export async function renderPromptMp4(o: Mp4Options): Promise<Buffer> {
   const { width, height } = renderDimensions(o.size, o.maxSide);
   const dir = await mkdtemp(join(tmpdir(), 'kiln-mp4-'));
   try {
+    const { renderPromptPng } = await import('../image/render-png.js'); // jimp: loaded on first use
     const png = await renderPromptPng({
       prompt: o.prompt || '(workflow input)',
       aspectRatio: `${width}:${height}`,

@@ -4,10 +4,12 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import proto from '@temporalio/proto';
+import type { Sinks } from '@temporalio/workflow';
 import {
   bundleWorkflowCode,
   DefaultLogger,
   Runtime,
+  type InjectedSinks,
   Worker,
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
@@ -79,6 +81,7 @@ export async function startWorker(
   env: TestWorkflowEnvironment,
   taskQueue: string,
   activities: object,
+  sinks?: InjectedSinks<Sinks>,
 ): Promise<{ stop(): Promise<void> }> {
   const worker = await Worker.create({
     connection: env.nativeConnection,
@@ -86,6 +89,7 @@ export async function startWorker(
     taskQueue,
     workflowBundle: await workflowBundle(),
     activities,
+    ...(sinks ? { sinks } : {}),
   });
   const running = worker.run();
   // A worker that fails is reported by stop(), not as an unhandled rejection.

@@ -4,14 +4,14 @@ import { describe, expect, it } from 'vitest';
 import { ApplicationFailure } from '@temporalio/activity';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
-import { createActivities } from '../../activities/image/index.js';
+import { createActivities, type ImageDone } from '../../activities/image/index.js';
 import type { ImageCall, ImageProvider } from '../../activities/image/types.js';
 import { createVideoActivities } from '../../activities/video/index.js';
 import { HttpStatusFailure } from '../../activities/video/http.js';
 import type { VideoCall, VideoProvider } from '../../activities/video/types.js';
 import { TransportFailure, UpstreamFailure } from '../../activities/upstream-http.js';
 import { modelsOfKind, parseModels } from '../../src/config.js';
-import type { GenerationResult, ImageTaskInput } from '../../src/shared/task.js';
+import type { GenerationResult, ImageTaskInput, TaskRecord } from '../../src/shared/task.js';
 import type { VideoTaskInput } from '../../src/shared/video.js';
 import { MemoryStore } from '../support/unit-store.js';
 
@@ -97,6 +97,25 @@ async function failureOf(p: Promise<unknown>): Promise<ApplicationFailure> {
   return err as ApplicationFailure;
 }
 
+/** generateImage's answer for a task that succeeded with RESULT and recorded it itself. */
+const succeeded = (task: ImageTaskInput, written = true) => ({
+  record: {
+    id: task.id,
+    kind: 'image',
+    owner: task.owner,
+    model: task.model,
+    status: 'succeeded',
+    created_at: task.created_at,
+    finished_at: expect.any(Number),
+    candidates: RESULT.candidates,
+    error: null,
+    response_id: RESULT.response_id,
+    model_version: RESULT.model_version,
+  },
+  recorded: true,
+  written,
+});
+
 const dispatchThen =
   <T>(result: () => Promise<T>) =>
   async (call: { dispatching(): Promise<void> }) => {
@@ -109,9 +128,11 @@ describe('generateImage', () => {
     const { acts, calls, store } = image(dispatchThen(async () => RESULT));
     const task = imageTask('img-once');
     const { env, beats } = activityEnv();
-    await expect(env.run(acts.generateImage, task)).resolves.toEqual(RESULT);
+    await expect(env.run(acts.generateImage, task)).resolves.toEqual(succeeded(task));
     expect(calls).toHaveLength(1);
-    expect(store.statuses(task.id)).toEqual(['running']);
+    // `succeeded` too: the workflow only tags and completes.
+    expect(store.statuses(task.id)).toEqual(['running', 'succeeded']);
+    expect(store.records.get(task.id)).toEqual((await store.get(task.id))!);
     expect(store.dispatched.get(task.id)).toBe(1);
     expect(beats).toContainEqual({ dispatched: true });
   });
@@ -133,7 +154,7 @@ describe('generateImage', () => {
     const task = imageTask('img-idem');
     await store.markDispatched(task.id, 1);
     const { env } = activityEnv({ attempt: 2, heartbeatDetails: { dispatched: true } });
-    await expect(env.run(acts.generateImage, task)).resolves.toEqual(RESULT);
+    await expect(env.run(acts.generateImage, task)).resolves.toEqual(succeeded(task));
     expect(calls).toHaveLength(1);
     expect(store.dispatched.get(task.id)).toBe(2);
   });
@@ -141,8 +162,40 @@ describe('generateImage', () => {
   it('the Redis mark decides, not heartbeat details: no mark means the request never left, so it is sent', async () => {
     const { acts, calls } = image(dispatchThen(async () => RESULT));
     const { env } = activityEnv({ attempt: 2, heartbeatDetails: { dispatched: true } });
-    await expect(env.run(acts.generateImage, imageTask('img-once'))).resolves.toEqual(RESULT);
+    const task = imageTask('img-once');
+    await expect(env.run(acts.generateImage, task)).resolves.toEqual(succeeded(task));
     expect(calls).toHaveLength(1);
+  });
+
+  it('a retried attempt that finds its image recorded returns it, sending nothing (its answer was lost, not its image)', async () => {
+    const { acts, calls, store } = image(async () => RESULT);
+    const task = imageTask('img-once');
+    const first = image(
+      dispatchThen(async () => RESULT),
+      store,
+    );
+    const { record } = (await activityEnv().env.run(first.acts.generateImage, task)) as ImageDone;
+    // Attempt 1 recorded `succeeded`, then its worker died before Temporal heard the answer.
+    const { env } = activityEnv({ attempt: 2, heartbeatDetails: { dispatched: true } });
+    await expect(env.run(acts.generateImage, task)).resolves.toEqual({ record, recorded: true, written: false });
+    expect(calls).toHaveLength(0);
+  });
+
+  it('Redis failing the succeeded write keeps the image: the answer says unrecorded, for the workflow to write', async () => {
+    const store = new (class extends MemoryStore {
+      override async transition(r: TaskRecord) {
+        if (r.status === 'succeeded') throw new Error('redis down');
+        return super.transition(r);
+      }
+    })();
+    const { acts } = image(
+      dispatchThen(async () => RESULT),
+      store,
+    );
+    const task = imageTask('img-once');
+    const done = await activityEnv().env.run(acts.generateImage, task);
+    expect(done).toEqual({ ...succeeded(task, false), recorded: false });
+    expect(store.statuses(task.id)).toEqual(['running']);
   });
 
   it('a transport failure before dispatch clears the mark and is retried', async () => {
@@ -235,6 +288,38 @@ describe('generateImage', () => {
     const f = await failureOf(activityEnv().env.run(acts.generateImage, imageTask('nope')));
     expect(f).toMatchObject({ type: 'invalid_request', nonRetryable: true });
     expect(calls).toHaveLength(0);
+  });
+});
+
+describe('recordOutcome', () => {
+  it('writes a terminal record, or answers the terminal record Redis already holds (the first one wins)', async () => {
+    const { acts, store } = image(async () => RESULT);
+    const task = imageTask('img-once');
+    const failed: TaskRecord = {
+      id: task.id,
+      kind: 'image',
+      owner: task.owner,
+      model: task.model,
+      status: 'failed',
+      created_at: task.created_at,
+      finished_at: 1_700_000_001,
+      candidates: null,
+      error: { code: 'upstream_error', message: 'x' },
+    };
+    await expect(acts.recordOutcome(failed)).resolves.toEqual({ record: failed, written: true });
+    const other = imageTask('img-once');
+    const won: TaskRecord = {
+      ...failed,
+      id: other.id,
+      status: 'succeeded',
+      error: null,
+      candidates: RESULT.candidates,
+    };
+    await store.transition(won);
+    await expect(acts.recordOutcome({ ...failed, id: other.id, status: 'uncertain' })).resolves.toEqual({
+      record: won,
+      written: false,
+    });
   });
 });
 

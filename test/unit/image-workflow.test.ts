@@ -2,27 +2,36 @@
 // the task's states, the failure codes, and when a task ends uncertain. Retry back-offs are skipped.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApplicationFailure } from '@temporalio/activity';
+import proto from '@temporalio/proto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Activities } from '../../activities/image/index.js';
 import type { ImageTaskWorkflowInput } from '../../workflows/image-task.js';
 import type { GenerationResult, ImageTaskInput, TaskRecord } from '../../src/shared/task.js';
 import { SEARCH_ATTRIBUTES } from '../../src/shared/task.js';
+import { readModelSinks, settle } from '../../activities/read-model.js';
 import { MemoryStore } from '../support/unit-store.js';
 import { startWorker, timeSkippingEnv, unitQueue } from '../support/unit-temporal.js';
+
+// CommonJS package: read its namespace from the default export.
+const EventType = proto.temporal.api.enums.v1.EventType;
 
 /** What one test's task does: its upstream stand-in, its read model and the calls counted. */
 interface Case {
   generate: (input: ImageTaskInput) => Promise<GenerationResult>;
   store: MemoryStore;
   calls: { generateImage: number; mayHaveReachedUpstream: number };
+  /** The activity's `succeeded` write fails (Redis unreachable at that moment). */
+  unrecorded?: boolean;
 }
 const cases = new Map<string, Case>();
 const caseOf = (id: string) => cases.get(id) ?? expect.unreachable(`no test case for ${id}`);
 
 // The activities as the worker sees them: plain functions, routed to the test that owns the task.
-// The local activities write to an in-memory read model as the real ones write to Redis.
+// They write to an in-memory read model as the real ones write to Redis: generateImage records
+// `running`, then `succeeded` with its image (as activities/image/index.ts does).
 const activities: Activities = {
   recordTransition: (r) => caseOf(r.id).store.transition(r),
+  recordOutcome: (r) => settle(caseOf(r.id).store.asTaskStore(), r),
   mayHaveReachedUpstream: async (i) => {
     const c = caseOf(i.id);
     c.calls.mayHaveReachedUpstream++;
@@ -31,18 +40,12 @@ const activities: Activities = {
   generateImage: async (i) => {
     const c = caseOf(i.id);
     c.calls.generateImage++;
-    await c.store.transition({
-      id: i.id,
-      kind: 'image',
-      owner: i.owner,
-      model: i.model,
-      status: 'running',
-      created_at: i.created_at,
-      finished_at: null,
-      candidates: null,
-      error: null,
-    });
-    return c.generate(i);
+    const base = { id: i.id, kind: 'image' as const, owner: i.owner, model: i.model, created_at: i.created_at };
+    await c.store.transition({ ...base, status: 'running', finished_at: null, candidates: null, error: null });
+    const result = await c.generate(i);
+    const record: TaskRecord = { ...base, status: 'succeeded', finished_at: 1_700_000_100, ...result, error: null };
+    if (c.unrecorded) return { record, recorded: false, written: false };
+    return { ...(await settle(c.store.asTaskStore(), record)), recorded: true };
   },
 };
 
@@ -51,7 +54,13 @@ let env: TestWorkflowEnvironment;
 let worker: { stop(): Promise<void> } | undefined;
 beforeAll(async () => {
   env = await timeSkippingEnv();
-  worker = await startWorker(env, QUEUE, activities);
+  // The `queued` write: the worker's sink (src/workers.ts), on this test's read model.
+  worker = await startWorker(
+    env,
+    QUEUE,
+    activities,
+    readModelSinks({ transition: (r) => caseOf(r.id).store.transition(r) }),
+  );
 });
 afterAll(async () => {
   await worker?.stop();
@@ -75,7 +84,7 @@ const RESULT: GenerationResult = {
 
 let n = 0;
 /** Runs one task with `generate` standing in for the upstream call. */
-async function run(generate: Case['generate'], store = new MemoryStore()) {
+async function run(generate: Case['generate'], store = new MemoryStore(), opts: { unrecorded?: boolean } = {}) {
   const task: ImageTaskInput = {
     id: `task_${String(++n).padStart(32, '0')}`,
     owner: 'owner-1',
@@ -83,7 +92,7 @@ async function run(generate: Case['generate'], store = new MemoryStore()) {
     created_at: 1_700_000_000,
     request: { contents: [{ role: 'user', parts: [{ text: 'a kiln' }] }] },
   };
-  const c: Case = { generate, store, calls: { generateImage: 0, mayHaveReachedUpstream: 0 } };
+  const c: Case = { generate, store, calls: { generateImage: 0, mayHaveReachedUpstream: 0 }, ...opts };
   cases.set(task.id, c);
   // The API writes `accepted` when it starts the workflow.
   await store.transition({
@@ -109,12 +118,14 @@ async function run(generate: Case['generate'], store = new MemoryStore()) {
   });
   const record = (await handle.result()) as TaskRecord;
   const status = (await handle.describe()).searchAttributes[SEARCH_ATTRIBUTES.status];
-  return { task, record, status, calls: c.calls, store };
+  const { events } = await handle.fetchHistory();
+  const history = (events ?? []).map((e) => String(EventType[e.eventType ?? 0]).replace(/^EVENT_TYPE_/, ''));
+  return { task, record, status, calls: c.calls, store, history };
 }
 
 describe('imageTaskWorkflow', () => {
   it('goes accepted → queued → running → succeeded and returns the candidates', async () => {
-    const { task, record, status, calls, store } = await run(async () => RESULT);
+    const { task, record, status, calls, store, history } = await run(async () => RESULT);
     expect(store.statuses(task.id)).toEqual(['accepted', 'queued', 'running', 'succeeded']);
     expect(record).toMatchObject({
       id: task.id,
@@ -128,6 +139,35 @@ describe('imageTaskWorkflow', () => {
     expect(store.records.get(task.id)).toEqual(record);
     expect(status).toEqual(['succeeded']);
     expect(calls).toEqual({ generateImage: 1, mayHaveReachedUpstream: 0 });
+    // No marker: `queued` went through the sink, `succeeded` with the activity.
+    expect(history).not.toContain('MARKER_RECORDED');
+  });
+
+  it("writes `succeeded` itself (one marker) when Redis failed the activity's write", async () => {
+    const { task, record, store, history } = await run(async () => RESULT, new MemoryStore(), { unrecorded: true });
+    expect(store.statuses(task.id)).toEqual(['accepted', 'queued', 'running', 'succeeded']);
+    expect(store.records.get(task.id)).toEqual(record);
+    expect(history.filter((t) => t === 'MARKER_RECORDED')).toHaveLength(1);
+  });
+
+  it('an attempt that recorded its image before its answer was lost: the task succeeded, whatever the retry said', async () => {
+    const { task, record, status, store } = await run(async (i) => {
+      await caseOf(i.id).store.transition({
+        id: i.id,
+        kind: 'image',
+        owner: i.owner,
+        model: i.model,
+        status: 'succeeded',
+        created_at: i.created_at,
+        finished_at: 1_700_000_050,
+        ...RESULT,
+        error: null,
+      });
+      throw ApplicationFailure.nonRetryable('the attempt ended before its answer arrived', 'uncertain');
+    });
+    expect(record).toMatchObject({ status: 'succeeded', candidates: RESULT.candidates, finished_at: 1_700_000_050 });
+    expect(store.records.get(task.id)).toEqual(record);
+    expect(status).toEqual(['succeeded']);
   });
 
   it.each(['auth_failed', 'insufficient_balance', 'upstream_rate_limited', 'invalid_request', 'upstream_timeout'])(
