@@ -4,13 +4,18 @@ import tseslint from 'typescript-eslint';
 import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.tools/**', '.data/**', 'dist/**'] },
+  { ignores: ['node_modules/**', '.tools/**', '.data/**', 'dist/**', 'console/dist/**', 'test-artifacts/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
+  },
+  {
+    // The `kiln` shim is plain JavaScript run by Node.
+    files: ['bin/**/*.js'],
+    languageOptions: { globals: { process: 'readonly', URL: 'readonly' } },
   },
   {
     // A cycle makes module start-up order matter (a value read before its module ran): none allowed,

@@ -11,6 +11,7 @@ import { videoRoutes } from './video/routes.js';
 import type { VideoService } from './video/service.js';
 import { imageRoutes, type ImageRouteDeps } from './image/routes.js';
 import { codecCors, codecRoutes, type CodecDeps } from './http/codec-routes.js';
+import { consoleStatic } from './http/console.js';
 import { observe } from './http/observe.js';
 import { opsRoutes, type OpsDeps } from './http/ops-routes.js';
 import { mountRoutes, type RouteDef } from './http/route-table.js';
@@ -24,6 +25,8 @@ export interface AppDeps extends ImageRouteDeps {
   ops?: OpsDeps & { codec: CodecDeps; tracer?: import('@opentelemetry/api').Tracer };
   chat: ChatService;
   videos: VideoService;
+  /** The built console (default console/dist). */
+  consoleDir?: string;
 }
 
 export type KilnApp = Koa & {
@@ -57,6 +60,9 @@ export function buildApp(deps: AppDeps): KilnApp {
     ...imageRoutes(deps),
   ];
   if (deps.ops) app.use(codecCors(deps.ops.codec.corsOrigins));
+  // The Kiln Console's static files at /console (and `GET /` redirects there): not API operations,
+  // so outside the route tables and /openapi.json.
+  app.use(consoleStatic(deps.consoleDir));
   const router = new Router();
   mountRoutes(router, operations, auth);
   app.use(router.routes());

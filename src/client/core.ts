@@ -19,7 +19,11 @@ export interface ClientOptions {
   fetch?: typeof fetch;
   /** Budget of one HTTP request, ms. Default 60 000. */
   timeoutMs?: number;
-  /** Retries of one-shot calls (submit, chat, video create) after a transport error, 429 or 502/503/504. Default 2. */
+  /**
+   * Retries of one-shot calls (submit, chat, video create) after a transport error, 429 or
+   * 502/503/504. Default 2. Submits and video creates carry one Idempotency-Key over all their
+   * retries, so a retry after a lost answer returns the task the first attempt created.
+   */
   maxRetries?: number;
   /** Polling schedule; defaults follow the contract's guidance (50 s, 10 s, 1200 s). */
   polling?: Partial<PollingOptions>;
@@ -38,6 +42,8 @@ export interface RequestOptions {
   manualRedirect?: boolean;
   /** Return the raw response (streams, downloads) instead of parsed JSON. */
   raw?: boolean;
+  /** Extra headers of this call, sent alike on every retry (e.g. `Idempotency-Key`). */
+  headers?: Record<string, string>;
 }
 
 export interface APIResponse<T> {
@@ -56,7 +62,8 @@ export class KilnCore {
   private readonly defaultHeaders: Record<string, string>;
 
   constructor(opts: ClientOptions = {}) {
-    const env = typeof process !== 'undefined' ? process.env : {};
+    // Read through globalThis: in a browser there is no `process` (and no Node types to name it).
+    const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env ?? {};
     this.baseURL = (opts.baseURL ?? env.KILN_BASE_URL ?? 'http://localhost:8787').replace(/\/+$/, '');
     const apiKey = opts.apiKey ?? env.KILN_API_KEY;
     if (!apiKey) throw new KilnClientError('No API key: pass { apiKey } or set KILN_API_KEY.');
@@ -109,6 +116,7 @@ export class KilnCore {
     const headers: Record<string, string> = {
       accept: 'application/json',
       ...this.defaultHeaders,
+      ...opts.headers,
       authorization: `Bearer ${this.apiKey}`,
     };
     let body: string | undefined;
@@ -143,6 +151,21 @@ export class KilnCore {
       throw new APIConnectionError(`${init.method} ${url}: connection failed (${detail})`, { cause: err });
     }
   }
+}
+
+/**
+ * A fresh `Idempotency-Key` for one logical submit: a random UUID (Node 20 and browsers). Where
+ * `crypto.randomUUID` is missing (a browser page outside a secure context) it is built from
+ * `crypto.getRandomValues`, still 122 random bits.
+ */
+export function newIdempotencyKey(): string {
+  const c = globalThis.crypto;
+  if (typeof c?.randomUUID === 'function') return c.randomUUID();
+  const b = c.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 
 async function readBody(res: Response): Promise<unknown> {

@@ -39,6 +39,8 @@ export class TaskNotReadyError extends KilnAPIError {}
 /** 409 `task_failed`: content asked for a task that ended failed or uncertain. */
 export class TaskFailedError extends KilnAPIError {}
 export class ConflictError extends KilnAPIError {}
+/** 422 `idempotency_key_reused`: the Idempotency-Key was used before for a different request. */
+export class IdempotencyKeyReusedError extends KilnAPIError {}
 export class RequestTooLargeError extends KilnAPIError {}
 export class UnsupportedMediaTypeError extends KilnAPIError {}
 /** 429 `rate_limited`: polled too fast. `retryAfter` says how long to wait. */
@@ -75,6 +77,7 @@ export class PollTimeoutError extends KilnClientError {
 const BY_CODE: Partial<Record<string, typeof KilnAPIError>> = {
   task_not_ready: TaskNotReadyError,
   task_failed: TaskFailedError,
+  idempotency_key_reused: IdempotencyKeyReusedError,
   rate_limited: RateLimitedError,
   queue_full: QueueFullError,
   service_unavailable: ServiceUnavailableError,

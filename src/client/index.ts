@@ -36,11 +36,19 @@ export class Kiln extends KilnCore {
 
 export default Kiln;
 export type { ClientOptions, RequestOptions } from './core.js';
+export { newIdempotencyKey } from './core.js';
 export * from './errors.js';
 export * from './results.js';
 export * from './types.js';
 export { DEFAULT_POLLING, chunk, realClock, type Clock, type PollingOptions, type PollProgress } from './polling.js';
-export { buildImageRequest, isUnfinished, type ImageCreateParams, type ListParams, type WaitOptions } from './tasks.js';
+export {
+  buildImageRequest,
+  isUnfinished,
+  type ImageCreateParams,
+  type ListParams,
+  type SubmitOptions,
+  type WaitOptions,
+} from './tasks.js';
 export { systemMessage, userMessage, streamText, type UserMessageInput } from './chat.js';
 export { UNFINISHED_VIDEO_STATUSES } from './videos.js';
 export { Tasks, Chat, Videos };

@@ -2,7 +2,7 @@
 import type { Candidate, ChatCompletion, Video } from './types.js';
 
 export type ImageOutput =
-  { kind: 'url'; url: string; mimeType?: string } | { kind: 'base64'; mimeType: string; data: Buffer };
+  { kind: 'url'; url: string; mimeType?: string } | { kind: 'base64'; mimeType: string; data: Uint8Array };
 
 /**
  * Images in `candidates[*].content.parts[*].inlineData`, in order: a part without inlineData is
@@ -19,7 +19,7 @@ export function imagesOf(result: { candidates?: Candidate[] | null } | null | un
       if (d.mimeType !== undefined && !d.mimeType.startsWith('image/')) continue;
       if (d.data.startsWith('http'))
         out.push({ kind: 'url', url: d.data, ...(d.mimeType ? { mimeType: d.mimeType } : {}) });
-      else if (d.mimeType) out.push({ kind: 'base64', mimeType: d.mimeType, data: Buffer.from(d.data, 'base64') });
+      else if (d.mimeType) out.push({ kind: 'base64', mimeType: d.mimeType, data: fromBase64(d.data) });
     }
   }
   return out;
@@ -75,5 +75,19 @@ export function imageMimeOf(fileName: string): string | undefined {
 
 /** `data:image/<subtype>;base64,<BASE64_IMAGE>`, the form chat image items need. */
 export function dataUri(mimeType: string, bytes: Uint8Array): string {
-  return `data:${mimeType};base64,${Buffer.from(bytes).toString('base64')}`;
+  return `data:${mimeType};base64,${toBase64(bytes)}`;
+}
+
+// atob/btoa rather than Buffer: the client runs in browsers too (no Node built-ins or globals).
+function fromBase64(b64: string): Uint8Array {
+  const bin = atob(b64.replace(/\s/g, '').replace(/-/g, '+').replace(/_/g, '/'));
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+function toBase64(bytes: Uint8Array): string {
+  let bin = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(bin);
 }

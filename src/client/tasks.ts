@@ -1,6 +1,6 @@
 // Image tasks: submit (generateContent, output=url), get, batch-get, list, content, wait.
 import type { KilnCore } from './core.js';
-import { retryAfterMs } from './core.js';
+import { newIdempotencyKey, retryAfterMs } from './core.js';
 import { KilnClientError } from './errors.js';
 import { pollBatch, pollUntilDone, UNFINISHED_TASK_STATUSES, type PollProgress } from './polling.js';
 import type {
@@ -24,6 +24,15 @@ export interface ImageCreateParams {
   references?: (string | { url: string; mimeType?: string })[];
   system?: string;
   topP?: number;
+}
+
+export interface SubmitOptions {
+  signal?: AbortSignal;
+  /**
+   * The `Idempotency-Key` (1–255 characters 0x21–0x7E). Default: a fresh UUID per call, reused on
+   * that call's retries. Keep it to resubmit after an unknown outcome without a second task.
+   */
+  idempotencyKey?: string;
 }
 
 export interface WaitOptions {
@@ -88,20 +97,27 @@ export const isUnfinished = (status: string): boolean => UNFINISHED_TASK_STATUSE
 export class Tasks {
   constructor(private readonly core: KilnCore) {}
 
-  /** Submits a raw generateContent body as a task (`?output=url` is added). */
-  async submit(
-    model: string,
-    body: GenerateContentRequest,
-    opts: { signal?: AbortSignal } = {},
-  ): Promise<SubmitResponse> {
+  /**
+   * Submits a raw generateContent body as a task (`?output=url` is added). One `Idempotency-Key`
+   * (yours, or a fresh UUID) goes with every retry of this call, so retries never create a second
+   * task; pass your own key to resubmit safely later (e.g. after a crash): the same key and body
+   * return the same task.
+   */
+  async submit(model: string, body: GenerateContentRequest, opts: SubmitOptions = {}): Promise<SubmitResponse> {
     const path = `/v1beta/models/${encodeURIComponent(model)}:generateContent`;
+    const headers = { 'idempotency-key': opts.idempotencyKey ?? newIdempotencyKey() };
     return (
-      await this.core.request<SubmitResponse>('POST', path, { body, query: { output: 'url' }, signal: opts.signal })
+      await this.core.request<SubmitResponse>('POST', path, {
+        body,
+        query: { output: 'url' },
+        signal: opts.signal,
+        headers,
+      })
     ).data;
   }
 
   /** Submits an image task from friendly parameters. */
-  create(params: ImageCreateParams, opts: { signal?: AbortSignal } = {}): Promise<SubmitResponse> {
+  create(params: ImageCreateParams, opts: SubmitOptions = {}): Promise<SubmitResponse> {
     const { model, ...rest } = params;
     return this.submit(model, buildImageRequest(rest), opts);
   }
@@ -109,7 +125,7 @@ export class Tasks {
   /** Submits, then waits by the polling guidance; resolves to the final task (succeeded, failed or uncertain). */
   async createAndWait(
     params: ImageCreateParams,
-    opts: Omit<WaitOptions, 'submittedAt'> & { onSubmitted?: (t: SubmitResponse) => void } = {},
+    opts: Omit<WaitOptions, 'submittedAt'> & SubmitOptions & { onSubmitted?: (t: SubmitResponse) => void } = {},
   ): Promise<ImageTask> {
     const submittedAt = this.core.clock.now();
     const task = await this.create(params, opts);

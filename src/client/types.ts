@@ -30,7 +30,8 @@ export interface SubmitResponse {
   id: string;
   object: 'image.task';
   model: string;
-  status: 'accepted';
+  /** `accepted`; a repeated Idempotency-Key returns the earlier task as it is now. */
+  status: TaskStatus;
   created_at?: number;
   polling_url: string;
   content_url: string;

@@ -1,10 +1,10 @@
 // Video tasks: create, retrieve, wait (same polling guidance as image tasks), content download.
 import type { KilnCore } from './core.js';
-import { retryAfterMs } from './core.js';
+import { newIdempotencyKey, retryAfterMs } from './core.js';
 import { KilnClientError } from './errors.js';
 import { pollUntilDone } from './polling.js';
 import { videoUrlsOf } from './results.js';
-import type { WaitOptions } from './tasks.js';
+import type { SubmitOptions, WaitOptions } from './tasks.js';
 import type { Video, VideoCreateParams } from './types.js';
 
 export const UNFINISHED_VIDEO_STATUSES: readonly string[] = ['queued', 'in_progress', 'accepted', 'running'];
@@ -12,8 +12,10 @@ export const UNFINISHED_VIDEO_STATUSES: readonly string[] = ['queued', 'in_progr
 export class Videos {
   constructor(private readonly core: KilnCore) {}
 
-  async create(params: VideoCreateParams, opts: { signal?: AbortSignal } = {}): Promise<Video> {
-    return (await this.core.request<Video>('POST', '/v1/videos', { body: params, signal: opts.signal })).data;
+  /** Creates a video task; one `Idempotency-Key` (yours, or a fresh UUID) goes with every retry (see `tasks.submit`). */
+  async create(params: VideoCreateParams, opts: SubmitOptions = {}): Promise<Video> {
+    const headers = { 'idempotency-key': opts.idempotencyKey ?? newIdempotencyKey() };
+    return (await this.core.request<Video>('POST', '/v1/videos', { body: params, signal: opts.signal, headers })).data;
   }
 
   async retrieve(id: string, opts: { signal?: AbortSignal } = {}): Promise<Video & { retryAfterMs?: number }> {
@@ -41,7 +43,7 @@ export class Videos {
 
   async createAndWait(
     params: VideoCreateParams,
-    opts: Omit<WaitOptions, 'submittedAt'> & { onSubmitted?: (v: Video) => void } = {},
+    opts: Omit<WaitOptions, 'submittedAt'> & SubmitOptions & { onSubmitted?: (v: Video) => void } = {},
   ): Promise<Video> {
     const submittedAt = this.core.clock.now();
     const video = await this.create(params, opts);

@@ -106,7 +106,7 @@ describe("results by the contract's parsing rules", () => {
     expect(imgs).toEqual([
       { kind: 'url', url: 'https://x/1.png', mimeType: 'image/png' },
       { kind: 'url', url: 'http://x/2' },
-      { kind: 'base64', mimeType: 'image/png', data: png },
+      { kind: 'base64', mimeType: 'image/png', data: new Uint8Array(png) },
     ]);
     expect(imagesOf({ candidates: null })).toEqual([]);
   });

@@ -221,8 +221,17 @@ describe('polling', () => {
 
 describe('routing', () => {
   it('answers an unknown path with 404 not_found as JSON', async () => {
-    for (const p of ['/', '/v1/nothing', '/v1/tasks/a/b/c', '/v1/files/..%2F..%2Fetc%2Fpasswd'])
+    for (const p of ['/v1/nothing', '/v1/tasks/a/b/c', '/v1/files/..%2F..%2Fetc%2Fpasswd', '/console/nothing'])
       expectError(await request(app, 'GET', p), 404, 'not_found');
+    // `GET /` redirects to the console (below); other methods there are still unknown paths.
+    expectError(await request(app, 'POST', '/'), 404, 'not_found');
+    expectError(await request(app, 'POST', '/console/'), 404, 'not_found');
+  });
+
+  it('redirects GET / to the console', async () => {
+    const res = await fetch(`${app.url}/`, { redirect: 'manual' });
+    expect(res.status).toBe(302);
+    expect(res.headers.get('location')).toBe('/console/');
   });
 
   it('answers a wrong method with 405 method_not_allowed and an Allow header', async () => {
