@@ -1,9 +1,25 @@
 // Benchmark plumbing: processes, load runs, percentiles, resident memory.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { ROOT } from '../scripts/services.js';
+import { startBackingServices } from '../scripts/stack.js';
+
+/** The local models the benchmarks run: zero latency, so Kiln, Redis and Temporal are what is measured. */
+export const BENCH_MODELS = [
+  { id: 'bench-image', provider: 'local', latencyMs: 0, idempotent: true, concurrency: 64 },
+  { id: 'bench-video', kind: 'video', provider: 'local', latencyMs: 0, pollIntervalMs: 100 },
+];
+
+/** The benchmark's own backing services (scripts/stack.ts), with the bench models and no rate limits. */
+export function startBenchStack(name: string, extra: Record<string, string> = {}) {
+  return startBackingServices({
+    name,
+    models: BENCH_MODELS,
+    env: { RATE_LIMIT_TASK_MS: '0', RATE_LIMIT_BATCH_MS: '0', ...extra },
+  });
+}
 
 export interface LoadResult {
   rps: number;
@@ -15,6 +31,31 @@ export interface LoadResult {
 
 export function spawnTs(file: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): ChildProcess {
   const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', join(ROOT, file)], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  process.once('exit', () => child.kill('SIGKILL'));
+  return child;
+}
+
+let built = false;
+
+/**
+ * The API as production runs it: compiled JavaScript (`npm run build:server`, once per run), not
+ * through tsx, whose loader thread alone costs ~35 MiB per process.
+ */
+export function spawnApi(env: NodeJS.ProcessEnv, nodeArgs: string[] = []): ChildProcess {
+  if (!built) {
+    execFileSync(
+      process.execPath,
+      [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')],
+      {
+        stdio: 'inherit',
+      },
+    );
+    built = true;
+  }
+  const child = spawn(process.execPath, [...nodeArgs, join(ROOT, 'dist/server/src/server.js')], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'inherit'],
   });

@@ -3,16 +3,14 @@
 // upstream), autocannon loads it, and the profile is summarised: CPU µs per request and the top
 // frames by self time. Results go to stdout as Markdown (BENCHMARKS.md quotes them).
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort, startRedis, startTemporal } from '../scripts/services.js';
 import { loadConfig, ownerOfKey } from '../src/config.js';
 import { TaskStore } from '../src/infra/store.js';
 import type { TaskRecord } from '../src/shared/task.js';
 import type { VideoTaskRecord } from '../src/shared/video.js';
-import { load, sleep, spawnTs, waitHttp, type LoadResult } from './lib.js';
+import { load, sleep, spawnApi, startBenchStack, waitHttp, type LoadResult } from './lib.js';
 import { summarise, type ProfileSummary } from './profile-summary.js';
 
 /** CPU time a process has used so far (user + system), from /proc, in ms. */
@@ -33,36 +31,8 @@ interface Scenario {
 }
 
 async function main() {
-  const dir = mkdtempSync(join(tmpdir(), 'kiln-profile-'));
-  const [redisSvc, temporal] = await Promise.all([
-    startRedis({ dir: join(dir, 'redis'), persist: false }),
-    startTemporal({ dbFile: join(dir, 'temporal.sqlite') }),
-  ]);
-  writeFileSync(
-    join(dir, 'models.json'),
-    JSON.stringify({
-      models: [
-        { id: 'bench-image', provider: 'local', latencyMs: 0 },
-        { id: 'bench-video', kind: 'video', provider: 'local' },
-      ],
-    }),
-  );
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}`;
-  const env = {
-    KILN_SECRET: randomBytes(32).toString('hex'),
-    REDIS_URL: redisSvc.url,
-    TEMPORAL_ADDRESS: temporal.url,
-    MODELS_FILE: join(dir, 'models.json'),
-    PORT: String(port),
-    HOST: '127.0.0.1',
-    PUBLIC_BASE_URL: base,
-    BLOB_DIR: join(dir, 'blobs'),
-    RATE_LIMIT_TASK_MS: '0',
-    RATE_LIMIT_BATCH_MS: '0',
-    LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
-    API_PROCESSES: '1',
-  };
+  const stack = await startBenchStack('profile', { LOG_LEVEL: process.env.LOG_LEVEL ?? 'info', API_PROCESSES: '1' });
+  const { dir, redis: redisSvc, temporal, base, env } = stack;
   const config = loadConfig({ ...process.env, ...env });
   const redis = new Redis(redisSvc.url);
   const store = new TaskStore(redis, config.redisPrefix, config.retentionSeconds);
@@ -132,7 +102,7 @@ async function main() {
   const out: { s: Scenario; load: LoadResult; cpuUs: number; prof: ProfileSummary }[] = [];
   for (const s of scenarios) {
     const profDir = join(dir, `prof-${out.length}`);
-    const api = spawnTs('src/server.ts', env, ['--cpu-prof', `--cpu-prof-dir=${profDir}`]);
+    const api = spawnApi(env, ['--cpu-prof', `--cpu-prof-dir=${profDir}`]);
     await waitHttp(`${base}/healthz`);
     const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
     const run = (seconds: number) =>

@@ -1,17 +1,29 @@
 // `npm run bench`: Kiln side by side with its baselines, in one run, on this machine.
 // Starts its own redis-server, Temporal dev server, worker and API (local provider, zero latency).
 import { randomBytes } from 'node:crypto';
-import { cpus, totalmem, tmpdir } from 'node:os';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { binary, freePort, startRedis, startTemporal, ROOT } from '../scripts/services.js';
+import { binary, freePort, ROOT } from '../scripts/services.js';
 import { loadConfig, modelTaskQueue, ownerOfKey } from '../src/config.js';
 import { connectTemporal } from '../src/temporal/client.js';
 import { TaskStore } from '../src/infra/store.js';
 import type { TaskRecord } from '../src/shared/task.js';
-import { fmt, load, loop, pct, rssMiB, sleep, spawnTs, waitHttp, type LoadResult } from './lib.js';
+import {
+  fmt,
+  load,
+  loop,
+  pct,
+  rssMiB,
+  sleep,
+  spawnApi,
+  spawnTs,
+  startBenchStack,
+  waitHttp,
+  type LoadResult,
+} from './lib.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const TOTAL_TASKS = Number(process.env.BENCH_TASKS ?? 10_000);
@@ -21,39 +33,12 @@ const KEY = 'bench-key-owner-0000000000';
 const OTHER_KEY = 'bench-key-other-0000000000';
 
 async function main() {
-  const dir = mkdtempSync(join(tmpdir(), 'kiln-bench-'));
-  const [redisSvc, temporal] = await Promise.all([
-    startRedis({ dir: join(dir, 'redis'), persist: false }),
-    startTemporal({ dbFile: join(dir, 'temporal.sqlite') }),
-  ]);
-  const [apiPort, barePort] = [await freePort(), await freePort()];
-  const base = `http://127.0.0.1:${apiPort}`;
-  writeFileSync(
-    join(dir, 'models.json'),
-    JSON.stringify({
-      models: [
-        { id: 'bench-image', provider: 'local', latencyMs: 0, idempotent: true, concurrency: 64 },
-        { id: 'bench-video', kind: 'video', provider: 'local', latencyMs: 0, pollIntervalMs: 100 },
-      ],
-    }),
-  );
-  const env = {
-    KILN_SECRET: randomBytes(32).toString('hex'),
-    REDIS_URL: redisSvc.url,
-    TEMPORAL_ADDRESS: temporal.url,
-    MODELS_FILE: join(dir, 'models.json'),
-    PORT: String(apiPort),
-    HOST: '127.0.0.1',
-    PUBLIC_BASE_URL: base,
-    BLOB_DIR: join(dir, 'blobs'),
-    RATE_LIMIT_TASK_MS: '0',
-    RATE_LIMIT_BATCH_MS: '0',
-    MAX_UNFINISHED_TASKS: '1000000',
-    LOG_LEVEL: 'warn',
-  };
+  const stack = await startBenchStack('bench', { MAX_UNFINISHED_TASKS: '1000000' });
+  const { redis: redisSvc, temporal, base, env } = stack;
+  const barePort = await freePort();
   const config = loadConfig({ ...process.env, ...env });
   const worker = spawnTs('src/worker.ts', env);
-  const api = spawnTs('src/server.ts', env);
+  const api = spawnApi(env);
   await waitHttp(`${base}/healthz`);
   await sleep(2000);
   const redis = new Redis(redisSvc.url);

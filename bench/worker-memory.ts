@@ -3,41 +3,16 @@
 // redis-server and Temporal dev server; tasks are started straight on Temporal (no API) and awaited
 // 64 at a time, so what grows is the worker: its workflow cache, its isolates, its pollers.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { startRedis, startTemporal } from '../scripts/services.js';
 import { loadConfig, modelTaskQueue } from '../src/config.js';
 import { connectTemporal } from '../src/temporal/client.js';
-import { fmt, rssMiB, sleep, spawnTs } from './lib.js';
+import { fmt, rssMiB, sleep, spawnTs, startBenchStack } from './lib.js';
 
 const TOTAL = Number(process.env.BENCH_TASKS ?? 10_000);
 const IN_FLIGHT = 64;
 
 async function main() {
-  const dir = mkdtempSync(join(tmpdir(), 'kiln-memory-'));
-  const [redisSvc, temporal] = await Promise.all([
-    startRedis({ dir: join(dir, 'redis'), persist: false }),
-    startTemporal({ dbFile: join(dir, 'temporal.sqlite') }),
-  ]);
-  writeFileSync(
-    join(dir, 'models.json'),
-    JSON.stringify({
-      models: [
-        { id: 'bench-image', provider: 'local', latencyMs: 0, idempotent: true, concurrency: 64 },
-        { id: 'bench-video', kind: 'video', provider: 'local', latencyMs: 0, pollIntervalMs: 100 },
-      ],
-    }),
-  );
-  const env = {
-    KILN_SECRET: randomBytes(32).toString('hex'),
-    REDIS_URL: redisSvc.url,
-    TEMPORAL_ADDRESS: temporal.url,
-    MODELS_FILE: join(dir, 'models.json'),
-    PUBLIC_BASE_URL: 'http://127.0.0.1:1',
-    BLOB_DIR: join(dir, 'blobs'),
-    LOG_LEVEL: 'warn',
-  };
+  const stack = await startBenchStack('memory');
+  const { redis: redisSvc, temporal, env } = stack;
   const config = loadConfig({ ...process.env, ...env });
   const { client } = await connectTemporal(config);
   const worker = spawnTs('src/worker.ts', env);

@@ -36,12 +36,12 @@ async function waitHttp(url: string, children: ChildProcess[], timeoutMs = 90_00
   throw new Error(`${url} did not answer within ${timeoutMs} ms`);
 }
 
-/** Starts everything; `env` adds to (and overrides) the defaults, `models` becomes MODELS_FILE. */
-export async function startStack(opts: {
-  name: string;
-  env?: Record<string, string>;
-  models?: unknown[];
-}): Promise<Stack> {
+/**
+ * A redis-server and a Temporal dev server of their own in a fresh temp dir, and the environment a
+ * Kiln API or worker needs to use them (API on a free port); `env` adds to and overrides the
+ * defaults, `models` becomes MODELS_FILE.
+ */
+export async function startBackingServices(opts: { name: string; env?: Record<string, string>; models?: unknown[] }) {
   const dir = mkdtempSync(join(tmpdir(), `kiln-${opts.name}-`));
   const [redis, temporal] = await Promise.all([
     startRedis({ dir: join(dir, 'redis'), persist: false }),
@@ -64,6 +64,16 @@ export async function startStack(opts: {
     writeFileSync(join(dir, 'models.json'), JSON.stringify({ models: opts.models }));
     env.MODELS_FILE = join(dir, 'models.json');
   }
+  return { dir, redis, temporal, port, base, env, stop: () => Promise.all([redis.stop(), temporal.stop()]) };
+}
+
+/** Starts everything; `env` adds to (and overrides) the defaults, `models` becomes MODELS_FILE. */
+export async function startStack(opts: {
+  name: string;
+  env?: Record<string, string>;
+  models?: unknown[];
+}): Promise<Stack> {
+  const { dir, redis, temporal, base, env } = await startBackingServices(opts);
   const logFile = (which: 'api' | 'worker') => join(dir, `${which}.log`);
   const run = (file: string, which: 'api' | 'worker') => {
     const fd = openSync(logFile(which), 'a');
