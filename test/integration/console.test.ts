@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHROMIUM } from '../support/browser.js';
+import { CHROMIUM, CHROMIUM_ARGS } from '../support/browser.js';
 import { KEY_A, KEY_B, startKiln, type Kiln } from '../support/kiln.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -45,16 +45,7 @@ beforeAll(async () => {
   // A persistent context on a fresh profile directory: storage starts empty and is this test's own.
   context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
+    args: CHROMIUM_ARGS,
     viewport: { width: 1280, height: 900 },
   });
   page = context.pages()[0] ?? (await context.newPage());

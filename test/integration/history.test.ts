@@ -2,7 +2,7 @@
 // Temporal cluster and replayed by a worker that picks the workflow up.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import proto from '@temporalio/proto';
-import { startKiln, http, submitBody, waitForStatus, KEY_A, type Kiln } from '../support/kiln.js';
+import { startKiln, imageSteps, type Kiln } from '../support/kiln.js';
 
 let kiln: Kiln;
 beforeAll(async () => {
@@ -38,15 +38,9 @@ const SUCCESSFUL_TASK = [
 
 describe('workflow history', () => {
   it(`a successful task takes ${SUCCESSFUL_TASK.length} history events, no marker, two workflow tasks`, async () => {
-    const api = http(kiln.baseUrl, KEY_A);
-    const sub = await api('/v1beta/models/kiln-image-1:generateContent', { method: 'POST', json: submitBody() });
-    expect(sub.status).toBe(202);
-    const id: string = sub.json.id;
-    const done = await waitForStatus(
-      () => api(`/v1/tasks/${id}`),
-      (s) => s === 'succeeded' || s === 'failed' || s === 'uncertain',
-    );
-    expect(done.status).toBe('succeeded');
+    const { submit, finish } = imageSteps(() => kiln.baseUrl);
+    const id = await submit('kiln-image-1');
+    expect((await finish(id)).status).toBe('succeeded');
 
     const handle = kiln.api.client.workflow.getHandle(id);
     const result = await handle.result();

@@ -8,6 +8,7 @@ import type { TaskRecord } from '../../src/shared/task.js';
 import type { VideoTaskRecord } from '../../src/shared/video.js';
 import { taskView, videoView } from '../../src/shared/views.js';
 import { http, KEY_A, KEY_B, startKiln, type Kiln } from '../support/kiln.js';
+import { imageRecord, succeededRecord } from '../support/records.js';
 
 let kiln: Kiln;
 let owner: string;
@@ -20,35 +21,8 @@ afterAll(async () => {
 });
 
 const now = () => Math.floor(Date.now() / 1000);
-const image = (status: TaskRecord['status'], over: Partial<TaskRecord> = {}): TaskRecord => ({
-  id: `task_${randomBytes(16).toString('hex')}`,
-  kind: 'image',
-  owner,
-  model: 'kiln-image-1',
-  status,
-  created_at: now(),
-  finished_at: null,
-  candidates: null,
-  error: null,
-  ...over,
-});
-const succeeded = (r: TaskRecord): TaskRecord => ({
-  ...r,
-  status: 'succeeded',
-  finished_at: now(),
-  response_id: 'r1',
-  model_version: 'v1',
-  candidates: [
-    {
-      content: {
-        role: 'model',
-        parts: [{ inlineData: { mimeType: 'image/png', data: 'https://files.example/a.png' } }],
-      },
-      finishReason: 'STOP',
-      index: 0,
-    },
-  ],
-});
+const image = (status: TaskRecord['status'], over: Partial<TaskRecord> = {}) => imageRecord(owner, status, over);
+const succeeded = succeededRecord;
 
 describe('reads from stored views', () => {
   it('shows each transition to the very next poll, batch and list, with the same body a view of the record gives', async () => {

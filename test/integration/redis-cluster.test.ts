@@ -13,7 +13,18 @@ import { ownerOfKey } from '../../src/config.js';
 import { keySlot } from '../../src/infra/slots.js';
 import { indexMember, TaskStore } from '../../src/infra/store.js';
 import type { TaskRecord } from '../../src/shared/task.js';
-import { eventually, http, KEY_A, KEY_B, startKiln, submitBody, waitForStatus, type Kiln } from '../support/kiln.js';
+import {
+  eventually,
+  http,
+  imageSteps,
+  KEY_A,
+  KEY_B,
+  startKiln,
+  submitBody,
+  waitForStatus,
+  type Kiln,
+} from '../support/kiln.js';
+import { imageRecord, succeededRecord } from '../support/records.js';
 
 let cluster: RedisCluster;
 let kiln: Kiln;
@@ -48,35 +59,8 @@ const now = () => Math.floor(Date.now() / 1000);
 const ownerOf = (key: string) => ownerOfKey(kiln.config.ownerKey, key);
 /** The primary (host:port) serving a key, as the API's client sees the cluster. */
 const primaryOf = (key: string) => redis.slots[keySlot(key)][0];
-const image = (owner: string, status: TaskRecord['status'], over: Partial<TaskRecord> = {}): TaskRecord => ({
-  id: `task_${randomBytes(16).toString('hex')}`,
-  kind: 'image',
-  owner,
-  model: 'kiln-image-1',
-  status,
-  created_at: now(),
-  finished_at: null,
-  candidates: null,
-  error: null,
-  ...over,
-});
-const succeeded = (r: TaskRecord): TaskRecord => ({
-  ...r,
-  status: 'succeeded',
-  finished_at: now(),
-  response_id: 'r1',
-  model_version: 'v1',
-  candidates: [
-    {
-      content: {
-        role: 'model',
-        parts: [{ inlineData: { mimeType: 'image/png', data: 'https://files.example/a.png' } }],
-      },
-      finishReason: 'STOP',
-      index: 0,
-    },
-  ],
-});
+const image = imageRecord;
+const succeeded = succeededRecord;
 const newKey = () => `test-key-${randomBytes(12).toString('hex')}`;
 
 async function readyz() {
@@ -94,13 +78,9 @@ describe('Kiln on a Redis Cluster', () => {
 
   it('runs a task: submit → poll → succeeded → batch, list and content; another owner sees nothing', async () => {
     const api = http(kiln.baseUrl, KEY_A);
-    const sub = await api('/v1beta/models/kiln-image-1:generateContent', { method: 'POST', json: submitBody() });
-    expect(sub.status).toBe(202);
-    const id: string = sub.json.id;
-    const done = await waitForStatus(
-      () => api(`/v1/tasks/${id}`),
-      (s) => s === 'succeeded',
-    );
+    const { submit, finish } = imageSteps(() => kiln.baseUrl);
+    const id = await submit('kiln-image-1');
+    const done = await finish(id);
     expect(done).toMatchObject({ id, status: 'succeeded', error: null });
     const url = done.candidates[0].content.parts[0].inlineData.data;
     const batch = await api('/v1/tasks/batch-get', { method: 'POST', json: { ids: [id] } });

@@ -1,0 +1,42 @@
+// Task records written straight into the read model by tests that check how it is read.
+import { randomBytes } from 'node:crypto';
+import type { TaskRecord } from '../../src/shared/task.js';
+
+export const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+/** An image task record of `owner` in `status`, created now; `over` replaces any field. */
+export const imageRecord = (
+  owner: string,
+  status: TaskRecord['status'],
+  over: Partial<TaskRecord> = {},
+): TaskRecord => ({
+  id: `task_${randomBytes(16).toString('hex')}`,
+  kind: 'image',
+  owner,
+  model: 'kiln-image-1',
+  status,
+  created_at: nowSeconds(),
+  finished_at: null,
+  candidates: null,
+  error: null,
+  ...over,
+});
+
+/** The same task, succeeded with one image. */
+export const succeededRecord = (r: TaskRecord): TaskRecord => ({
+  ...r,
+  status: 'succeeded',
+  finished_at: nowSeconds(),
+  response_id: 'r1',
+  model_version: 'v1',
+  candidates: [
+    {
+      content: {
+        role: 'model',
+        parts: [{ inlineData: { mimeType: 'image/png', data: 'https://files.example/a.png' } }],
+      },
+      finishReason: 'STOP',
+      index: 0,
+    },
+  ],
+});
