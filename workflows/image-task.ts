@@ -16,7 +16,13 @@ import type { ReadModelSinks } from '../activities/read-model.js';
 import { IMAGE_CALL } from '../src/shared/upstream.js';
 import { LOCAL_ACTIVITY, upstreamActivity } from './activity-policy.js';
 import { classify, lostAfterSending } from './task-outcome.js';
-import { SEARCH_ATTRIBUTES, type ActivityPolicy, type ImageTaskInput, type TaskRecord } from '../src/shared/task.js';
+import {
+  newImageRecord,
+  SEARCH_ATTRIBUTES,
+  type ActivityPolicy,
+  type ImageTaskInput,
+  type TaskRecord,
+} from '../src/shared/task.js';
 
 export const getTaskQuery = defineQuery<TaskRecord>('getTask');
 
@@ -31,17 +37,7 @@ const { recordTransition, recordOutcome, mayHaveReachedUpstream } = proxyLocalAc
 const { readModel } = proxySinks<ReadModelSinks>();
 
 export async function imageTaskWorkflow({ task, policy, activityQueue }: ImageTaskWorkflowInput): Promise<TaskRecord> {
-  let record: TaskRecord = {
-    id: task.id,
-    kind: 'image',
-    owner: task.owner,
-    model: task.model,
-    status: 'queued',
-    created_at: task.created_at,
-    finished_at: null,
-    candidates: null,
-    error: null,
-  };
+  let record: TaskRecord = newImageRecord(task, 'queued');
   setHandler(getTaskQuery, () => record);
   // Written by the worker before this workflow task completes, so before the upstream activity can
   // start; no marker in history (see activities/read-model.ts).

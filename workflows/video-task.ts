@@ -15,7 +15,13 @@ import {
 import type { VideoActivities } from '../activities/video/index.js';
 import { SEARCH_ATTRIBUTES, type TaskStatus } from '../src/shared/task.js';
 import { VIDEO_CALL } from '../src/shared/upstream.js';
-import type { VideoJob, VideoPolicy, VideoTaskInput, VideoTaskRecord } from '../src/shared/video.js';
+import {
+  newVideoRecord,
+  type VideoJob,
+  type VideoPolicy,
+  type VideoTaskInput,
+  type VideoTaskRecord,
+} from '../src/shared/video.js';
 import { LOCAL_ACTIVITY, upstreamActivity } from './activity-policy.js';
 import { classify, lostAfterSending, type Outcome } from './task-outcome.js';
 
@@ -40,20 +46,7 @@ class OverallTimeout extends Error {}
 export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<VideoTaskRecord> {
   const { task, policy } = input;
   const deadlineMs = input.resume?.deadlineMs ?? Date.now() + policy.overallTimeoutMs;
-  let record: VideoTaskRecord = input.resume?.record ?? {
-    id: task.id,
-    kind: 'video',
-    owner: task.owner,
-    model: task.model,
-    status: 'queued',
-    progress: 0,
-    prompt: task.request.prompt,
-    seconds: task.request.seconds,
-    size: task.request.size,
-    created_at: task.created_at,
-    completed_at: null,
-    error: null,
-  };
+  let record: VideoTaskRecord = input.resume?.record ?? newVideoRecord(task, 'queued');
   setHandler(getVideoTaskQuery, () => record);
   const write = async (next: VideoTaskRecord) => {
     record = next;

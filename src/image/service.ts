@@ -9,7 +9,13 @@ import { KilnError } from '../shared/errors.js';
 import { promptText } from '../shared/prompt.js';
 import { taskSummary } from '../temporal/summary.js';
 import { readFromTemporal, type FallbackKind } from '../temporal/fallback.js';
-import { UNFINISHED_STATUSES, type ImageRequest, type TaskRecord, type TaskStatus } from '../shared/task.js';
+import {
+  newImageRecord,
+  UNFINISHED_STATUSES,
+  type ImageRequest,
+  type TaskRecord,
+  type TaskStatus,
+} from '../shared/task.js';
 import type { ImageTaskWorkflowInput } from '../../workflows/image-task.js';
 import { indexMember } from '../infra/store.js';
 import { pollViews, taskLimiterKey, type ViewText } from '../infra/poll.js';
@@ -101,17 +107,7 @@ export class TaskService extends TaskServiceBase {
       const ids = { id, owner: caller.owner, model: model.id };
       return this.submitted(await replayedRecord(this.store, IMAGE_FALLBACK, 'image', ids, outcome.existing), true);
     }
-    const record: TaskRecord = {
-      id,
-      kind: 'image',
-      owner: caller.owner,
-      model: model.id,
-      status: 'accepted',
-      created_at,
-      finished_at: null,
-      candidates: null,
-      error: null,
-    };
+    const record = newImageRecord(input.task, 'accepted');
     // The workflow records its own transitions; this write makes an immediate poll cheap, and a
     // failure here only means that poll takes the Temporal path.
     await this.store.transition(record).catch(() => undefined);

@@ -82,3 +82,21 @@ export const SEARCH_ATTRIBUTES = {
   model: 'KilnModel',
   status: 'KilnStatus',
 } as const;
+
+/** An image task's record before any result: what a submit writes (accepted) and the workflow starts from (queued). */
+export function newImageRecord(
+  task: Pick<ImageTaskInput, 'id' | 'owner' | 'model' | 'created_at'>,
+  status: TaskStatus,
+): TaskRecord {
+  return {
+    id: task.id,
+    kind: 'image',
+    owner: task.owner,
+    model: task.model,
+    status,
+    created_at: task.created_at,
+    finished_at: null,
+    candidates: null,
+    error: null,
+  };
+}

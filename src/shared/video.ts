@@ -101,3 +101,24 @@ export function videoStatus(status: TaskStatus): 'queued' | 'in_progress' | 'com
 
 /** Any record the read model stores: image and video tasks share the ids' keyspace and ranks. */
 export type AnyTaskRecord = TaskRecord | VideoTaskRecord;
+
+/** A video task's record before any result: what a submit writes (accepted) and the workflow starts from (queued). */
+export function newVideoRecord(
+  task: Pick<VideoTaskInput, 'id' | 'owner' | 'model' | 'created_at' | 'request'>,
+  status: TaskStatus,
+): VideoTaskRecord {
+  return {
+    id: task.id,
+    kind: 'video',
+    owner: task.owner,
+    model: task.model,
+    status,
+    progress: 0,
+    prompt: task.request.prompt,
+    seconds: task.request.seconds,
+    size: task.request.size,
+    created_at: task.created_at,
+    completed_at: null,
+    error: null,
+  };
+}

@@ -6,7 +6,7 @@ import { findModel } from '../infra/models.js';
 import { videoOptions, type VideoModel } from '../config.js';
 import { KilnError } from '../shared/errors.js';
 import { UNFINISHED_STATUSES } from '../shared/task.js';
-import { videoStatus, type VideoRequest, type VideoTaskRecord } from '../shared/video.js';
+import { newVideoRecord, videoStatus, type VideoRequest, type VideoTaskRecord } from '../shared/video.js';
 import type { VideoTaskWorkflowInput } from '../../workflows/video-task.js';
 import type { Caller } from '../infra/auth.js';
 import { pollViews, taskLimiterKey, type ViewText } from '../infra/poll.js';
@@ -80,20 +80,7 @@ export class VideoService extends TaskServiceBase {
         replayed: true,
       };
     }
-    const record: VideoTaskRecord = {
-      id,
-      kind: 'video',
-      owner: caller.owner,
-      model: model.id,
-      status: 'accepted',
-      progress: 0,
-      prompt: request.prompt,
-      seconds: request.seconds,
-      size: request.size,
-      created_at,
-      completed_at: null,
-      error: null,
-    };
+    const record = newVideoRecord(input.task, 'accepted');
     // The workflow records its own transitions; this write makes an immediate poll cheap.
     await this.store.transition(record).catch(() => undefined);
     if (fingerprint) await this.store.rememberFingerprint(id, fingerprint).catch(() => undefined);

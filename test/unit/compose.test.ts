@@ -101,5 +101,11 @@ describe('docker-compose.yml', () => {
     }
     // Required secrets fail loudly when missing rather than defaulting.
     expect(services.api.environment.KILN_SECRET).toMatch(/^\$\{KILN_SECRET:\?/);
+    // The production-shaped stack's settings (scripts/production/, test/production/): Redis Cluster
+    // seeds and API processes are optional, empty meaning unset; Temporal's history shards are set.
+    for (const s of ['api', 'worker'])
+      expect(services[s].environment.REDIS_CLUSTER_NODES).toBe('${REDIS_CLUSTER_NODES:-}');
+    expect(services.api.environment.API_PROCESSES).toBe('${API_PROCESSES:-}');
+    expect(resolved(services.temporal.environment.NUM_HISTORY_SHARDS)).toBe('4');
   });
 });

@@ -7,13 +7,14 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { VideoActivities } from '../../activities/video/index.js';
 import type { VideoTaskWorkflowInput } from '../../workflows/video-task.js';
 import { SEARCH_ATTRIBUTES } from '../../src/shared/task.js';
-import type {
-  VideoCheck,
-  VideoJob,
-  VideoOutput,
-  VideoPolicy,
-  VideoTaskInput,
-  VideoTaskRecord,
+import {
+  newVideoRecord,
+  type VideoCheck,
+  type VideoJob,
+  type VideoOutput,
+  type VideoPolicy,
+  type VideoTaskInput,
+  type VideoTaskRecord,
 } from '../../src/shared/video.js';
 import { MemoryStore } from '../support/unit-store.js';
 import { startWorker, timeSkippingEnv, unitQueue } from '../support/unit-temporal.js';
@@ -71,22 +72,7 @@ afterAll(async () => {
   await env?.teardown();
 });
 
-function record(task: VideoTaskInput): VideoTaskRecord {
-  return {
-    id: task.id,
-    kind: 'video',
-    owner: task.owner,
-    model: task.model,
-    status: 'accepted',
-    progress: 0,
-    prompt: task.request.prompt,
-    seconds: task.request.seconds,
-    size: task.request.size,
-    created_at: task.created_at,
-    completed_at: null,
-    error: null,
-  };
-}
+const record = (task: VideoTaskInput): VideoTaskRecord => newVideoRecord(task, 'accepted');
 
 /** Ten-second checks: five of them are most of a minute of workflow time. */
 const POLICY: VideoPolicy = {
