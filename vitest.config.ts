@@ -1,10 +1,11 @@
 import { defineConfig } from 'vitest/config';
 
-// Two tiers (`npm run test:unit`, `npm run test:integration`; `npm test` runs both):
+// Three tiers (`npm run test:unit`, `npm run test:integration`, `npm run test:production`; `npm test` runs all):
 //   unit         test/unit/**: no Redis, no Temporal dev server. Workflows run on Temporal's
 //                time-skipping test server (.tools/bin/temporal-test-server, from the bootstrap),
 //                the rest on in-memory fakes. Files run in parallel.
 //   integration  test/integration/**: one real redis-server and Temporal dev server for the run.
+//   production   test/production/**: failure drills on the production-shaped stack (`npm run test:production`).
 export default defineConfig({
   test: {
     reporters: ['default'],
@@ -30,6 +31,19 @@ export default defineConfig({
           fileParallelism: false,
           testTimeout: 60_000,
           hookTimeout: 120_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          // test/production/**: Kiln's own processes (2 API, 2 workers) on the production-shaped stack
+          // of scripts/production/ (PostgreSQL, Temporal server, Redis Cluster, moto S3), started once.
+          name: 'production',
+          include: ['test/production/**/*.test.ts'],
+          globalSetup: ['test/production/global-setup.ts'],
+          fileParallelism: false,
+          testTimeout: 240_000,
+          hookTimeout: 300_000,
         },
       },
     ],
