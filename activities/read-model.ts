@@ -4,6 +4,7 @@
 import type { Sinks } from '@temporalio/workflow';
 import type { InjectedSinks } from '@temporalio/worker';
 import type { TaskStore } from '../src/infra/store.js';
+import { retrying } from './retrying.js';
 import { TERMINAL_STATUSES, type TaskRecord } from '../src/shared/task.js';
 
 /** The sinks workflow code may call (`proxySinks<ReadModelSinks>()`). */
@@ -43,18 +44,6 @@ export function readModelSinks(
       },
     },
   };
-}
-
-async function retrying<T>(fn: () => Promise<T>, forMs: number): Promise<T> {
-  const deadline = Date.now() + forMs;
-  for (let delay = 200; ; delay = Math.min(delay * 2, 10_000)) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (Date.now() + delay > deadline) throw err;
-      await new Promise((r) => setTimeout(r, delay).unref());
-    }
-  }
 }
 
 /** A terminal write's answer: the record Redis holds, and whether this write is what put it there. */

@@ -5,6 +5,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { TaskStore } from '../src/infra/store.js';
 import { UNCERTAIN_FAILURE_TYPE } from '../src/shared/errors.js';
 import { notResent, type CallWording } from '../src/shared/upstream.js';
+import { retrying, STORE_RETRY_MS } from './retrying.js';
 import { TransportFailure, UpstreamFailure } from './upstream-http.js';
 
 /** What a call needs of its model (image or video). */
@@ -31,7 +32,19 @@ interface TaskRef {
 }
 
 /** Upstream calls for the tasks of a worker's `models` (one kind: image or video). */
-export function upstreamCalls<M extends UpstreamModel & { id: string }>(store: DispatchStore, models: M[]) {
+export function upstreamCalls<M extends UpstreamModel & { id: string }>(redisStore: DispatchStore, models: M[]) {
+  // Heartbeats go on while a call waits for Redis, so the wait does not look like a dead worker.
+  const patient = <T>(fn: () => Promise<T>) =>
+    retrying(fn, STORE_RETRY_MS, () => {
+      // Local activities (mayHaveReached) have no heartbeat.
+      const ctx = Context.current();
+      if (!ctx.info.isLocal) ctx.heartbeat();
+    });
+  const store: DispatchStore = {
+    wasDispatched: (id) => patient(() => redisStore.wasDispatched(id)),
+    markDispatched: (id, attempt) => patient(() => redisStore.markDispatched(id, attempt)),
+    clearDispatched: (id) => patient(() => redisStore.clearDispatched(id)),
+  };
   const byId = new Map(models.map((m) => [m.id, m]));
   const modelOf = (id: string): M => {
     const model = byId.get(id);
@@ -71,7 +84,7 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(store: D
           UNCERTAIN_FAILURE_TYPE,
         );
       }
-      await started();
+      await patient(started);
       return underBudget(
         model,
         wording,

@@ -4,7 +4,6 @@ import cluster from 'node:cluster';
 import type { Server } from 'node:http';
 import { ConfigError, loadConfig } from './config.js';
 import { createLogger } from './log.js';
-import { createApi } from './runtime.js';
 import { reportListening, superviseApiProcesses } from './ops/api-cluster.js';
 
 /** Longest a stopping API waits for in-flight requests (streamed chat replies included). */
@@ -17,6 +16,8 @@ async function main() {
     superviseApiProcesses(config.apiProcesses, log, SHUTDOWN_GRACE_MS);
     return;
   }
+  // Loaded here, not at the top: the supervisor never serves requests and stays small without it.
+  const { createApi } = await import('./runtime.js');
   const api = await createApi(config, log);
   const server: Server = api.app.listen(config.port, config.host);
   server.on('listening', () => {

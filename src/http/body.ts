@@ -5,6 +5,7 @@ import type { Context, Middleware } from 'koa';
 import { koaBody } from 'koa-body';
 import { KilnError } from '../shared/errors.js';
 import { LIMITS } from '../shared/limits.js';
+import { REPLAYED_HEADER } from '../shared/idempotency.js';
 import { UNFINISHED_STATUSES, type TaskStatus } from '../shared/task.js';
 
 const ALLOWED_ENCODINGS = new Set(['identity', 'gzip', 'br']);
@@ -74,4 +75,11 @@ export function sendView(ctx: Context, view: { status: TaskStatus; json: string 
 export function redirectTo(ctx: Context, url: string): void {
   ctx.status = 302;
   ctx.redirect(url);
+}
+
+/** A submit's answer; a keyed submit that named an earlier task says so (Idempotent-Replayed: true). */
+export function sendSubmitted(ctx: Context, status: number, body: unknown, replayed: boolean): void {
+  if (replayed) ctx.set(REPLAYED_HEADER, 'true');
+  ctx.status = status;
+  ctx.body = body;
 }

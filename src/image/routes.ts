@@ -6,7 +6,7 @@ import { KilnError } from '../shared/errors.js';
 import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
 import type { FsBlobStore } from '../infra/blobs.js';
 import { EXT_BY_TYPE } from '../infra/blobs.js';
-import { jsonBody, redirectTo, sendJsonText, sendView } from '../http/body.js';
+import { jsonBody, redirectTo, sendJsonText, sendSubmitted, sendView } from '../http/body.js';
 import { redirectResponse } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
 import type { TaskService } from './service.js';
@@ -186,15 +186,12 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
             idempotencyKey,
           );
           ctx.set('X-Kiln-Task-Id', taskId);
-          if (replayed) ctx.set(REPLAYED_HEADER, 'true');
-          ctx.body = body;
+          sendSubmitted(ctx, 200, body, replayed);
           return;
         }
         const request = validateSubmit(ctx.request.body, output, model);
         const { response, replayed } = await tasks.submit(caller, model, request, { idempotencyKey });
-        if (replayed) ctx.set(REPLAYED_HEADER, 'true');
-        ctx.status = 202;
-        ctx.body = response;
+        sendSubmitted(ctx, 202, response, replayed);
       },
     }),
 

@@ -2,7 +2,6 @@
 // Temporal only for ids Redis does not know (then the record is repaired).
 import { priorSubmit, replayedRecord, TaskServiceBase } from '../temporal/keyed-submit.js';
 import { requestFingerprint } from '../shared/idempotency.js';
-import { findModel } from '../infra/models.js';
 import { createHash } from 'node:crypto';
 import type { ImageModel } from '../config.js';
 import { KilnError } from '../shared/errors.js';
@@ -74,10 +73,8 @@ export interface ListQuery {
   before_id?: string;
 }
 
-export class TaskService extends TaskServiceBase {
-  model(id: string): ImageModel {
-    return findModel(this.config.models, 'image', id);
-  }
+export class TaskService extends TaskServiceBase<'image'> {
+  protected readonly kind = 'image';
 
   async submit(
     caller: Caller,

@@ -3,7 +3,8 @@
 // second workflow for the key.
 import { randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import { modelTaskQueue, type Config, type ImageModel, type VideoModel } from '../config.js';
+import { modelTaskQueue, type Config, type ImageModel, type Model, type VideoModel } from '../config.js';
+import { findModel } from '../infra/models.js';
 import type { Caller } from '../infra/auth.js';
 import type { TaskStore } from '../infra/store.js';
 import { idempotencySecret, idempotentTaskId } from '../shared/idempotency.js';
@@ -59,7 +60,8 @@ export async function replayedRecord<R extends AnyTaskRecord>(
 }
 
 /** What the image and video task services share: their dependencies and how a task id is made. */
-export abstract class TaskServiceBase {
+export abstract class TaskServiceBase<K extends 'image' | 'video'> {
+  protected abstract readonly kind: K;
   private readonly idSecret: Buffer;
   constructor(
     protected readonly config: Config,
@@ -67,6 +69,11 @@ export abstract class TaskServiceBase {
     protected readonly temporal: Client,
   ) {
     this.idSecret = idempotencySecret(config.ownerKey);
+  }
+
+  /** This kind's model of that id; model_not_found otherwise. */
+  model(id: string): Extract<Model, { kind: K }> {
+    return findModel(this.config.models, this.kind, id);
   }
 
   /** The workflow input every task kind starts with: the task, its attempt policy and the model's queue. */

@@ -11,7 +11,7 @@ import { parseVideoBody, validateVideo, VideoBody } from './validate.js';
 import type { VideoService } from './service.js';
 import { KilnError } from '../shared/errors.js';
 import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
-import { jsonBody, redirectTo, sendView } from '../http/body.js';
+import { jsonBody, redirectTo, sendSubmitted, sendView } from '../http/body.js';
 import { redirectResponse } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
 import { Video } from './openapi.js';
@@ -143,9 +143,7 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
         const model = videos.model(body.model);
         const request = validateVideo(body, model);
         const { video, replayed } = await videos.submit(caller, model, request, { idempotencyKey });
-        if (replayed) ctx.set(REPLAYED_HEADER, 'true');
-        ctx.status = 200;
-        ctx.body = video;
+        sendSubmitted(ctx, 200, video, replayed);
       },
     }),
 

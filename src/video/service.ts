@@ -2,7 +2,6 @@
 // (behind the same limiter as image tasks) and reach Temporal only when Redis has no record.
 import { priorSubmit, replayedRecord, TaskServiceBase } from '../temporal/keyed-submit.js';
 import { requestFingerprint } from '../shared/idempotency.js';
-import { findModel } from '../infra/models.js';
 import { videoOptions, type VideoModel } from '../config.js';
 import { KilnError } from '../shared/errors.js';
 import { UNFINISHED_STATUSES } from '../shared/task.js';
@@ -38,10 +37,8 @@ const VIDEO_FALLBACK: FallbackKind<VideoTaskRecord> = {
   },
 };
 
-export class VideoService extends TaskServiceBase {
-  model(id: string): VideoModel {
-    return findModel(this.config.models, 'video', id);
-  }
+export class VideoService extends TaskServiceBase<'video'> {
+  protected readonly kind = 'video';
 
   async submit(
     caller: Caller,

@@ -85,13 +85,7 @@ export class MemoryStore implements StoreApi {
   }
 
   /** As the store's read script: the limiter first, then each id's stored view for this owner and kind. */
-  async read(
-    ids: string[],
-    owner: string,
-    kind: AnyTaskRecord['kind'],
-    limiterKey: string | null,
-    intervalMs: number,
-  ): Promise<ReadOutcome> {
+  async read(...[ids, owner, kind, limiterKey, intervalMs]: Parameters<TaskStore['read']>): Promise<ReadOutcome> {
     this.check();
     if (limiterKey !== null && intervalMs > 0) {
       const now = Date.now();
