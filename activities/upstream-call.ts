@@ -77,7 +77,8 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(redisSto
     ): Promise<T> {
       const model = modelOf(task.model);
       const attempt = Context.current().info.attempt;
-      // The Redis mark is awaited before sending, unlike heartbeats, which are throttled and may be lost with the worker.
+      // The Redis mark is awaited before sending, unlike heartbeats, which are throttled and may be lost with the
+      // worker.
       if (attempt > 1 && !model.idempotent && (await store.wasDispatched(task.id))) {
         throw ApplicationFailure.nonRetryable(
           notResent(wording, 'the attempt ended before its answer arrived'),

@@ -130,14 +130,16 @@ async function main() {
   }
 
   console.log(
-    `# API read-path profile (${new Date().toISOString().slice(0, 10)}, ${SECONDS} s per scenario, LOG_LEVEL=${env.LOG_LEVEL})\n`,
+    `# API read-path profile (${new Date().toISOString().slice(0, 10)}, ${SECONDS} s ` +
+      `per scenario, LOG_LEVEL=${env.LOG_LEVEL})\n`,
   );
   for (const { s, load: l, cpuUs, prof } of out) {
     console.log(
       `## ${s.name} (${s.connections} connections): ${l.rps.toFixed(0)} req/s, p50 ${l.p50} ms, p99 ${l.p99} ms`,
     );
     console.log(
-      `CPU per request: **${cpuUs.toFixed(0)} µs** (user + system, /proc); profiled busy ${prof.usPerRequest.toFixed(0)} µs/req\n`,
+      `CPU per request: **${cpuUs.toFixed(0)} µs** (user + system, ` +
+        `/proc); profiled busy ${prof.usPerRequest.toFixed(0)} µs/req\n`,
     );
     console.log('| self µs/req | share | frame |\n|---:|---:|---|');
     for (const f of prof.top)

@@ -156,7 +156,9 @@ async function main() {
   const [kilnBatch, minimalBatch] = [pct(kilnMs, 50), pct(minimalMs, 50)];
   rows.push({
     what: `${BATCH} tasks, first submit → all terminal in Redis (16 callers, median of 3)`,
-    kiln: `${fmt(kilnBatch, 0)} ms (${fmt(BATCH / (kilnBatch / 1000), 0)} tasks/s; rounds ${kilnMs.map((m) => fmt(m, 0)).join(', ')})`,
+    kiln:
+      `${fmt(kilnBatch, 0)} ms (${fmt(BATCH / (kilnBatch / 1000), 0)} tasks/s; ` +
+      `rounds ${kilnMs.map((m) => fmt(m, 0)).join(', ')})`,
     base: `${fmt(minimalBatch, 0)} ms (rounds ${minimalMs.map((m) => fmt(m, 0)).join(', ')})`,
     baseName: 'minimal workflow (one activity on its own queue), started by client.workflow.start, all results',
     ratioText: `time ${fmt(kilnBatch / minimalBatch, 2)}×`,
@@ -401,7 +403,8 @@ function report(rows: Row[], o: { seconds: number }) {
       ? ''
       : typeof r === 'string'
         ? r
-        : `${fmt(r.rps, 0)} req/s · p50 ${fmt(r.p50)} ms · p99 ${fmt(r.p99)} ms${r.errors + r.non2xx ? ` · ${r.errors + r.non2xx} errors` : ''}`;
+        : `${fmt(r.rps, 0)} req/s · p50 ${fmt(r.p50)} ms · ` +
+          `p99 ${fmt(r.p99)} ms${r.errors + r.non2xx ? ` · ${r.errors + r.non2xx} errors` : ''}`;
   const ratio = (a: LoadResult | string, b?: LoadResult | string) => {
     if (typeof a === 'string' || b === undefined || typeof b === 'string') return '';
     return Number.isFinite(a.rps) && Number.isFinite(b.rps)

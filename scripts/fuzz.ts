@@ -2,7 +2,8 @@
 // of a whole Kiln started here (own Redis, Temporal dev server, worker, API; local providers).
 // Checks: no 5xx, responses match their documented schema (so every error is {error:{code,message}}),
 // only documented status codes, content types and headers; stateful runs follow the document's links
-// (submit -> poll, batch poll, content) and check that created tasks can be read. Bounded by FUZZ_SECONDS (default 180);
+// (submit -> poll, batch poll, content) and check that created tasks can be read. Bounded by FUZZ_SECONDS (default
+// 180);
 // exits non-zero when schemathesis reports a failure. FUZZ_EXAMPLES (default 40) caps the
 // examples per operation and phase, FUZZ_SEED makes a run repeatable, FUZZ_ARGS adds options.
 import { spawn } from 'node:child_process';
@@ -94,7 +95,8 @@ async function main() {
         ...extra,
       ];
       console.log(
-        `[fuzz] schemathesis run <kiln>/openapi.json --max-time ${seconds} --checks ${CHECKS.join(',')} --max-examples ${EXAMPLES} ${args.join(' ')}`,
+        `[fuzz] schemathesis run <kiln>/openapi.json ` +
+          `--max-time ${seconds} --checks ${CHECKS.join(',')} --max-examples ${EXAMPLES} ${args.join(' ')}`,
       );
       // Its working directory is the run's own, where it keeps its cache (not the checkout).
       const child = spawn(SCHEMATHESIS, all, {
@@ -156,8 +158,10 @@ function schemathesisConfig(token: string): string {
       .join(', ')} }\n`;
   const dict = (name: string) => `{ dictionary = "${name}", probability = 0.8 }`;
   return [
-    `[dictionaries.image]\nvalues = ${ids('image')}\n[dictionaries.chat]\nvalues = ${ids('chat')}\n[dictionaries.video]\nvalues = ${ids('video')}\n[dictionaries.output]\nvalues = ["url"]\n` +
-      '[dictionaries.aspect]\nvalues = ["99:1", "1:99", "16:9"]\n[dictionaries.size]\nvalues = ["1K"]\n[dictionaries.prompt]\nvalues = ["a red fox in the snow", "a lighthouse at dusk"]\n',
+    `[dictionaries.image]\nvalues = ${ids('image')}\n[dictionaries.chat]\nvalues ` +
+      `= ${ids('chat')}\n[dictionaries.video]\nvalues = ${ids('video')}\n[dictionaries.output]\nvalues = ["url"]\n` +
+      '[dictionaries.aspect]\nvalues = ["99:1", "1:99", "16:9"]\n[dictionaries.size]\nvalues = ' +
+      '["1K"]\n[dictionaries.prompt]\nvalues = ["a red fox in the snow", "a lighthouse at dusk"]\n',
     // A submission passes only with output=url (query and body agreeing), a prompt, a W:H ratio and a
     // known size: without these values nearly none would start a task, and the stateful phase
     // (submit -> poll -> content -> file) would have nothing to follow. Small pictures keep it cheap.

@@ -146,7 +146,8 @@ async function main() {
     env: { POLL_AFTER_SECONDS: '1', RATE_LIMIT_BATCH_MS: '500', RATE_LIMIT_TASK_MS: '1000', LOG_LEVEL: 'warn' },
   });
   console.log(
-    `[soak] Kiln at ${stack.base}; ${CLIENTS} clients for ${SECONDS} s (${INFLIGHT} unfinished tasks each), then up to ${DRAIN_SECONDS} s to drain`,
+    `[soak] Kiln at ${stack.base}; ${CLIENTS} clients for ${SECONDS} s ` +
+      `(${INFLIGHT} unfinished tasks each), then up to ${DRAIN_SECONDS} s to drain`,
   );
   const t0 = Date.now();
   const submitUntil = t0 + SECONDS * 1000;
@@ -169,14 +170,18 @@ async function main() {
     .trim()
     .split('\n')[0];
   const lines = [
-    `Run: \`SOAK_SECONDS=${SECONDS} npm run soak\` (${CLIENTS} clients, ${INFLIGHT} unfinished tasks each, local model latency ${LATENCY_MS} ms; ` +
+    `Run: \`SOAK_SECONDS=${SECONDS} npm run soak\` (${CLIENTS} clients, ${INFLIGHT} unfinished ` +
+      `tasks each, local model latency ${LATENCY_MS} ms; ` +
       'service: POLL_AFTER_SECONDS=1, RATE_LIMIT_BATCH_MS=500) on ' +
       new Date().toISOString(),
-    `Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${f(totalmem() / 2 ** 30)} GiB; Node ${process.version}; ${temporalVersion}. Clients, API, worker, Temporal dev server and Redis share those cores.`,
+    `Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${f(totalmem() / 2 ** 30)} GiB; ` +
+      `Node ${process.version}; ${temporalVersion}. Clients, API, ` +
+      `worker, Temporal dev server and Redis share those cores.`,
     '',
     '| Measure | Value |',
     '|---|---|',
-    `| tasks submitted (202) | ${stats.submitted} (${f(stats.submitted / SECONDS)} tasks/s over the ${SECONDS} s of submissions) |`,
+    `| tasks submitted (202) | ${stats.submitted} (${f(stats.submitted / SECONDS)} tasks/s ` +
+      `over the ${SECONDS} s of submissions) |`,
     `| succeeded / failed / uncertain | ${count('succeeded')} / ${count('failed')} / ${count('uncertain')} |`,
     `| lost (never terminal, or not_found) | ${lost} |`,
     `| finished tasks per second | ${f((stats.submitted - lost) / elapsed)} (over the whole ${f(elapsed)} s) |`,
@@ -187,8 +192,10 @@ async function main() {
     `| 5xx | ${fivexx} |`,
     `| 429 | ${stats.status.get(429) ?? 0} |`,
     `| transport errors (no HTTP status) | ${stats.transport} |`,
-    `| submit latency | p50 ${f(pct(stats.submitMs, 50))} ms · p99 ${f(pct(stats.submitMs, 99))} ms (${stats.submitMs.length} calls) |`,
-    `| batch-poll latency | p50 ${f(pct(stats.pollMs, 50))} ms · p99 ${f(pct(stats.pollMs, 99))} ms (${stats.pollMs.length} calls) |`,
+    `| submit latency | p50 ${f(pct(stats.submitMs, 50))} ms · ` +
+      `p99 ${f(pct(stats.submitMs, 99))} ms (${stats.submitMs.length} calls) |`,
+    `| batch-poll latency | p50 ${f(pct(stats.pollMs, 50))} ms · ` +
+      `p99 ${f(pct(stats.pollMs, 99))} ms (${stats.pollMs.length} calls) |`,
     `| wall time until every task was terminal | ${f(elapsed)} s |`,
   ];
   const text = lines.join('\n');

@@ -33,7 +33,8 @@ export const EnvSchema = z.object({
             .string()
             .refine(
               (x) => /^[^\s:,]+:[1-9]\d{0,4}$/.test(x) && Number(x.split(':')[1]) <= 65535,
-              'REDIS_CLUSTER_NODES is a comma-separated list of host:port seeds (port 1-65535), e.g. 10.0.0.1:6379,10.0.0.2:6379',
+              'REDIS_CLUSTER_NODES is a comma-separated list of host:port ' +
+                'seeds (port 1-65535), e.g. 10.0.0.1:6379,10.0.0.2:6379',
             ),
         ),
       )
@@ -63,7 +64,10 @@ export const EnvSchema = z.object({
     z.string().min(32, 'KILN_OPERATOR_TOKEN must be at least 32 characters (e.g. `openssl rand -hex 32`)').optional(),
   ),
   CODEC_CORS_ORIGINS: z.string().default(''),
-  /** Characters of the prompt shown in the Web UI's workflow summary, which is stored unencrypted: 0 keeps prompts out of history. */
+  /**
+   * Characters of the prompt shown in the Web UI's workflow summary, which is stored unencrypted: 0 keeps prompts out
+   * of history.
+   */
   SUMMARY_PROMPT_CHARS: int(0).pipe(
     z.number().max(200, 'SUMMARY_PROMPT_CHARS is at most 200 (the summary is at most 256 bytes)'),
   ),
@@ -323,7 +327,8 @@ function blobStoreConfig(e: z.infer<typeof EnvSchema>): BlobStoreConfig {
   if (!e.S3_BUCKET) throw new ConfigError('Invalid configuration:\n  S3_BUCKET: required when BLOB_STORE=s3');
   if (!e.S3_ACCESS_KEY_ID !== !e.S3_SECRET_ACCESS_KEY)
     throw new ConfigError(
-      'Invalid configuration:\n  S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY go together (or leave both unset for the AWS default credential chain)',
+      'Invalid configuration:\n  S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY go ' +
+        'together (or leave both unset for the AWS default credential chain)',
     );
   return {
     kind: 's3',

@@ -59,7 +59,8 @@ export async function copyToBlobs(
   if (!res.ok)
     throw new HttpStatusFailure(
       res.status,
-      `the finished file could not be downloaded: upstream answered ${res.status}: ${upstreamMessage(await res.text().catch(() => ''), key)}`,
+      `the finished file could not be downloaded: upstream ` +
+        `answered ${res.status}: ${upstreamMessage(await res.text().catch(() => ''), key)}`,
     );
   const declared = Number(res.headers.get('content-length') ?? 0);
   if (declared > MAX_VIDEO_BYTES)

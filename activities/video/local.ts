@@ -43,7 +43,8 @@ export class LocalVideoProvider implements VideoProvider {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
         throw new UpstreamFailure(
           'upstream_error',
-          `the local video renderer needs ffmpeg (${this.ffmpeg} not found): run scripts/bootstrap.sh or set FFMPEG_BIN`,
+          `the local video renderer needs ffmpeg (${this.ffmpeg} not ` +
+            `found): run scripts/bootstrap.sh or set FFMPEG_BIN`,
         );
       }
       throw new UpstreamFailure(

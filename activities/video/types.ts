@@ -18,7 +18,10 @@ export interface VideoFinished {
 
 /** One provider speaks one upstream's create / check / fetch; the workflow waits between checks. */
 export interface VideoProvider {
-  /** `dispatching` must be awaited right before the create request can reach the upstream (it makes `uncertain` decidable). */
+  /**
+   * `dispatching` must be awaited right before the create request can reach the upstream (it makes `uncertain`
+   * decidable).
+   */
   create(call: VideoCall & { dispatching: Dispatching }): Promise<VideoJob>;
   check(call: VideoCall & { job: VideoJob }): Promise<VideoCheck>;
   /** Copies the finished outputs into Kiln's blob store, so links never expire with the upstream's. */

@@ -13,7 +13,10 @@ interface Envelope<T> {
   data?: T;
 }
 
-/** The workflow's inputs: the model's node mapping for prompt/image/seconds/size, then the caller's own entries (which win). */
+/**
+ * The workflow's inputs: the model's node mapping for prompt/image/seconds/size, then the caller's own entries (which
+ * win).
+ */
 export function nodeInfoList(call: VideoCall): NodeInfo[] {
   const r = call.input.request;
   const out = new Map<string, NodeInfo>();

@@ -160,7 +160,9 @@ export interface Backing {
   redis: KilnDeploymentOptions['redis'];
   /** The single redis-server (mode single). */
   single?: Service;
-  /** Ports of the Redis nodes that execute Kiln's commands (the primaries in cluster mode; replicas only replay them). */
+  /**
+   * Ports of the Redis nodes that execute Kiln's commands (the primaries in cluster mode; replicas only replay them).
+   */
   redisPorts(): Promise<number[]>;
   stop(): Promise<void>;
 }

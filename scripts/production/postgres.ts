@@ -141,7 +141,8 @@ async function initdb(dataDir: string, runAs: RunAs | undefined): Promise<void> 
     // The postgres user must be able to reach the directory through every parent.
     await run('test', ['-w', dataDir], { runAs }).catch(() => {
       throw new Error(
-        `the 'postgres' user cannot write ${dataDir} (a parent directory is not searchable by it); choose another --dir`,
+        `the 'postgres' user cannot write ${dataDir} (a parent ` +
+          `directory is not searchable by it); choose another --dir`,
       );
     });
   }

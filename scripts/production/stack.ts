@@ -117,7 +117,8 @@ export async function startProductionStack(opts: ProductionStackOptions = {}): P
   const numHistoryShards = opts.numHistoryShards ?? saved.numHistoryShards ?? 4;
   if (saved.numHistoryShards && saved.numHistoryShards !== numHistoryShards) {
     throw new Error(
-      `${dir} holds a Temporal database with ${saved.numHistoryShards} history shards; pass fresh to recreate it with ${numHistoryShards}`,
+      `${dir} holds a Temporal database with ${saved.numHistoryShards} history ` +
+        `shards; pass fresh to recreate it with ${numHistoryShards}`,
     );
   }
 
@@ -244,8 +245,10 @@ async function main(argv: string[]): Promise<void> {
   const pids = (p: Proc) => p.pid() ?? '-';
   console.log(
     [
-      `Temporal    ${stack.temporal.address}  namespace ${stack.temporal.namespace}  (pid ${pids(stack.temporal.proc)}, HTTP ${stack.temporal.httpUrl}, metrics ${stack.temporal.metricsUrl})`,
-      `PostgreSQL  127.0.0.1:${stack.postgres.port}  (pid ${pids(stack.postgres.proc)}, socket dir ${stack.postgres.socketDir})`,
+      `Temporal    ${stack.temporal.address}  namespace ${stack.temporal.namespace}  ` +
+        `(pid ${pids(stack.temporal.proc)}, HTTP ${stack.temporal.httpUrl}, metrics ${stack.temporal.metricsUrl})`,
+      `PostgreSQL  127.0.0.1:${stack.postgres.port}  ` +
+        `(pid ${pids(stack.postgres.proc)}, socket dir ${stack.postgres.socketDir})`,
       `Redis       ${stack.redis.nodeList}  (pids ${stack.redis.nodes.map((n) => pids(n.proc)).join(' ')})`,
       `S3 (moto)   ${stack.s3.endpoint}  bucket ${stack.s3.bucket}  (pid ${pids(stack.s3.proc)})`,
       `State       ${stack.dir}   env: ${join(stack.dir, 'stack.env')}`,

@@ -155,7 +155,9 @@ export async function startTemporalServer(opts: TemporalOptions): Promise<Tempor
   if (!existsSync(dynamicConfig))
     writeFileSync(
       dynamicConfig,
-      '# Temporal dynamic config (polled every 10s). Keys: https://github.com/temporalio/temporal/blob/main/common/dynamicconfig/constants.go\nlimit.maxIDLength:\n  - value: 255\n',
+      '# Temporal dynamic config (polled every 10s). Keys: ' +
+        'https://github.com/temporalio/temporal/blob/main/common/dynamicconfig/constants.go\nlimit.maxIDLength:\n ' +
+        ' - value: 255\n',
     );
 
   const proc = new Proc(

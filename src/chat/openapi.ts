@@ -24,7 +24,9 @@ export const ChatCompletion = z
   .meta({
     id: 'ChatCompletion',
     description:
-      'Upstream fields beyond these (system_fingerprint, logprobs …) are passed on. With `stream: true` the answer is ' +
-      '`text/event-stream`: `data: <chat.completion.chunk>` events relayed as they arrive, then `data: [DONE]`; a failure ' +
+      'Upstream fields beyond these (system_fingerprint, logprobs ' +
+      '…) are passed on. With `stream: true` the answer is ' +
+      '`text/event-stream`: `data: <chat.completion.chunk>` events ' +
+      'relayed as they arrive, then `data: [DONE]`; a failure ' +
       'after the first event ends the stream with `data: {"error": {"code", "message"}}`.',
   });

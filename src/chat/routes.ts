@@ -59,8 +59,10 @@ export function chatRoutes({ chat, log }: ChatRouteDeps): RouteDef[] {
       tags: ['chat'],
       summary: 'Multimodal chat completion (text and data-URI images in, text out), synchronous, optionally streamed',
       description:
-        'Limits per chat model: `maxBodyBytes` (request body after gzip/br decompression), `maxImages`, `maxImageBytes` ' +
-        '(one image, decoded), `maxOutputTokens` (highest max_tokens). When the client disconnects, the upstream request is aborted.',
+        'Limits per chat model: `maxBodyBytes` (request body after ' +
+        'gzip/br decompression), `maxImages`, `maxImageBytes` ' +
+        '(one image, decoded), `maxOutputTokens` (highest max_tokens). ' +
+        'When the client disconnects, the upstream request is aborted.',
       // The body limit and the schema depend on the model the body names: the service validates it.
       request: { body: ChatRequest, checkedByHandler: ['body'] },
       responses: {

@@ -46,7 +46,8 @@ export class ChatService {
     if (bodyBytes !== undefined && bodyBytes > model.maxBodyBytes) {
       throw new KilnError(
         'request_too_large',
-        `The request body has ${bodyBytes} bytes after decompression; model ${model.id} accepts at most ${model.maxBodyBytes}.`,
+        `The request body has ${bodyBytes} bytes after decompression; ` +
+          `model ${model.id} accepts at most ${model.maxBodyBytes}.`,
       );
     }
     const { request, images } = validateChat(raw, model);

@@ -9,9 +9,11 @@ import type { ChatMessage, ChatRequest, ImageInfo } from './types.js';
 export const CHAT_LIMITS = { messages: 1000, itemsPerMessage: 100 } as const;
 
 const CONTENT_MUST_BE_ARRAY =
-  'must be an array of content items, e.g. [{"type": "text", "text": "…"}]; a string or a single object is not accepted';
+  'must be an array of content items, e.g. [{"type": "text", ' +
+  '"text": "…"}]; a string or a single object is not accepted';
 const ITEM_SHAPE =
-  'must be {"type": "text", "text": "…"} or {"type": "image_url", "image_url": {"url": "data:image/<subtype>;base64,…"}}';
+  'must be {"type": "text", "text": "…"} or {"type": "image_url", ' +
+  '"image_url": {"url": "data:image/<subtype>;base64,…"}}';
 
 const Item = z.discriminatedUnion(
   'type',
@@ -116,7 +118,8 @@ export function validateChat(raw: unknown, model: ChatModel): { request: ChatReq
       const keys = i.keys.join(', ');
       throw new KilnError(
         'invalid_request',
-        `${where ? `${where}: ` : ''}unsupported field(s) ${keys}${where ? '' : `; accepted: ${ACCEPTED_FIELDS.join(', ')}`}.`,
+        `${where ? `${where}: ` : ''}unsupported ` +
+          `field(s) ${keys}${where ? '' : `; accepted: ${ACCEPTED_FIELDS.join(', ')}`}.`,
       );
     }
     throw new KilnError('invalid_request', `${where || 'body'}: ${i.message}`);
@@ -173,7 +176,8 @@ function inspectImage(where: string, url: string, model: ChatModel): ImageInfo {
   if (!/^data:/i.test(url)) {
     throw new KilnError(
       'invalid_image_url',
-      `${field} must be a data URI of the form ${form}; ${/^https?:/i.test(url) ? 'http(s) URLs are not fetched' : 'the "data:image/…;base64," prefix is missing'}.`,
+      `${field} must be a data URI of the ` +
+        `form ${form}; ${/^https?:/i.test(url) ? 'http(s) URLs are not fetched' : 'the "data:image/…;base64," ' + 'prefix is missing'}.`,
     );
   }
   const m = DATA_URI.exec(url);

@@ -41,7 +41,8 @@ async function main(argv: string[]): Promise<number> {
       else
         for (const k of all)
           console.log(
-            `${k.id.slice(0, 16)}  ${k.hint}…  owner=${k.owner}  name=${k.name}  created=${new Date(k.created_at * 1000).toISOString()}`,
+            `${k.id.slice(0, 16)}  ${k.hint}…  owner=${k.owner}  name=${k.name}  ` +
+              `created=${new Date(k.created_at * 1000).toISOString()}`,
           );
       return 0;
     }

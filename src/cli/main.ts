@@ -49,7 +49,8 @@ export function buildProgram(): Command {
   program
     .command('keys')
     .description(
-      'admin (AUTH_MODE=keys; needs KILN_SECRET and REDIS_URL): keys create --owner NAME [--name LABEL] | keys list | keys revoke <KEY_OR_ID>',
+      'admin (AUTH_MODE=keys; needs KILN_SECRET and REDIS_URL): keys create ' +
+        '--owner NAME [--name LABEL] | keys list | keys revoke <KEY_OR_ID>',
     )
     .helpOption(false)
     .allowUnknownOption()

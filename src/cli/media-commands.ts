@@ -92,7 +92,8 @@ export function registerMediaCommands(program: Command, make: Make): void {
     .option('--no-wait', 'print the video id and return at once')
     .option(
       '--idempotency-key <key>',
-      'run again with the same key and request to get the same video task back, never a second one (default: a fresh key per run)',
+      'run again with the same key and request to get the same video ' +
+        'task back, never a second one (default: a fresh key per run)',
       idempotencyKey,
     )
     .action(async (prompt: string, o, cmd: Command) => {

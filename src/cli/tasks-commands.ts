@@ -19,7 +19,10 @@ function describe(t: ImageTask | BatchItem): string {
   if (t.status === 'failed' || t.status === 'not_found')
     return `task ${t.id} ${t.status}: ${t.error?.code ?? 'error'}: ${t.error?.message ?? ''}`;
   if (t.status === 'uncertain')
-    return `task ${t.id} is uncertain: ${t.uncertain_reason ?? 'the request may have reached the generator, but its result cannot be confirmed'}. Check before resubmitting.`;
+    return (
+      `task ${t.id} is uncertain: ${t.uncertain_reason ?? 'the request may have ' + 'reached the generator, ' + 'but its result cannot be confirmed'}. ` +
+      `Check before resubmitting.`
+    );
   return `task ${t.id} ${t.status}`;
 }
 
@@ -75,7 +78,8 @@ export function registerTaskCommands(program: Command, make: Make): void {
     .option('--no-wait', 'print the task id and return at once')
     .option(
       '--idempotency-key <key>',
-      'run again with the same key and prompt to get the same task back, never a second one (default: a fresh key per run)',
+      'run again with the same key and prompt to get the same task ' +
+        'back, never a second one (default: a fresh key per run)',
       idempotencyKey,
     )
     .action(async (prompt: string, o, cmd: Command) => {

@@ -69,7 +69,8 @@ export class PollTimeoutError extends KilnClientError {
   ) {
     const more = taskIds.length > 1 ? ` (and ${taskIds.length - 1} more)` : '';
     super(
-      `Gave up waiting for task ${taskId}${more} after ${Math.round(elapsedMs / 1000)} s; it may still finish: refresh it later with GET /v1/tasks/${taskId} or \`kiln tasks wait ${taskId}\`.`,
+      `Gave up waiting for task ${taskId}${more} after ${Math.round(elapsedMs / 1000)} s; it may ` +
+        `still finish: refresh it later with GET /v1/tasks/${taskId} or \`kiln tasks wait ${taskId}\`.`,
     );
   }
 }

@@ -12,7 +12,9 @@ export const UNFINISHED_VIDEO_STATUSES: readonly string[] = ['queued', 'in_progr
 export class Videos {
   constructor(private readonly core: KilnCore) {}
 
-  /** Creates a video task; one `Idempotency-Key` (yours, or a fresh UUID) goes with every retry (see `tasks.submit`). */
+  /**
+   * Creates a video task; one `Idempotency-Key` (yours, or a fresh UUID) goes with every retry (see `tasks.submit`).
+   */
   async create(params: VideoCreateParams, opts: SubmitOptions = {}): Promise<Video> {
     const headers = { 'idempotency-key': opts.idempotencyKey ?? newIdempotencyKey() };
     return (await this.core.request<Video>('POST', '/v1/videos', { body: params, signal: opts.signal, headers })).data;

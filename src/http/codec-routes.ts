@@ -100,7 +100,9 @@ export function codecRoutes({ codec, operatorToken }: CodecDeps): RouteDef[] {
       method: 'post',
       operationId: `codec${Op}${inPath ? 'PathToken' : ''}`,
       tags: ['operations'],
-      summary: `${op === 'decode' ? 'Decrypt' : 'Encrypt'} Temporal payloads (remote codec protocol)${inPath ? ', token in the path (for the Web UI)' : ''}`,
+      summary:
+        `${op === 'decode' ? 'Decrypt' : 'Encrypt'} Temporal payloads (remote ` +
+        `codec protocol)${inPath ? ', token in the path (for the Web UI)' : ''}`,
       responses: { 200: { description: 'The payloads, in the same order', schema: Payloads } },
       errors: [
         'invalid_request',

@@ -51,7 +51,8 @@ const ERROR_CODE_COMPONENT = {
     Object.entries(ERROR_STATUS)
       .map(([c, s]) => `\`${c}\`: HTTP ${s}`)
       .join('; ') +
-    `. Codes a task can end with (error.code of a failed task; chat completions answer them synchronously with the status above): ${TASK_FAILURE_CODES.join(', ')}.`,
+    `. Codes a task can end with (error.code of a failed task; chat completions answer ` +
+    `them synchronously with the status above): ${TASK_FAILURE_CODES.join(', ')}.`,
 };
 
 const errorBody = (codes: ErrorCode[]) =>
@@ -143,7 +144,8 @@ export function buildOpenApiDocument(
     type: 'http',
     scheme: 'bearer',
     description:
-      'Authorization: Bearer <API_KEY>. In passthrough mode any well-formed key; in keys mode a key issued by `npm run keys`.',
+      'Authorization: Bearer <API_KEY>. In passthrough mode any ' +
+      'well-formed key; in keys mode a key issued by `npm run keys`.',
   });
   registry.registerComponent('securitySchemes', 'operatorToken', {
     type: 'http',
@@ -191,7 +193,8 @@ export function buildOpenApiDocument(
       title: 'Kiln',
       version: opts.version ?? '1',
       description:
-        'Durable gateway for AI image, chat and video generation. Every error body is `{"error": {"code", "message"}}`.\n\n' +
+        'Durable gateway for AI image, chat and video generation. ' +
+        'Every error body is `{"error": {"code", "message"}}`.\n\n' +
         `| Error code | HTTP status |\n|---|---|\n${catalogue}`,
     },
     ...(opts.serverUrl ? { servers: [{ url: opts.serverUrl }] } : {}),

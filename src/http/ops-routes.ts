@@ -40,7 +40,8 @@ const PAGE = `<!doctype html>
 <script src="docs/assets/swagger-ui-bundle.js"></script>
 <script src="docs/assets/kiln-docs.js"></script></body></html>`;
 const CSP =
-  "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'; font-src 'self' data:; frame-ancestors 'none'";
+  "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; " +
+  "script-src 'self'; connect-src 'self'; font-src 'self' data:; frame-ancestors 'none'";
 
 const Check = z.object({ ok: z.boolean(), ms: z.number().int(), detail: z.string().optional() });
 const Readiness = z

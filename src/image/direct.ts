@@ -48,7 +48,8 @@ export function validateDirect(
   if (refs > DIRECT_REFERENCE_IMAGES) {
     throw new KilnError(
       'too_many_reference_images',
-      `${refs} reference images were sent; at most ${DIRECT_REFERENCE_IMAGES} are allowed on a direct generateContent request.`,
+      `${refs} reference images were sent; at most ${DIRECT_REFERENCE_IMAGES} are ` +
+        `allowed on a direct generateContent request.`,
     );
   }
   // The rest of the checks are the task form's; its output switch is settled above.
@@ -123,7 +124,8 @@ export class DirectService {
           const why = err instanceof UnusableUrl ? err.message : 'no answer in time';
           throw new KilnError(
             'upstream_error',
-            `The upstream returned an image URL that could not be read back as base64 (${why}); ask for output=url instead.`,
+            `The upstream returned an image URL that could not be read ` +
+              `back as base64 (${why}); ask for output=url instead.`,
           );
         }
       }),

@@ -115,10 +115,13 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
       tags: ['image tasks'],
       summary: 'Submit an image task (generateContent form)',
       description:
-        'Answers 202 at once; poll `polling_url`. The request must resolve to `output=url` (query or `generationConfig.imageConfig.output`). ' +
+        'Answers 202 at once; poll `polling_url`. The request must resolve ' +
+        'to `output=url` (query or `generationConfig.imageConfig.output`). ' +
         'Body at most 2 MB after decompression; `Content-Encoding` gzip or br. ' +
-        'Optional `Idempotency-Key` header (1-255 characters 0x21-0x7E, scoped to the caller): a repeat with the same key and request returns the same task ' +
-        '(202, header `Idempotent-Replayed: true`, the task as it is now); with another request, 422 `idempotency_key_reused`.',
+        'Optional `Idempotency-Key` header (1-255 characters 0x21-0x7E, scoped to ' +
+        'the caller): a repeat with the same key and request returns the same task ' +
+        '(202, header `Idempotent-Replayed: true`, the task as it is ' +
+        'now); with another request, 422 `idempotency_key_reused`.',
       request: {
         params: z.object({ model: z.string().meta({ description: 'Image model id (GET /v1/models)' }) }),
         query: z.object({ output: z.literal('url').optional() }),

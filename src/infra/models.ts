@@ -12,7 +12,8 @@ export function findModel<K extends Model['kind']>(
   if (m)
     throw new KilnError(
       'model_not_found',
-      `Model "${id}" is not ${kind === 'image' ? 'an' : 'a'} ${kind} model; GET /v1/models lists the models and their kinds.`,
+      `Model "${id}" is not ${kind === 'image' ? 'an' : 'a'} ${kind} model; ` +
+        `GET /v1/models lists the models and their kinds.`,
     );
   throw new KilnError('model_not_found', `Model "${id}" does not exist; GET /v1/models lists the models.`);
 }

@@ -2,7 +2,8 @@
 // for every task activity, and the `kiln_tasks_finished` counter. The counter is fed by the
 // activities that write records (the record activities, and image activities answering
 // `{record, written}`: generateImage records `succeeded` itself): the read model accepts a task's
-// first terminal write only, so each task counts once, whichever worker records it. It goes through the Temporal runtime's metric meter, so it appears
+// first terminal write only, so each task counts once, whichever worker records it. It goes through the Temporal
+// runtime's metric meter, so it appears
 // on the worker's Prometheus endpoint (WORKER_METRICS_ADDRESS) beside the SDK's own metrics.
 import type { Context as ActivityContext } from '@temporalio/activity';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';

@@ -22,7 +22,8 @@ export function parseIdempotencyKey(value: string | string[] | undefined): strin
   const bad = (why: string) =>
     new KilnError(
       'invalid_request',
-      `The ${IDEMPOTENCY_HEADER} header ${why}; send one key of 1 to ${IDEMPOTENCY_KEY_MAX} visible ASCII characters (0x21-0x7E, no spaces), e.g. a UUID.`,
+      `The ${IDEMPOTENCY_HEADER} header ${why}; send one key of 1 ` +
+        `to ${IDEMPOTENCY_KEY_MAX} visible ASCII characters (0x21-0x7E, no spaces), e.g. a UUID.`,
     );
   if (Array.isArray(value) || value.includes(', ')) throw bad('was sent more than once');
   if (value.length === 0) throw bad('is empty');

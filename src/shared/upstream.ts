@@ -59,5 +59,8 @@ export const VIDEO_CALL: CallWording = { request: 'create request', upstream: 'u
 
 /** The `uncertain` reason of a request that may have reached a non-idempotent upstream; `how` the attempt ended. */
 export function notResent(w: CallWording, how: string): string {
-  return `The ${w.request} may have reached the ${w.upstream}, but ${how}; it is not resent because the upstream is not idempotent.`;
+  return (
+    `The ${w.request} may have reached the ${w.upstream}, but ${how}; ` +
+    `it is not resent because the upstream is not idempotent.`
+  );
 }

@@ -186,6 +186,7 @@ function unlessRefusal(err: unknown): null {
 export function keyReused(): KilnError {
   return new KilnError(
     'idempotency_key_reused',
-    `This ${IDEMPOTENCY_HEADER} was already used for a different request (another model, endpoint or body); use a new key for a new request.`,
+    `This ${IDEMPOTENCY_HEADER} was already used for a different request ` +
+      `(another model, endpoint or body); use a new key for a new request.`,
   );
 }

@@ -95,9 +95,14 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
       tags: ['videos'],
       summary: 'Create a video task',
       description:
-        "JSON, or multipart/form-data text fields as the OpenAI SDK sends them. `seconds` and `size` must be among the model's allowed values (the pro model: 10/15/25 and 1792x1024/1024x1792); refused values never reach the upstream. " +
-        'Optional `Idempotency-Key` header (1-255 characters 0x21-0x7E, scoped to the caller): a repeat with the same key and request returns the same task ' +
-        '(200, header `Idempotent-Replayed: true`, the task as it is now); with another request, 422 `idempotency_key_reused`.',
+        'JSON, or multipart/form-data text fields as the OpenAI ' +
+        'SDK sends them. `seconds` and `size` must be among the ' +
+        "model's allowed values (the pro model: 10/15/25 and " +
+        '1792x1024/1024x1792); refused values never reach the upstream. ' +
+        'Optional `Idempotency-Key` header (1-255 characters 0x21-0x7E, scoped to ' +
+        'the caller): a repeat with the same key and request returns the same task ' +
+        '(200, header `Idempotent-Replayed: true`, the task as it is ' +
+        'now); with another request, 422 `idempotency_key_reused`.',
       // Read as JSON or multipart by readBody; parseVideoBody validates with VideoBody.
       request: { body: VideoBody, checkedByHandler: ['body'] },
       responses: {

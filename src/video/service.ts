@@ -106,7 +106,8 @@ export class VideoService extends TaskServiceBase<'video'> {
     if (stored.status !== 'succeeded' || !url) {
       throw new KilnError(
         'task_failed',
-        `Video ${id} ended ${videoStatus(stored.status)} and has no video${view.error ? `: ${view.error.message}` : '.'}`,
+        `Video ${id} ended ${videoStatus(stored.status)} and has ` +
+          `no video${view.error ? `: ${view.error.message}` : '.'}`,
       );
     }
     return url;

@@ -144,41 +144,44 @@ describe.skipIf(!hasChromium)('Kiln Console', () => {
     await dialog.waitFor({ state: 'detached' });
   });
 
-  it("shows the API's refusal: a 4,001-character prompt forced past the form's check, a bad reference URL", async () => {
-    await page.fill('#prompt', 'x'.repeat(4001));
-    expect(await page.textContent('#prompt-counter')).toContain('4,001 / 4,000');
-    expect(await page.isDisabled('#create-submit')).toBe(true);
-    // Past the client-side check: the server must refuse it, and the page shows its words.
-    await page.$eval('#create-submit', (b: HTMLButtonElement) => (b.disabled = false));
-    const refused = page.waitForResponse((r) => r.url().includes(':generateContent') && r.status() === 400);
-    await page.click('#create-submit');
-    await refused;
-    // Next to the field it belongs to, in the API's words.
-    const promptError = page.locator('#prompt-error');
-    await promptError.waitFor();
-    expect(await promptError.locator('.error-code').innerText()).toBe('prompt_too_long');
-    expect(await promptError.locator('.error-message').innerText()).toBe(
-      'The prompt has 4001 characters; at most 4000 are allowed.',
-    );
+  it(
+    "shows the API's refusal: a 4,001-character prompt " + "forced past the form's check, a bad reference URL",
+    async () => {
+      await page.fill('#prompt', 'x'.repeat(4001));
+      expect(await page.textContent('#prompt-counter')).toContain('4,001 / 4,000');
+      expect(await page.isDisabled('#create-submit')).toBe(true);
+      // Past the client-side check: the server must refuse it, and the page shows its words.
+      await page.$eval('#create-submit', (b: HTMLButtonElement) => (b.disabled = false));
+      const refused = page.waitForResponse((r) => r.url().includes(':generateContent') && r.status() === 400);
+      await page.click('#create-submit');
+      await refused;
+      // Next to the field it belongs to, in the API's words.
+      const promptError = page.locator('#prompt-error');
+      await promptError.waitFor();
+      expect(await promptError.locator('.error-code').innerText()).toBe('prompt_too_long');
+      expect(await promptError.locator('.error-message').innerText()).toBe(
+        'The prompt has 4001 characters; at most 4000 are allowed.',
+      );
 
-    // A reference URL is checked as the API checks it, before any request...
-    await page.fill('#prompt', 'a fox');
-    await page.click('#add-reference');
-    await page.fill('#ref-0', 'ftp://example.com/fox.png');
-    const refError = page.locator('#ref-0-error');
-    expect(await refError.locator('.error-code').innerText()).toBe('invalid_reference_image_scheme');
-    expect(await page.isDisabled('#create-submit')).toBe(true);
-    // ...and when forced past that, the API's refusal lands on the same field.
-    await page.$eval('#create-submit', (b: HTMLButtonElement) => (b.disabled = false));
-    const refusedRef = page.waitForResponse((r) => r.url().includes(':generateContent') && r.status() === 400);
-    await page.click('#create-submit');
-    expect((await (await refusedRef).json()).error.code).toBe('invalid_reference_image_scheme');
-    expect(await refError.locator('.error-message').innerText()).toBe(
-      'reference image 1: the URL scheme must be http or https, not ftp.',
-    );
-    await expectAccessible('form with errors');
-    await page.click('button[aria-label="Remove reference image 1"]');
-  });
+      // A reference URL is checked as the API checks it, before any request...
+      await page.fill('#prompt', 'a fox');
+      await page.click('#add-reference');
+      await page.fill('#ref-0', 'ftp://example.com/fox.png');
+      const refError = page.locator('#ref-0-error');
+      expect(await refError.locator('.error-code').innerText()).toBe('invalid_reference_image_scheme');
+      expect(await page.isDisabled('#create-submit')).toBe(true);
+      // ...and when forced past that, the API's refusal lands on the same field.
+      await page.$eval('#create-submit', (b: HTMLButtonElement) => (b.disabled = false));
+      const refusedRef = page.waitForResponse((r) => r.url().includes(':generateContent') && r.status() === 400);
+      await page.click('#create-submit');
+      expect((await (await refusedRef).json()).error.code).toBe('invalid_reference_image_scheme');
+      expect(await refError.locator('.error-message').innerText()).toBe(
+        'reference image 1: the URL scheme must be http or https, not ftp.',
+      );
+      await expectAccessible('form with errors');
+      await page.click('button[aria-label="Remove reference image 1"]');
+    },
+  );
 
   it('fits a 375 px phone screen', async () => {
     await page.setViewportSize({ width: 375, height: 812 });

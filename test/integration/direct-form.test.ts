@@ -146,21 +146,24 @@ describe('direct form through @google/genai', () => {
 });
 
 describe('direct form over plain HTTP', () => {
-  it('runs each call as a workflow: the task id is returned in a header and the task is readable afterwards', async () => {
-    const res = await api()('/v1beta/models/d-img:generateContent?output=url', {
-      method: 'POST',
-      json: { contents: [{ parts: [{ text: 'a fox' }] }] },
-    });
-    expect(res.status).toBe(200);
-    const id = res.headers.get('x-kiln-task-id')!;
-    expect(id).toMatch(/^task_[a-f0-9]{32}$/);
-    const task = await api()(`/v1/tasks/${id}`);
-    expect(task.json).toMatchObject({ id, model: 'd-img', status: 'succeeded' });
-    expect(task.json.candidates).toEqual(res.json.candidates);
-    const wf = await kiln.api.client.workflow.getHandle(id).describe();
-    expect(wf.status.name).toBe('COMPLETED');
-    expect(wf.type).toBe('imageTaskWorkflow');
-  });
+  it(
+    'runs each call as a workflow: the task id is returned ' + 'in a header and the task is readable afterwards',
+    async () => {
+      const res = await api()('/v1beta/models/d-img:generateContent?output=url', {
+        method: 'POST',
+        json: { contents: [{ parts: [{ text: 'a fox' }] }] },
+      });
+      expect(res.status).toBe(200);
+      const id = res.headers.get('x-kiln-task-id')!;
+      expect(id).toMatch(/^task_[a-f0-9]{32}$/);
+      const task = await api()(`/v1/tasks/${id}`);
+      expect(task.json).toMatchObject({ id, model: 'd-img', status: 'succeeded' });
+      expect(task.json.candidates).toEqual(res.json.candidates);
+      const wf = await kiln.api.client.workflow.getHandle(id).describe();
+      expect(wf.status.name).toBe('COMPLETED');
+      expect(wf.type).toBe('imageTaskWorkflow');
+    },
+  );
 
   it.each([
     ['output=png', '?output=png', {}, 'invalid_request'],

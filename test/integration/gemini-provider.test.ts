@@ -36,25 +36,29 @@ const { submit, finish, status, contentLocation } = imageSteps(() => kiln.baseUr
 const storedUrl = (ext: string) => new RegExp(`^${kiln.baseUrl}/v1/files/[a-f0-9]{32}\\.${ext}$`);
 
 describe('parsing rules', () => {
-  it('rule 1: a part without inlineData is not an image (function calls, fileData, thought drafts are dropped; text is kept)', async () => {
-    fake.enqueue(
-      ok([
-        { functionCall: { name: 'draw', args: {} } },
-        { fileData: { mimeType: 'image/png', fileUri: 'https://files.example.test/f.png' } },
-        { inlineData: { mimeType: 'image/png', data: 'https://drafts.example.test/thinking.png' }, thought: true },
-        { text: 'The fox:' },
-        { inlineData: { mimeType: 'image/png', data: png64 } },
-      ]),
-    );
-    const id = await submit('p-main');
-    const task = await finish(id);
-    expect(task.status).toBe('succeeded');
-    const parts = task.candidates[0].content.parts;
-    expect(parts).toHaveLength(2);
-    expect(parts[0]).toEqual({ text: 'The fox:' });
-    expect(parts[1].inlineData.data).toMatch(storedUrl('png'));
-    expect(await contentLocation(id)).toBe(parts[1].inlineData.data);
-  });
+  it(
+    'rule 1: a part without inlineData is not an image (function ' +
+      'calls, fileData, thought drafts are dropped; text is kept)',
+    async () => {
+      fake.enqueue(
+        ok([
+          { functionCall: { name: 'draw', args: {} } },
+          { fileData: { mimeType: 'image/png', fileUri: 'https://files.example.test/f.png' } },
+          { inlineData: { mimeType: 'image/png', data: 'https://drafts.example.test/thinking.png' }, thought: true },
+          { text: 'The fox:' },
+          { inlineData: { mimeType: 'image/png', data: png64 } },
+        ]),
+      );
+      const id = await submit('p-main');
+      const task = await finish(id);
+      expect(task.status).toBe('succeeded');
+      const parts = task.candidates[0].content.parts;
+      expect(parts).toHaveLength(2);
+      expect(parts[0]).toEqual({ text: 'The fox:' });
+      expect(parts[1].inlineData.data).toMatch(storedUrl('png'));
+      expect(await contentLocation(id)).toBe(parts[1].inlineData.data);
+    },
+  );
 
   it('rule 2: inlineData whose mimeType does not start with image/ (or is missing) is not an image', async () => {
     fake.enqueue(
@@ -96,82 +100,94 @@ describe('parsing rules', () => {
     ]);
   });
 
-  it('rule 4: other data is base64, decoded and stored by its mimeType (jpeg, webp), served with that type; undecodable data is dropped', async () => {
-    fake.enqueue(
-      ok([
-        { inlineData: { mimeType: 'image/jpeg', data: JPEG.toString('base64') } },
-        { inlineData: { mimeType: 'image/png', data: 'this is not base64 !!' } },
-        { inlineData: { mimeType: 'image/webp', data: WEBP.toString('base64url') } },
-      ]),
-    );
-    const id = await submit('p-main');
-    const task = await finish(id);
-    expect(task.status).toBe('succeeded');
-    const parts = task.candidates[0].content.parts;
-    expect(parts.map((p: any) => p.inlineData.mimeType)).toEqual(['image/jpeg', 'image/webp']);
-    expect(parts[0].inlineData.data).toMatch(storedUrl('jpg'));
-    expect(parts[1].inlineData.data).toMatch(storedUrl('webp'));
-    for (const [part, bytes, type] of [
-      [parts[0], JPEG, 'image/jpeg'],
-      [parts[1], WEBP, 'image/webp'],
-    ] as const) {
-      const res = await fetch(part.inlineData.data);
-      expect(res.headers.get('content-type')).toBe(type);
-      expect(Buffer.from(await res.arrayBuffer()).equals(bytes)).toBe(true);
-    }
-    expect(await contentLocation(id)).toBe(parts[0].inlineData.data);
-  });
+  it(
+    'rule 4: other data is base64, decoded and stored by its mimeType ' +
+      '(jpeg, webp), served with that type; undecodable data is dropped',
+    async () => {
+      fake.enqueue(
+        ok([
+          { inlineData: { mimeType: 'image/jpeg', data: JPEG.toString('base64') } },
+          { inlineData: { mimeType: 'image/png', data: 'this is not base64 !!' } },
+          { inlineData: { mimeType: 'image/webp', data: WEBP.toString('base64url') } },
+        ]),
+      );
+      const id = await submit('p-main');
+      const task = await finish(id);
+      expect(task.status).toBe('succeeded');
+      const parts = task.candidates[0].content.parts;
+      expect(parts.map((p: any) => p.inlineData.mimeType)).toEqual(['image/jpeg', 'image/webp']);
+      expect(parts[0].inlineData.data).toMatch(storedUrl('jpg'));
+      expect(parts[1].inlineData.data).toMatch(storedUrl('webp'));
+      for (const [part, bytes, type] of [
+        [parts[0], JPEG, 'image/jpeg'],
+        [parts[1], WEBP, 'image/webp'],
+      ] as const) {
+        const res = await fetch(part.inlineData.data);
+        expect(res.headers.get('content-type')).toBe(type);
+        expect(Buffer.from(await res.arrayBuffer()).equals(bytes)).toBe(true);
+      }
+      expect(await contentLocation(id)).toBe(parts[0].inlineData.data);
+    },
+  );
 
-  it('keeps several images, several candidates and text-before-image order; the redirect uses the first image; ids come from the upstream', async () => {
-    fake.enqueue(
-      ok(
-        [
-          { text: 'first, some words' },
-          { text: 'then more' },
-          { inlineData: { mimeType: 'image/png', data: 'https://cdn.example.test/1.png' } },
-          { inlineData: { mimeType: 'image/png', data: png64 } },
-        ],
-        {
-          more: [
-            [{ inlineData: { mimeType: 'image/png', data: 'https://cdn.example.test/3.png' } }, { text: 'after' }],
+  it(
+    'keeps several images, several candidates and text-before-image ' +
+      'order; the redirect uses the first image; ids come from the upstream',
+    async () => {
+      fake.enqueue(
+        ok(
+          [
+            { text: 'first, some words' },
+            { text: 'then more' },
+            { inlineData: { mimeType: 'image/png', data: 'https://cdn.example.test/1.png' } },
+            { inlineData: { mimeType: 'image/png', data: png64 } },
           ],
-          responseId: 'r-77',
-          modelVersion: 'mv-9',
-        },
-      ),
-    );
-    const id = await submit('p-main');
-    const task = await finish(id);
-    expect(task).toMatchObject({ status: 'succeeded', response_id: 'r-77', model_version: 'mv-9' });
-    expect(task.candidates).toHaveLength(2);
-    const [a, b] = task.candidates;
-    expect(a.content.parts.slice(0, 3)).toEqual([
-      { text: 'first, some words' },
-      { text: 'then more' },
-      { inlineData: { mimeType: 'image/png', data: 'https://cdn.example.test/1.png' } },
-    ]);
-    expect(a.content.parts[3].inlineData.data).toMatch(storedUrl('png'));
-    expect(b).toMatchObject({
-      index: 1,
-      content: { parts: [{ inlineData: { data: 'https://cdn.example.test/3.png' } }, { text: 'after' }] },
-    });
-    expect(await contentLocation(id)).toBe('https://cdn.example.test/1.png');
-  });
+          {
+            more: [
+              [{ inlineData: { mimeType: 'image/png', data: 'https://cdn.example.test/3.png' } }, { text: 'after' }],
+            ],
+            responseId: 'r-77',
+            modelVersion: 'mv-9',
+          },
+        ),
+      );
+      const id = await submit('p-main');
+      const task = await finish(id);
+      expect(task).toMatchObject({ status: 'succeeded', response_id: 'r-77', model_version: 'mv-9' });
+      expect(task.candidates).toHaveLength(2);
+      const [a, b] = task.candidates;
+      expect(a.content.parts.slice(0, 3)).toEqual([
+        { text: 'first, some words' },
+        { text: 'then more' },
+        { inlineData: { mimeType: 'image/png', data: 'https://cdn.example.test/1.png' } },
+      ]);
+      expect(a.content.parts[3].inlineData.data).toMatch(storedUrl('png'));
+      expect(b).toMatchObject({
+        index: 1,
+        content: { parts: [{ inlineData: { data: 'https://cdn.example.test/3.png' } }, { text: 'after' }] },
+      });
+      expect(await contentLocation(id)).toBe('https://cdn.example.test/1.png');
+    },
+  );
 });
 
 describe('429: backed-off retries that honour Retry-After, within the time budget', () => {
-  it('waits Retry-After between resends and succeeds on the third request (a refusal may be resent even when not idempotent)', async () => {
-    fake.enqueue(fail(429, 'slow down', { retryAfter: '1' }), fail(429, 'slow down', { retryAfter: '1' }), ok());
-    const id = await submit('p-main');
-    await fake.waitForRequests(1);
-    expect(await status(id)).toBe('running');
-    const task = await finish(id);
-    expect(task.status).toBe('succeeded');
-    expect(fake.requests).toHaveLength(3);
-    expect(fake.requests[1].at - fake.requests[0].at).toBeGreaterThanOrEqual(950);
-    expect(fake.requests[2].at - fake.requests[1].at).toBeGreaterThanOrEqual(950);
-    expect(fake.requests[2].body).toEqual(fake.requests[0].body);
-  });
+  it(
+    'waits Retry-After between resends and succeeds on the third ' +
+      'request (a refusal may be resent even when not idempotent)',
+    async () => {
+      fake.enqueue(fail(429, 'slow down', { retryAfter: '1' }), fail(429, 'slow down', { retryAfter: '1' }), ok());
+      const id = await submit('p-main');
+      await fake.waitForRequests(1);
+      expect(await status(id)).toBe('running');
+      const task = await finish(id);
+      expect(task.status).toBe('succeeded');
+      expect(fake.requests).toHaveLength(3);
+      expect(fake.requests[1].at - fake.requests[0].at).toBeGreaterThanOrEqual(950);
+      expect(fake.requests[2].at - fake.requests[1].at).toBeGreaterThanOrEqual(950);
+      expect(fake.requests[2].body).toEqual(fake.requests[0].body);
+    },
+  );
 
   it('without Retry-After, backs off doubling from rateLimitBackoffMs', async () => {
     fake.enqueue(fail(429, 'busy'), fail(429, 'busy'), ok());
@@ -235,14 +251,17 @@ describe('5xx: retried only for idempotent upstreams', () => {
     expect(fake.requests[1].raw).toBe(fake.requests[0].raw);
   });
 
-  it('idempotent: a 500 on every attempt ends upstream_error after maxAttempts requests, with the upstream message', async () => {
-    fake.setDefault(fail(500, 'Internal error encountered.'));
-    const task = await finish(await submit('p-idem'));
-    expect(task.status).toBe('failed');
-    expect(task.error.code).toBe('upstream_error');
-    expect(task.error.message).toContain('Internal error encountered.');
-    expect(fake.requests).toHaveLength(3);
-  });
+  it(
+    'idempotent: a 500 on every attempt ends upstream_error ' + 'after maxAttempts requests, with the upstream message',
+    async () => {
+      fake.setDefault(fail(500, 'Internal error encountered.'));
+      const task = await finish(await submit('p-idem'));
+      expect(task.status).toBe('failed');
+      expect(task.error.code).toBe('upstream_error');
+      expect(task.error.message).toContain('Internal error encountered.');
+      expect(fake.requests).toHaveLength(3);
+    },
+  );
 
   it('not idempotent: a 500 is final after one request', async () => {
     fake.setDefault(fail(500, 'Internal error encountered.'));

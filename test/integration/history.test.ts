@@ -47,7 +47,8 @@ describe('workflow history', () => {
     const { events } = await handle.fetchHistory();
     const types = (events ?? []).map((e) => String(EventType[e.eventType ?? 0]).replace(/^EVENT_TYPE_/, ''));
     console.log(
-      `history of one successful image task: ${types.length} events\n${types.map((t, i) => `  ${i + 1}. ${t}`).join('\n')}`,
+      `history of one successful image ` +
+        `task: ${types.length} events\n${types.map((t, i) => `  ${i + 1}. ${t}`).join('\n')}`,
     );
 
     expect(types).toEqual(SUCCESSFUL_TASK);

@@ -248,38 +248,41 @@ describe('direct form', () => {
 });
 
 describe('video create', () => {
-  it('concurrent creates with one key start one workflow and one upstream job; a later replay shows it finished', async () => {
-    const c = newCaller();
-    const key = newKey();
-    const create = () =>
-      c.api('/v1/videos', {
+  it(
+    'concurrent creates with one key start one workflow and ' + 'one upstream job; a later replay shows it finished',
+    async () => {
+      const c = newCaller();
+      const key = newKey();
+      const create = () =>
+        c.api('/v1/videos', {
+          method: 'POST',
+          json: { model: 'v-oa', prompt: 'waves at night', seconds: '4' },
+          headers: { 'Idempotency-Key': key },
+        });
+      const answers = await Promise.all([create(), create(), create()]);
+      for (const a of answers) expect(a.status, a.text).toBe(200);
+      const ids = new Set(answers.map((a) => a.json.id));
+      expect(ids.size).toBe(1);
+      const [id] = ids;
+      expect(id).toMatch(/^video_[a-f0-9]{32}$/);
+      expect(answers.filter((a) => a.headers.get('idempotent-replayed') === 'true')).toHaveLength(2);
+      const done = await waitForStatus(() => c.api(`/v1/videos/${id}`), FINAL);
+      expect(done.status).toBe('completed');
+      const again = await create();
+      expect(again.status).toBe(200);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(again.json).toMatchObject({ id, object: 'video', status: 'completed', progress: 100 });
+      expect(videos.requests.filter((r) => r.method === 'POST' && r.path === '/v1/videos')).toHaveLength(1);
+      expect(await workflowsOf(c.owner)).toEqual([id]);
+      const other = await c.api('/v1/videos', {
         method: 'POST',
-        json: { model: 'v-oa', prompt: 'waves at night', seconds: '4' },
+        json: { model: 'v-oa', prompt: 'waves at noon', seconds: '4' },
         headers: { 'Idempotency-Key': key },
       });
-    const answers = await Promise.all([create(), create(), create()]);
-    for (const a of answers) expect(a.status, a.text).toBe(200);
-    const ids = new Set(answers.map((a) => a.json.id));
-    expect(ids.size).toBe(1);
-    const [id] = ids;
-    expect(id).toMatch(/^video_[a-f0-9]{32}$/);
-    expect(answers.filter((a) => a.headers.get('idempotent-replayed') === 'true')).toHaveLength(2);
-    const done = await waitForStatus(() => c.api(`/v1/videos/${id}`), FINAL);
-    expect(done.status).toBe('completed');
-    const again = await create();
-    expect(again.status).toBe(200);
-    expect(again.headers.get('idempotent-replayed')).toBe('true');
-    expect(again.json).toMatchObject({ id, object: 'video', status: 'completed', progress: 100 });
-    expect(videos.requests.filter((r) => r.method === 'POST' && r.path === '/v1/videos')).toHaveLength(1);
-    expect(await workflowsOf(c.owner)).toEqual([id]);
-    const other = await c.api('/v1/videos', {
-      method: 'POST',
-      json: { model: 'v-oa', prompt: 'waves at noon', seconds: '4' },
-      headers: { 'Idempotency-Key': key },
-    });
-    expect(other.status).toBe(422);
-    expect(other.json.error.code).toBe('idempotency_key_reused');
-  });
+      expect(other.status).toBe(422);
+      expect(other.json.error.code).toBe('idempotency_key_reused');
+    },
+  );
 });
 
 describe('client', () => {

@@ -128,52 +128,56 @@ describe('/metrics', () => {
 });
 
 describe('tracing', () => {
-  it('is off by default and, when enabled, records an HTTP span per request, the workflow start inside it, and activity spans', async () => {
-    const exporter = new InMemorySpanExporter();
-    const config = loadConfig({
-      ...kiln.env,
-      RATE_LIMIT_TASK_MS: '0',
-      TEMPORAL_TASK_QUEUE: `${kiln.env.TEMPORAL_TASK_QUEUE}-otel`,
-      OTEL_TRACES_EXPORTER: 'none',
-    });
-    expect(config.ops.tracesExporter).toBe('none');
-    const api = await createApi(config, silent, { spanExporter: exporter });
-    const workers = await startWorkers(config, silent, {
-      workflowBundle: { codePath: inject('workflowBundle') },
-      env: kiln.env,
-      shutdownGraceMs: 0,
-      spanExporter: exporter,
-    });
-    const server = (await import('node:http')).createServer(api.app.callback());
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-    try {
-      const call = http(base);
-      const sub = await call('/v1beta/models/kiln-image-1:generateContent', {
-        method: 'POST',
-        json: submitBody('traced'),
+  it(
+    'is off by default and, when enabled, records an HTTP span per ' +
+      'request, the workflow start inside it, and activity spans',
+    async () => {
+      const exporter = new InMemorySpanExporter();
+      const config = loadConfig({
+        ...kiln.env,
+        RATE_LIMIT_TASK_MS: '0',
+        TEMPORAL_TASK_QUEUE: `${kiln.env.TEMPORAL_TASK_QUEUE}-otel`,
+        OTEL_TRACES_EXPORTER: 'none',
       });
-      expect(sub.status).toBe(202);
-      await waitForStatus(
-        () => call(`/v1/tasks/${sub.json.id}`),
-        (s) => s === 'succeeded',
-      );
-      const spans = exporter.getFinishedSpans();
-      const httpSpan = spans.find((s) => s.name === 'POST /v1beta/models/:modelAction');
-      expect(httpSpan).toBeDefined();
-      expect(httpSpan!.attributes['http.response.status_code']).toBe(202);
-      expect(httpSpan!.attributes['kiln.task_id']).toBe(sub.json.id);
-      const start = spans.find((s) => s.name === 'StartWorkflow:imageTaskWorkflow');
-      expect(start).toBeDefined();
-      expect(start!.spanContext().traceId).toBe(httpSpan!.spanContext().traceId);
-      expect(start!.parentSpanId).toBe(httpSpan!.spanContext().spanId);
-      expect(spans.some((s) => s.name === 'RunActivity:generateImage')).toBe(true);
-      expect(spans.some((s) => s.name === 'GET /v1/tasks/:id')).toBe(true);
-    } finally {
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
-      await workers.shutdown();
-      await api.close();
-    }
-  });
+      expect(config.ops.tracesExporter).toBe('none');
+      const api = await createApi(config, silent, { spanExporter: exporter });
+      const workers = await startWorkers(config, silent, {
+        workflowBundle: { codePath: inject('workflowBundle') },
+        env: kiln.env,
+        shutdownGraceMs: 0,
+        spanExporter: exporter,
+      });
+      const server = (await import('node:http')).createServer(api.app.callback());
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+      try {
+        const call = http(base);
+        const sub = await call('/v1beta/models/kiln-image-1:generateContent', {
+          method: 'POST',
+          json: submitBody('traced'),
+        });
+        expect(sub.status).toBe(202);
+        await waitForStatus(
+          () => call(`/v1/tasks/${sub.json.id}`),
+          (s) => s === 'succeeded',
+        );
+        const spans = exporter.getFinishedSpans();
+        const httpSpan = spans.find((s) => s.name === 'POST /v1beta/models/:modelAction');
+        expect(httpSpan).toBeDefined();
+        expect(httpSpan!.attributes['http.response.status_code']).toBe(202);
+        expect(httpSpan!.attributes['kiln.task_id']).toBe(sub.json.id);
+        const start = spans.find((s) => s.name === 'StartWorkflow:imageTaskWorkflow');
+        expect(start).toBeDefined();
+        expect(start!.spanContext().traceId).toBe(httpSpan!.spanContext().traceId);
+        expect(start!.parentSpanId).toBe(httpSpan!.spanContext().spanId);
+        expect(spans.some((s) => s.name === 'RunActivity:generateImage')).toBe(true);
+        expect(spans.some((s) => s.name === 'GET /v1/tasks/:id')).toBe(true);
+      } finally {
+        server.closeAllConnections();
+        await new Promise((r) => server.close(r));
+        await workers.shutdown();
+        await api.close();
+      }
+    },
+  );
 });

@@ -120,7 +120,8 @@ describe('/docs', () => {
   const hasChromium = existsSync(CHROMIUM);
   if (!hasChromium) {
     console.warn(
-      `SKIPPED /docs browser test: ${CHROMIUM} is missing; run scripts/bootstrap.sh as root (apt-get install chromium) to enable it.`,
+      `SKIPPED /docs browser test: ${CHROMIUM} is missing; run ` +
+        `scripts/bootstrap.sh as root (apt-get install chromium) to enable it.`,
     );
   }
   it.skipIf(!hasChromium)(

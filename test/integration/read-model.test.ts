@@ -25,34 +25,37 @@ const image = (status: TaskRecord['status'], over: Partial<TaskRecord> = {}) => 
 const succeeded = succeededRecord;
 
 describe('reads from stored views', () => {
-  it('shows each transition to the very next poll, batch and list, with the same body a view of the record gives', async () => {
-    const api = http(kiln.baseUrl);
-    const r = image('accepted');
-    for (const next of [r, { ...r, status: 'queued' as const }, { ...r, status: 'running' as const }, succeeded(r)]) {
-      expect(await kiln.api.store.transition(next)).toBe(true);
-      const poll = await api(`/v1/tasks/${r.id}`);
-      expect(poll.status).toBe(200);
-      expect(poll.json).toEqual(JSON.parse(JSON.stringify(taskView(next))));
-      expect(poll.headers.get('content-type')).toMatch(/^application\/json/);
-      expect(poll.headers.get('retry-after')).toBe(
-        next.status === 'succeeded' ? null : String(kiln.config.pollAfterSeconds),
-      );
-      const batch = await api('/v1/tasks/batch-get', { method: 'POST', json: { ids: [r.id] } });
-      expect(batch.json.items[0].status).toBe(next.status);
-      const list = await api('/v1/tasks?limit=100');
-      expect(list.json.items.find((i: { id: string }) => i.id === r.id)).toEqual({
-        id: r.id,
-        model: r.model,
-        status: next.status,
-        created_at: r.created_at,
-        finished_at: next.finished_at,
-        content_url: `/v1/tasks/${r.id}/content`,
-      });
-    }
-    // A late, earlier write never moves the view back.
-    expect(await kiln.api.store.transition({ ...r, status: 'running' })).toBe(false);
-    expect((await api(`/v1/tasks/${r.id}`)).json.status).toBe('succeeded');
-  });
+  it(
+    'shows each transition to the very next poll, batch and ' + 'list, with the same body a view of the record gives',
+    async () => {
+      const api = http(kiln.baseUrl);
+      const r = image('accepted');
+      for (const next of [r, { ...r, status: 'queued' as const }, { ...r, status: 'running' as const }, succeeded(r)]) {
+        expect(await kiln.api.store.transition(next)).toBe(true);
+        const poll = await api(`/v1/tasks/${r.id}`);
+        expect(poll.status).toBe(200);
+        expect(poll.json).toEqual(JSON.parse(JSON.stringify(taskView(next))));
+        expect(poll.headers.get('content-type')).toMatch(/^application\/json/);
+        expect(poll.headers.get('retry-after')).toBe(
+          next.status === 'succeeded' ? null : String(kiln.config.pollAfterSeconds),
+        );
+        const batch = await api('/v1/tasks/batch-get', { method: 'POST', json: { ids: [r.id] } });
+        expect(batch.json.items[0].status).toBe(next.status);
+        const list = await api('/v1/tasks?limit=100');
+        expect(list.json.items.find((i: { id: string }) => i.id === r.id)).toEqual({
+          id: r.id,
+          model: r.model,
+          status: next.status,
+          created_at: r.created_at,
+          finished_at: next.finished_at,
+          content_url: `/v1/tasks/${r.id}/content`,
+        });
+      }
+      // A late, earlier write never moves the view back.
+      expect(await kiln.api.store.transition({ ...r, status: 'running' })).toBe(false);
+      expect((await api(`/v1/tasks/${r.id}`)).json.status).toBe('succeeded');
+    },
+  );
 
   it("answers a batch in request order with not_found items for unknown, malformed and other owners' ids", async () => {
     const api = http(kiln.baseUrl);

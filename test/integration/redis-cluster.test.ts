@@ -157,39 +157,43 @@ describe('Kiln on a Redis Cluster', () => {
     expect(batch.json.items.every((i: any) => i.status !== 'not_found')).toBe(true);
   });
 
-  it('moves a record only forward; the first terminal write wins; a transition run again after a partial failure converges', async () => {
-    const owner = ownerOf(newKey());
-    const r = image(owner, 'accepted');
-    expect(await store.transition(r)).toBe(true);
-    expect(await store.transition({ ...r, status: 'running' })).toBe(true);
-    expect(await store.transition(succeeded(r))).toBe(true);
-    expect(await store.transition({ ...r, status: 'failed', finished_at: now() })).toBe(false);
-    expect(await store.transition({ ...r, status: 'running' })).toBe(false);
-    const read = async () => {
-      const out = await store.read([r.id], owner, 'image', null, 0);
-      return out.limited ? null : out.views[0];
-    };
-    expect(await read()).toMatchObject({ status: 'succeeded' });
-    const listed = async () =>
-      (await store.list(owner, '+', '-', 10)).map((j) => (JSON.parse(j) as { status: string }).status);
-    expect(await listed()).toEqual(['succeeded']);
+  it(
+    'moves a record only forward; the first terminal write wins; ' +
+      'a transition run again after a partial failure converges',
+    async () => {
+      const owner = ownerOf(newKey());
+      const r = image(owner, 'accepted');
+      expect(await store.transition(r)).toBe(true);
+      expect(await store.transition({ ...r, status: 'running' })).toBe(true);
+      expect(await store.transition(succeeded(r))).toBe(true);
+      expect(await store.transition({ ...r, status: 'failed', finished_at: now() })).toBe(false);
+      expect(await store.transition({ ...r, status: 'running' })).toBe(false);
+      const read = async () => {
+        const out = await store.read([r.id], owner, 'image', null, 0);
+        return out.limited ? null : out.views[0];
+      };
+      expect(await read()).toMatchObject({ status: 'succeeded' });
+      const listed = async () =>
+        (await store.list(owner, '+', '-', 10)).map((j) => (JSON.parse(j) as { status: string }).status);
+      expect(await listed()).toEqual(['succeeded']);
 
-    // As if the owner step and the gauge step of the terminal write had failed after its record step.
-    await redis.hdel(store.ownerItemsKey(owner), r.id);
-    await redis.zrem(store.ownerKey(owner), indexMember(r.created_at, r.id));
-    const before = await store.unfinishedCount();
-    expect(await store.reserve(r.id, 1e9)).toBe(true);
-    expect(await store.unfinishedCount()).toBe(before + 1);
-    expect(await listed()).toEqual([]);
-    // The caller runs it again: the record says "already applied", the later steps complete.
-    expect(await store.transition(succeeded(r))).toBe(false);
-    expect(await listed()).toEqual(['succeeded']);
-    expect(await store.unfinishedCount()).toBe(before);
-    // A stale write run after that repairs nothing backwards.
-    expect(await store.transition({ ...r, status: 'queued' })).toBe(false);
-    expect(await listed()).toEqual(['succeeded']);
-    expect(await read()).toMatchObject({ status: 'succeeded' });
-  });
+      // As if the owner step and the gauge step of the terminal write had failed after its record step.
+      await redis.hdel(store.ownerItemsKey(owner), r.id);
+      await redis.zrem(store.ownerKey(owner), indexMember(r.created_at, r.id));
+      const before = await store.unfinishedCount();
+      expect(await store.reserve(r.id, 1e9)).toBe(true);
+      expect(await store.unfinishedCount()).toBe(before + 1);
+      expect(await listed()).toEqual([]);
+      // The caller runs it again: the record says "already applied", the later steps complete.
+      expect(await store.transition(succeeded(r))).toBe(false);
+      expect(await listed()).toEqual(['succeeded']);
+      expect(await store.unfinishedCount()).toBe(before);
+      // A stale write run after that repairs nothing backwards.
+      expect(await store.transition({ ...r, status: 'queued' })).toBe(false);
+      expect(await listed()).toEqual(['succeeded']);
+      expect(await read()).toMatchObject({ status: 'succeeded' });
+    },
+  );
 
   it('forgets expired records: reads and lists no longer show them', async () => {
     const owner = ownerOf(newKey());
@@ -252,68 +256,77 @@ describe('Kiln on a Redis Cluster', () => {
     }
   });
 
-  it('survives a primary killed mid-run: /readyz names it, polls recover after the failover, no transition is lost', async () => {
-    const api = http(kiln.baseUrl, KEY_A);
-    const owner = ownerOf(KEY_A);
-    const ids: string[] = [];
-    for (let i = 0; i < 9; i++) {
-      const sub = await api('/v1beta/models/kiln-slow:generateContent', { method: 'POST', json: submitBody(`t${i}`) });
-      expect(sub.status).toBe(202);
-      ids.push(sub.json.id);
-    }
-    // Mid-run: the tasks are running when their primary goes.
-    await eventually(
-      async () => (await store.read(ids, owner, 'image', null, 0)) as any,
-      (r) => r.views.every((v: any) => v.status === 'running'),
-    );
-    const victimAddr = primaryOf(store.taskKey(ids[0]));
-    const victim = cluster.nodes.find((n) => n.address === victimAddr)!;
-    const onVictim = ids.filter((id) => primaryOf(store.taskKey(id)) === victimAddr);
-    await victim.kill();
-
-    const down = await eventually(readyz, (r) => r.body.checks.redis.ok === false, 10_000);
-    expect(down.status).toBe(503);
-    expect(down.body.checks.redis.detail).toContain(`primary ${victimAddr}`);
-
-    await waitUntil(
-      'failover',
-      async () => {
-        const m = await cluster.masters();
-        return m.length === 3 && !m.includes(victim);
-      },
-      { timeoutMs: 45_000, intervalMs: 250 },
-    );
-    await cluster.waitHealthy(30_000);
-    const failedOver = Date.now();
-    // Polls are answered from Redis again (not the Temporal fallback) for the failed-over slots.
-    await eventually(
-      async () => {
-        const out = await store.read(onVictim, owner, 'image', null, 0).catch(() => null);
-        return out && !out.limited && out.views.every((v) => typeof v === 'object');
-      },
-      (ok) => ok === true,
-      15_000,
-    );
-    const recovered = Date.now() - failedOver;
-    expect(recovered).toBeLessThan(15_000);
-    expect((await api(`/v1/tasks/${onVictim[0]}`)).status).toBe(200);
-
-    // Every record converges to its workflow's result: the record, the view and the list item.
-    for (const id of ids) {
-      const result = (await kiln.api.client.workflow.getHandle(id).result()) as TaskRecord;
-      expect(result.status).toBe('succeeded');
-      const stored = await eventually(
-        () => store.get(id).catch(() => null),
-        (r) => r?.status === result.status,
-        30_000,
+  it(
+    'survives a primary killed mid-run: /readyz names it, ' + 'polls recover after the failover, no transition is lost',
+    async () => {
+      const api = http(kiln.baseUrl, KEY_A);
+      const owner = ownerOf(KEY_A);
+      const ids: string[] = [];
+      for (let i = 0; i < 9; i++) {
+        const sub = await api('/v1beta/models/kiln-slow:generateContent', {
+          method: 'POST',
+          json: submitBody(`t${i}`),
+        });
+        expect(sub.status).toBe(202);
+        ids.push(sub.json.id);
+      }
+      // Mid-run: the tasks are running when their primary goes.
+      await eventually(
+        async () => (await store.read(ids, owner, 'image', null, 0)) as any,
+        (r) => r.views.every((v: any) => v.status === 'running'),
       );
-      expect(stored?.status).toBe(result.status);
-    }
-    const items = (await store.list(owner, '+', '-', 100)).map((j) => JSON.parse(j) as { id: string; status: string });
-    for (const id of ids) expect(items.find((i) => i.id === id)?.status).toBe('succeeded');
-    expect(await store.unfinishedCount()).toBe(0);
-    const up = await eventually(readyz, (r) => r.status === 200, 15_000);
-    expect(up.body.checks.redis.ok).toBe(true);
-    console.log(`redis-cluster: reads recovered ${recovered} ms after the failover`);
-  }, 180_000);
+      const victimAddr = primaryOf(store.taskKey(ids[0]));
+      const victim = cluster.nodes.find((n) => n.address === victimAddr)!;
+      const onVictim = ids.filter((id) => primaryOf(store.taskKey(id)) === victimAddr);
+      await victim.kill();
+
+      const down = await eventually(readyz, (r) => r.body.checks.redis.ok === false, 10_000);
+      expect(down.status).toBe(503);
+      expect(down.body.checks.redis.detail).toContain(`primary ${victimAddr}`);
+
+      await waitUntil(
+        'failover',
+        async () => {
+          const m = await cluster.masters();
+          return m.length === 3 && !m.includes(victim);
+        },
+        { timeoutMs: 45_000, intervalMs: 250 },
+      );
+      await cluster.waitHealthy(30_000);
+      const failedOver = Date.now();
+      // Polls are answered from Redis again (not the Temporal fallback) for the failed-over slots.
+      await eventually(
+        async () => {
+          const out = await store.read(onVictim, owner, 'image', null, 0).catch(() => null);
+          return out && !out.limited && out.views.every((v) => typeof v === 'object');
+        },
+        (ok) => ok === true,
+        15_000,
+      );
+      const recovered = Date.now() - failedOver;
+      expect(recovered).toBeLessThan(15_000);
+      expect((await api(`/v1/tasks/${onVictim[0]}`)).status).toBe(200);
+
+      // Every record converges to its workflow's result: the record, the view and the list item.
+      for (const id of ids) {
+        const result = (await kiln.api.client.workflow.getHandle(id).result()) as TaskRecord;
+        expect(result.status).toBe('succeeded');
+        const stored = await eventually(
+          () => store.get(id).catch(() => null),
+          (r) => r?.status === result.status,
+          30_000,
+        );
+        expect(stored?.status).toBe(result.status);
+      }
+      const items = (await store.list(owner, '+', '-', 100)).map(
+        (j) => JSON.parse(j) as { id: string; status: string },
+      );
+      for (const id of ids) expect(items.find((i) => i.id === id)?.status).toBe('succeeded');
+      expect(await store.unfinishedCount()).toBe(0);
+      const up = await eventually(readyz, (r) => r.status === 200, 15_000);
+      expect(up.body.checks.redis.ok).toBe(true);
+      console.log(`redis-cluster: reads recovered ${recovered} ms after the failover`);
+    },
+    180_000,
+  );
 });

@@ -32,64 +32,70 @@ async function kiln(): Promise<Kiln> {
 }
 
 describe('worker SIGTERM', () => {
-  it('finishes the in-flight upstream call, so the task succeeds (not uncertain); its metrics count finished tasks', async () => {
-    const k = await kiln();
-    const api = http(k.baseUrl);
-    const metricsPort = await freePort();
-    const w = spawnEntry(
-      'src/worker.ts',
-      { ...k.env, LOG_LEVEL: 'info', WORKER_METRICS_ADDRESS: `127.0.0.1:${metricsPort}` },
-      'kiln worker running',
-    );
-    await w.ready;
+  it(
+    'finishes the in-flight upstream call, so the task succeeds ' + '(not uncertain); its metrics count finished tasks',
+    async () => {
+      const k = await kiln();
+      const api = http(k.baseUrl);
+      const metricsPort = await freePort();
+      const w = spawnEntry(
+        'src/worker.ts',
+        { ...k.env, LOG_LEVEL: 'info', WORKER_METRICS_ADDRESS: `127.0.0.1:${metricsPort}` },
+        'kiln worker running',
+      );
+      await w.ready;
 
-    const quick = await api('/v1beta/models/kiln-image-1:generateContent', {
-      method: 'POST',
-      json: submitBody('quick'),
-    });
-    await waitForStatus(
-      () => api(`/v1/tasks/${quick.json.id}`),
-      (s) => s === 'succeeded',
-    );
-    const owner = (await k.api.store.get(quick.json.id))!.owner;
-    // The worker's log: task lines carry the task id and owner hash, never the key or prompt.
-    await vi.waitFor(
-      () =>
-        expect(w.lines.find((l) => l.msg === 'task transition' && l.status === 'succeeded')).toMatchObject({
-          taskId: quick.json.id,
-          owner,
-          model: 'kiln-image-1',
-        }),
-      { timeout: 2000, interval: 50 },
-    );
-    expect(JSON.stringify(w.lines)).not.toContain(KEY_A);
-    const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-    expect(metrics).toMatch(/^kiln_tasks_finished_total\{[^}]*model="kiln-image-1"[^}]*outcome="succeeded"[^}]*\} 1$/m);
-    // The SDK's own worker metrics share the endpoint.
-    expect(metrics).toMatch(/^temporal_activity_execution_latency_count\{[^}]*activity_type="generateImage"/m);
+      const quick = await api('/v1beta/models/kiln-image-1:generateContent', {
+        method: 'POST',
+        json: submitBody('quick'),
+      });
+      await waitForStatus(
+        () => api(`/v1/tasks/${quick.json.id}`),
+        (s) => s === 'succeeded',
+      );
+      const owner = (await k.api.store.get(quick.json.id))!.owner;
+      // The worker's log: task lines carry the task id and owner hash, never the key or prompt.
+      await vi.waitFor(
+        () =>
+          expect(w.lines.find((l) => l.msg === 'task transition' && l.status === 'succeeded')).toMatchObject({
+            taskId: quick.json.id,
+            owner,
+            model: 'kiln-image-1',
+          }),
+        { timeout: 2000, interval: 50 },
+      );
+      expect(JSON.stringify(w.lines)).not.toContain(KEY_A);
+      const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+      expect(metrics).toMatch(
+        /^kiln_tasks_finished_total\{[^}]*model="kiln-image-1"[^}]*outcome="succeeded"[^}]*\} 1$/m,
+      );
+      // The SDK's own worker metrics share the endpoint.
+      expect(metrics).toMatch(/^temporal_activity_execution_latency_count\{[^}]*activity_type="generateImage"/m);
 
-    const slow = await api('/v1beta/models/slow-local:generateContent', { method: 'POST', json: submitBody('slow') });
-    await waitForStatus(
-      () => api(`/v1/tasks/${slow.json.id}`),
-      (s) => s === 'running',
-    );
-    const t0 = Date.now();
-    w.child.kill('SIGTERM');
-    expect(await w.exited).toBe(0);
-    // It waited for the upstream call (about 4 s) rather than cutting it off.
-    expect(Date.now() - t0).toBeGreaterThan(1500);
-    const during = await api(`/v1/tasks/${slow.json.id}`);
-    expect(['running', 'succeeded']).toContain(during.json.status);
-    // The activity's result is in Temporal; the next worker records the outcome.
-    await k.startWorker();
-    const end = await waitForStatus(
-      () => api(`/v1/tasks/${slow.json.id}`),
-      (s) => ['succeeded', 'failed', 'uncertain'].includes(s),
-      30_000,
-    );
-    expect(end.status).toBe('succeeded');
-    expect(end.candidates[0].content.parts.find((p: any) => p.inlineData).inlineData.data).toMatch(/^http/);
-  }, 120_000);
+      const slow = await api('/v1beta/models/slow-local:generateContent', { method: 'POST', json: submitBody('slow') });
+      await waitForStatus(
+        () => api(`/v1/tasks/${slow.json.id}`),
+        (s) => s === 'running',
+      );
+      const t0 = Date.now();
+      w.child.kill('SIGTERM');
+      expect(await w.exited).toBe(0);
+      // It waited for the upstream call (about 4 s) rather than cutting it off.
+      expect(Date.now() - t0).toBeGreaterThan(1500);
+      const during = await api(`/v1/tasks/${slow.json.id}`);
+      expect(['running', 'succeeded']).toContain(during.json.status);
+      // The activity's result is in Temporal; the next worker records the outcome.
+      await k.startWorker();
+      const end = await waitForStatus(
+        () => api(`/v1/tasks/${slow.json.id}`),
+        (s) => ['succeeded', 'failed', 'uncertain'].includes(s),
+        30_000,
+      );
+      expect(end.status).toBe('succeeded');
+      expect(end.candidates[0].content.parts.find((p: any) => p.inlineData).inlineData.data).toMatch(/^http/);
+    },
+    120_000,
+  );
 });
 
 describe('API SIGTERM', () => {

@@ -176,30 +176,34 @@ describe('gemini provider: the forwarded request', () => {
     systemInstruction: { parts: [{ text: 'You are a careful illustrator.' }] },
   });
 
-  it('forwards contents, generationConfig without output, tools and systemInstruction; passthrough key as x-goog-api-key', async () => {
-    const id = await submit('g-main', body);
-    expect((await finish(id)).status).toBe('succeeded');
-    expect(fake.requests).toHaveLength(1);
-    const req = fake.requests[0];
-    expect(req.method).toBe('POST');
-    expect(req.path).toBe('/v1beta/models/gemini-fake-image:generateContent');
-    expect(req.model).toBe('gemini-fake-image');
-    expect(req.headers['content-type']).toMatch(/^application\/json/);
-    expect(req.headers['x-goog-api-key']).toBe(KEY_A);
-    expect(req.headers.authorization).toBeUndefined();
-    expect(req.headers['idempotency-key']).toBeUndefined(); // g-main is not idempotent
-    expect(req.body).toEqual({
-      contents: [{ role: 'user', parts: [{ text: 'a lighthouse at dusk, oil painting' }] }],
-      generationConfig: {
-        responseModalities: ['TEXT', 'IMAGE'],
-        topP: 0.9,
-        imageConfig: { aspectRatio: '16:9', imageSize: '2K' },
-      },
-      tools: [{ googleSearch: {} }],
-      systemInstruction: { parts: [{ text: 'You are a careful illustrator.' }] },
-    });
-    expect(req.raw).not.toContain('"output"');
-  });
+  it(
+    'forwards contents, generationConfig without output, tools ' +
+      'and systemInstruction; passthrough key as x-goog-api-key',
+    async () => {
+      const id = await submit('g-main', body);
+      expect((await finish(id)).status).toBe('succeeded');
+      expect(fake.requests).toHaveLength(1);
+      const req = fake.requests[0];
+      expect(req.method).toBe('POST');
+      expect(req.path).toBe('/v1beta/models/gemini-fake-image:generateContent');
+      expect(req.model).toBe('gemini-fake-image');
+      expect(req.headers['content-type']).toMatch(/^application\/json/);
+      expect(req.headers['x-goog-api-key']).toBe(KEY_A);
+      expect(req.headers.authorization).toBeUndefined();
+      expect(req.headers['idempotency-key']).toBeUndefined(); // g-main is not idempotent
+      expect(req.body).toEqual({
+        contents: [{ role: 'user', parts: [{ text: 'a lighthouse at dusk, oil painting' }] }],
+        generationConfig: {
+          responseModalities: ['TEXT', 'IMAGE'],
+          topP: 0.9,
+          imageConfig: { aspectRatio: '16:9', imageSize: '2K' },
+        },
+        tools: [{ googleSearch: {} }],
+        systemInstruction: { parts: [{ text: 'You are a careful illustrator.' }] },
+      });
+      expect(req.raw).not.toContain('"output"');
+    },
+  );
 
   it("uses the configured key for a model with an {env} credential, not the caller's", async () => {
     const id = await submit('g-env', body);
@@ -299,37 +303,43 @@ describe('gemini provider: timeouts, dropped connections, retries', () => {
     expect(fake.requests).toHaveLength(1);
   });
 
-  it('ends uncertain when the only attempt (maxAttempts 1) is lost with its worker after a non-idempotent dispatch', async () => {
-    fake.setDefault(delayed(4000, ok()));
-    const id = await submit('g-once');
-    await fake.nextRequest();
-    await kiln.stopWorker();
-    await kiln.startWorker();
-    const task = await finish(id);
-    expect(task.status).toBe('uncertain');
-    expect(task.error).toBeNull();
-    expect(task.candidates).toBeNull();
-    expect(task.uncertain_reason).toContain('shutting down');
-    expect(fake.requests).toHaveLength(1);
-  });
+  it(
+    'ends uncertain when the only attempt (maxAttempts 1) is ' + 'lost with its worker after a non-idempotent dispatch',
+    async () => {
+      fake.setDefault(delayed(4000, ok()));
+      const id = await submit('g-once');
+      await fake.nextRequest();
+      await kiln.stopWorker();
+      await kiln.startWorker();
+      const task = await finish(id);
+      expect(task.status).toBe('uncertain');
+      expect(task.error).toBeNull();
+      expect(task.candidates).toBeNull();
+      expect(task.uncertain_reason).toContain('shutting down');
+      expect(fake.requests).toHaveLength(1);
+    },
+  );
 
-  it('ends uncertain, never resending, when a non-idempotent upstream drops the connection after dispatch', async () => {
-    fake.setDefault(drop());
-    const id = await submit('g-main');
-    const arrived = await fake.nextRequest();
-    expect(arrived.path).toBe('/v1beta/models/gemini-fake-image:generateContent');
-    const task = await finish(id);
-    expect(task.status).toBe('uncertain');
-    expect(task.error).toBeNull();
-    expect(task.candidates).toBeNull();
-    expect(Number.isInteger(task.finished_at)).toBe(true);
-    expect(typeof task.uncertain_reason).toBe('string');
-    expect(task.uncertain_reason.length).toBeGreaterThan(0);
-    expect(fake.requests).toHaveLength(1);
-    expect(await lastActivityAttempt(id)).toBe(1);
-    const content = await api()(`/v1/tasks/${id}/content`);
-    expect(content.status).toBe(409);
-  });
+  it(
+    'ends uncertain, never resending, when a non-idempotent ' + 'upstream drops the connection after dispatch',
+    async () => {
+      fake.setDefault(drop());
+      const id = await submit('g-main');
+      const arrived = await fake.nextRequest();
+      expect(arrived.path).toBe('/v1beta/models/gemini-fake-image:generateContent');
+      const task = await finish(id);
+      expect(task.status).toBe('uncertain');
+      expect(task.error).toBeNull();
+      expect(task.candidates).toBeNull();
+      expect(Number.isInteger(task.finished_at)).toBe(true);
+      expect(typeof task.uncertain_reason).toBe('string');
+      expect(task.uncertain_reason.length).toBeGreaterThan(0);
+      expect(fake.requests).toHaveLength(1);
+      expect(await lastActivityAttempt(id)).toBe(1);
+      const content = await api()(`/v1/tasks/${id}/content`);
+      expect(content.status).toBe(409);
+    },
+  );
 
   it('retries an idempotent upstream after a dropped connection, with the task id as idempotency key', async () => {
     fake.enqueue(
@@ -346,11 +356,14 @@ describe('gemini provider: timeouts, dropped connections, retries', () => {
     expect(await lastActivityAttempt(id)).toBe(2);
   });
 
-  it('retries a refused connection (nothing dispatched) and then fails with upstream_error, not uncertain', async () => {
-    const id = await submit('g-refused');
-    const task = await finish(id);
-    expectFailed(task, 'upstream_error', 'ECONNREFUSED');
-    expect(await lastActivityAttempt(id)).toBe(2);
-    expect(fake.requests).toHaveLength(0);
-  });
+  it(
+    'retries a refused connection (nothing dispatched) ' + 'and then fails with upstream_error, not uncertain',
+    async () => {
+      const id = await submit('g-refused');
+      const task = await finish(id);
+      expectFailed(task, 'upstream_error', 'ECONNREFUSED');
+      expect(await lastActivityAttempt(id)).toBe(2);
+      expect(fake.requests).toHaveLength(0);
+    },
+  );
 });

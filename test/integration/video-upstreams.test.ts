@@ -95,48 +95,54 @@ describe('openai-videos upstream', () => {
     expect(timers).toBe(checks);
   });
 
-  it('maps upstream failures: create 401/402/429/400, a failed job, retries a 500 then gives upstream_error', async () => {
-    const cases: [() => void, string, string][] = [
-      [() => fake.enqueueCreate(fail(401, 'bad key')), 'auth_failed', 'bad key'],
-      [() => fake.enqueueCreate(fail(402, 'no credit')), 'insufficient_balance', 'no credit'],
-      [() => fake.enqueueCreate(fail(429, 'slow down')), 'upstream_rate_limited', 'slow down'],
-      [() => fake.enqueueCreate(fail(400, 'bad prompt')), 'invalid_request', 'bad prompt'],
-      [
-        () => fake.setScript(['in_progress:10', 'failed:video_generation_failed:the render crashed']),
-        'upstream_error',
-        'the render crashed',
-      ],
-      [() => fake.setScript(['failed:moderation_blocked:not allowed']), 'invalid_request', 'not allowed'],
-      // A create is not resent on a 5xx (the model is not idempotent), as for images.
-      [() => fake.enqueueCreate(fail(500, 'boom')), 'upstream_error', 'upstream answered 500: boom'],
-    ];
-    for (const [arrange, code, message] of cases) {
+  it(
+    'maps upstream failures: create 401/402/429/400, a ' + 'failed job, retries a 500 then gives upstream_error',
+    async () => {
+      const cases: [() => void, string, string][] = [
+        [() => fake.enqueueCreate(fail(401, 'bad key')), 'auth_failed', 'bad key'],
+        [() => fake.enqueueCreate(fail(402, 'no credit')), 'insufficient_balance', 'no credit'],
+        [() => fake.enqueueCreate(fail(429, 'slow down')), 'upstream_rate_limited', 'slow down'],
+        [() => fake.enqueueCreate(fail(400, 'bad prompt')), 'invalid_request', 'bad prompt'],
+        [
+          () => fake.setScript(['in_progress:10', 'failed:video_generation_failed:the render crashed']),
+          'upstream_error',
+          'the render crashed',
+        ],
+        [() => fake.setScript(['failed:moderation_blocked:not allowed']), 'invalid_request', 'not allowed'],
+        // A create is not resent on a 5xx (the model is not idempotent), as for images.
+        [() => fake.enqueueCreate(fail(500, 'boom')), 'upstream_error', 'upstream answered 500: boom'],
+      ];
+      for (const [arrange, code, message] of cases) {
+        fake.reset();
+        arrange();
+        const v = await finish(await createOk({ model: 'v-oa', prompt: code }));
+        expect([v.status, v.error?.code], message).toEqual(['failed', code]);
+        expect(v.error.message).toContain(message);
+        expect(v.completed_at).toBeGreaterThanOrEqual(v.created_at);
+        expect(v.video_url).toBeUndefined();
+        const content = await api()(`/v1/videos/${v.id}/content`);
+        expect([content.status, content.json.error.code]).toEqual([409, 'task_failed']);
+        expect(fake.creates()).toHaveLength(1);
+      }
+    },
+  );
+
+  it(
+    'a status check answered 503 is retried and the task ' + 'completes; one that keeps failing ends upstream_error',
+    async () => {
+      fake.setScript(['completed']).enqueueCheck(fail(503, 'blip'), fail(429, 'busy'));
+      const v = await finish(await createOk({ model: 'v-oa-idem', prompt: 'retry me' }));
+      expect(v.status).toBe('completed');
+      const job = fake.creates().find((r) => r.body.prompt === 'retry me')!.jobId!;
+      expect(fake.requests.filter((r) => r.method === 'GET' && r.path === `/v1/videos/${job}`)).toHaveLength(3);
+
       fake.reset();
-      arrange();
-      const v = await finish(await createOk({ model: 'v-oa', prompt: code }));
-      expect([v.status, v.error?.code], message).toEqual(['failed', code]);
-      expect(v.error.message).toContain(message);
-      expect(v.completed_at).toBeGreaterThanOrEqual(v.created_at);
-      expect(v.video_url).toBeUndefined();
-      const content = await api()(`/v1/videos/${v.id}/content`);
-      expect([content.status, content.json.error.code]).toEqual([409, 'task_failed']);
-      expect(fake.creates()).toHaveLength(1);
-    }
-  });
-
-  it('a status check answered 503 is retried and the task completes; one that keeps failing ends upstream_error', async () => {
-    fake.setScript(['completed']).enqueueCheck(fail(503, 'blip'), fail(429, 'busy'));
-    const v = await finish(await createOk({ model: 'v-oa-idem', prompt: 'retry me' }));
-    expect(v.status).toBe('completed');
-    const job = fake.creates().find((r) => r.body.prompt === 'retry me')!.jobId!;
-    expect(fake.requests.filter((r) => r.method === 'GET' && r.path === `/v1/videos/${job}`)).toHaveLength(3);
-
-    fake.reset();
-    fake.enqueueCheck(fail(503, 'down'), fail(503, 'still down'));
-    const f = await finish(await createOk({ model: 'v-oa', prompt: 'give up' }));
-    expect([f.status, f.error.code]).toEqual(['failed', 'upstream_error']);
-    expect(f.error.message).toContain('still down');
-  });
+      fake.enqueueCheck(fail(503, 'down'), fail(503, 'still down'));
+      const f = await finish(await createOk({ model: 'v-oa', prompt: 'give up' }));
+      expect([f.status, f.error.code]).toEqual(['failed', 'upstream_error']);
+      expect(f.error.message).toContain('still down');
+    },
+  );
 
   it('ends failed / upstream_timeout when the job outlasts the model overall timeout', async () => {
     fake.setScript(['in_progress:5']);
@@ -147,23 +153,27 @@ describe('openai-videos upstream', () => {
     expect(Date.now() - start).toBeLessThan(10_000);
   });
 
-  it('a create whose answer is lost after sending ends uncertain (not resent); an idempotent model retries with the same Idempotency-Key', async () => {
-    fake.enqueueCreate(drop());
-    const u = await finish(await createOk({ model: 'v-oa', prompt: 'lost' }));
-    expect(u.status).toBe('uncertain');
-    expect(u.error).toBeNull();
-    expect(u.uncertain_reason).toMatch(/cannot be confirmed|not resent/);
-    expect(fake.creates()).toHaveLength(1);
+  it(
+    'a create whose answer is lost after sending ends uncertain (not ' +
+      'resent); an idempotent model retries with the same Idempotency-Key',
+    async () => {
+      fake.enqueueCreate(drop());
+      const u = await finish(await createOk({ model: 'v-oa', prompt: 'lost' }));
+      expect(u.status).toBe('uncertain');
+      expect(u.error).toBeNull();
+      expect(u.uncertain_reason).toMatch(/cannot be confirmed|not resent/);
+      expect(fake.creates()).toHaveLength(1);
 
-    fake.reset();
-    fake.setScript(['completed']).enqueueCreate(drop());
-    const id = await createOk({ model: 'v-oa-idem', prompt: 'again' });
-    const ok = await finish(id);
-    expect(ok.status).toBe('completed');
-    const creates = fake.creates();
-    expect(creates).toHaveLength(2);
-    expect(creates.map((c) => c.headers['idempotency-key'])).toEqual([id, id]);
-  });
+      fake.reset();
+      fake.setScript(['completed']).enqueueCreate(drop());
+      const id = await createOk({ model: 'v-oa-idem', prompt: 'again' });
+      const ok = await finish(id);
+      expect(ok.status).toBe('completed');
+      const creates = fake.creates();
+      expect(creates).toHaveLength(2);
+      expect(creates.map((c) => c.headers['idempotency-key'])).toEqual([id, id]);
+    },
+  );
 });
 
 describe('workflow-node upstream (RunningHub style)', () => {

@@ -132,121 +132,136 @@ describe(`production drills (redis ${inject('redisMode')})`, () => {
     expect(done.map((t) => t.status)).toEqual(['succeeded', 'succeeded']);
   });
 
-  it('kill -9 of a worker mid upstream call: non-idempotent ends uncertain (1 call), idempotent is retried once and succeeds (2 calls); the other worker carries on', async () => {
-    fake.setDefault(delayed(4000, ok()));
-    const key = newKey();
-    const killWorkerRunning = async (prompt: string) => {
-      await expect.poll(() => fake.callsFor(prompt).length, { timeout: 60_000 }).toBe(1);
-      const pid = pidOfClientPort(fake.clientPortFor(prompt)!);
-      const victim = k.workers.find((w) => w.pid() === pid);
-      expect(victim, `the process of pid ${pid} is one of the workers`).toBeDefined();
-      await victim!.kill();
-      return victim!;
-    };
-    const probe = await accepted(bases[0], key, 'kiln-image-1', 'probe');
-    const poll = poller(bases[0], key, () => `/v1/tasks/${probe}`);
+  it(
+    'kill -9 of a worker mid upstream call: non-idempotent ends uncertain (1 call), ' +
+      'idempotent is retried once and succeeds (2 calls); the other worker carries on',
+    async () => {
+      fake.setDefault(delayed(4000, ok()));
+      const key = newKey();
+      const killWorkerRunning = async (prompt: string) => {
+        await expect.poll(() => fake.callsFor(prompt).length, { timeout: 60_000 }).toBe(1);
+        const pid = pidOfClientPort(fake.clientPortFor(prompt)!);
+        const victim = k.workers.find((w) => w.pid() === pid);
+        expect(victim, `the process of pid ${pid} is one of the workers`).toBeDefined();
+        await victim!.kill();
+        return victim!;
+      };
+      const probe = await accepted(bases[0], key, 'kiln-image-1', 'probe');
+      const poll = poller(bases[0], key, () => `/v1/tasks/${probe}`);
 
-    // Non-idempotent: the call may have reached the upstream, so it is never sent again.
-    const once = uniq('non-idempotent');
-    nonIdempotentPrompts.push(once);
-    const onceId = await accepted(bases[0], key, 'g-once', once);
-    const first = await killWorkerRunning(once);
-    // The other worker carries on with new work meanwhile.
-    const during = await Promise.all([0, 1, 2].map((i) => accepted(bases[i % 2], key, 'kiln-image-1', `during ${i}`)));
-    const [onceTask, ...duringTasks] = await waitAllTerminal(bases, key, [onceId, ...during], 60_000);
-    expect(onceTask.status).toBe('uncertain');
-    expect(typeof onceTask.uncertain_reason).toBe('string');
-    expect(duringTasks.map((t) => t.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
-    expect(fake.callsFor(once)).toHaveLength(1);
-    await first.start();
+      // Non-idempotent: the call may have reached the upstream, so it is never sent again.
+      const once = uniq('non-idempotent');
+      nonIdempotentPrompts.push(once);
+      const onceId = await accepted(bases[0], key, 'g-once', once);
+      const first = await killWorkerRunning(once);
+      // The other worker carries on with new work meanwhile.
+      const during = await Promise.all(
+        [0, 1, 2].map((i) => accepted(bases[i % 2], key, 'kiln-image-1', `during ${i}`)),
+      );
+      const [onceTask, ...duringTasks] = await waitAllTerminal(bases, key, [onceId, ...during], 60_000);
+      expect(onceTask.status).toBe('uncertain');
+      expect(typeof onceTask.uncertain_reason).toBe('string');
+      expect(duringTasks.map((t) => t.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
+      expect(fake.callsFor(once)).toHaveLength(1);
+      await first.start();
 
-    // Idempotent: the retry is safe (same idempotency key), so it runs again and succeeds.
-    const idem = uniq('idempotent');
-    const idemId = await accepted(bases[1], key, 'g-idem', idem);
-    const second = await killWorkerRunning(idem);
-    const idemTask = await waitTerminal(bases, key, idemId, 60_000);
-    expect(idemTask.status).toBe('succeeded');
-    const calls = fake.callsFor(idem);
-    expect(calls).toHaveLength(2);
-    expect(calls[0].headers['idempotency-key']).toBe(idemId);
-    expect(calls[1].headers['idempotency-key']).toBe(idemId);
-    await second.start();
+      // Idempotent: the retry is safe (same idempotency key), so it runs again and succeeds.
+      const idem = uniq('idempotent');
+      const idemId = await accepted(bases[1], key, 'g-idem', idem);
+      const second = await killWorkerRunning(idem);
+      const idemTask = await waitTerminal(bases, key, idemId, 60_000);
+      expect(idemTask.status).toBe('succeeded');
+      const calls = fake.callsFor(idem);
+      expect(calls).toHaveLength(2);
+      expect(calls[0].headers['idempotency-key']).toBe(idemId);
+      expect(calls[1].headers['idempotency-key']).toBe(idemId);
+      await second.start();
 
-    const stats = await poll.stop();
-    // A worker's death is nothing the API answers differently for.
-    expect(stats.fiveXX, JSON.stringify(stats)).toBe(0);
-    await convergedOwner(key);
-    fake.setDefault(ok());
-  });
+      const stats = await poll.stop();
+      // A worker's death is nothing the API answers differently for.
+      expect(stats.fiveXX, JSON.stringify(stats)).toBe(0);
+      await convergedOwner(key);
+      fake.setDefault(ok());
+    },
+  );
 
-  it('kill -9 of an API process with 100 submits in flight: every 202 ends terminal, no workflow is left running or accepted', async () => {
-    const key = newKey();
-    const [victim, survivor] = k.apis;
-    const probe = await accepted(survivor.url, key, 'kiln-image-1', 'probe');
-    const poll = poller(survivor.url, key, () => `/v1/tasks/${probe}`);
-    let killedAt = 0;
-    let firstFromVictim!: () => void;
-    const victimAnswered = new Promise<void>((r) => (firstFromVictim = r));
-    const submits = Array.from({ length: 100 }, async (_, i) => {
-      const base = i % 2 === 0 ? victim.url : survivor.url;
-      const r = await call(base, key, '/v1beta/models/kiln-image-1:generateContent', {
-        json: submitBody(`in flight ${i}`),
-        timeoutMs: 120_000,
+  it(
+    'kill -9 of an API process with 100 submits in flight: every ' +
+      '202 ends terminal, no workflow is left running or accepted',
+    async () => {
+      const key = newKey();
+      const [victim, survivor] = k.apis;
+      const probe = await accepted(survivor.url, key, 'kiln-image-1', 'probe');
+      const poll = poller(survivor.url, key, () => `/v1/tasks/${probe}`);
+      let killedAt = 0;
+      let firstFromVictim!: () => void;
+      const victimAnswered = new Promise<void>((r) => (firstFromVictim = r));
+      const submits = Array.from({ length: 100 }, async (_, i) => {
+        const base = i % 2 === 0 ? victim.url : survivor.url;
+        const r = await call(base, key, '/v1beta/models/kiln-image-1:generateContent', {
+          json: submitBody(`in flight ${i}`),
+          timeoutMs: 120_000,
+        });
+        if (base === victim.url && r.status === 202) firstFromVictim();
+        return r;
       });
-      if (base === victim.url && r.status === 202) firstFromVictim();
-      return r;
-    });
-    await Promise.race([victimAnswered, sleep(10_000)]);
-    await victim.kill();
-    killedAt = Date.now();
-    const answers = await Promise.all(submits);
-    const ids = answers.filter((a) => a.status === 202).map((a) => a.json.id as string);
-    // The survivor answered all of its half: 202, or a retryable 503 when its Redis calls overran
-    // their deadline under this burst on a loaded machine (a workflow started for one is checked below).
-    const survivorAnswers = answers.filter((_, i) => i % 2 === 1);
-    const overloaded = answers.filter((a) => a.status === 503);
-    expect(
-      survivorAnswers
-        .filter((a) => a.status !== 202 && !(a.status === 503 && a.json?.error?.code === 'service_unavailable'))
-        .map((a) => `${a.status} ${a.text.slice(0, 200)}`),
-    ).toEqual([]);
-    // The victim's unanswered ones got no HTTP answer at all: no 5xx other than that same retryable 503.
-    expect(
-      answers
-        .filter((_, i) => i % 2 === 0)
-        .filter(
-          (a) =>
-            a.status !== 202 && a.status !== 0 && !(a.status === 503 && a.json?.error?.code === 'service_unavailable'),
-        )
-        .map((a) => `${a.status} ${a.text.slice(0, 200)}`),
-    ).toEqual([]);
+      await Promise.race([victimAnswered, sleep(10_000)]);
+      await victim.kill();
+      killedAt = Date.now();
+      const answers = await Promise.all(submits);
+      const ids = answers.filter((a) => a.status === 202).map((a) => a.json.id as string);
+      // The survivor answered all of its half: 202, or a retryable 503 when its Redis calls overran
+      // their deadline under this burst on a loaded machine (a workflow started for one is checked below).
+      const survivorAnswers = answers.filter((_, i) => i % 2 === 1);
+      const overloaded = answers.filter((a) => a.status === 503);
+      expect(
+        survivorAnswers
+          .filter((a) => a.status !== 202 && !(a.status === 503 && a.json?.error?.code === 'service_unavailable'))
+          .map((a) => `${a.status} ${a.text.slice(0, 200)}`),
+      ).toEqual([]);
+      // The victim's unanswered ones got no HTTP answer at all: no 5xx other than that same retryable 503.
+      expect(
+        answers
+          .filter((_, i) => i % 2 === 0)
+          .filter(
+            (a) =>
+              a.status !== 202 &&
+              a.status !== 0 &&
+              !(a.status === 503 && a.json?.error?.code === 'service_unavailable'),
+          )
+          .map((a) => `${a.status} ${a.text.slice(0, 200)}`),
+      ).toEqual([]);
 
-    const tasks = await waitAllTerminal([survivor.url], key, ids);
-    expect(tasks.every((t) => t.status === 'succeeded')).toBe(true);
-    // Workflows whose id no client got (the process died before answering) run to the end too.
-    const wfs = await convergedOwner(key);
-    const orphans = [...wfs.keys()].filter((id) => !ids.includes(id) && id !== probe);
-    console.info(
-      `[drill api kill] ${ids.length} accepted, ${answers.filter((a) => a.status === 0).length} cut off by the kill, ${overloaded.length} answered a retryable 503 (Redis deadline under the burst), ${orphans.length} workflow(s) no client got an id for; all terminal`,
-    );
-    // And no record is left `accepted` in the read model (what GET /v1/tasks lists).
-    const listed: { id: string; status: string; created_at: number }[] = [];
-    for (let cursor = ''; ;) {
-      const page = await call(survivor.url, key, `/v1/tasks?limit=100${cursor}`);
-      expect(page.status, page.text).toBe(200);
-      listed.push(...page.json.items);
-      if (page.json.items.length < 100) break;
-      const last = listed[listed.length - 1];
-      cursor = `&before_created_at=${last.created_at}&before_id=${last.id}`;
-    }
-    expect(listed.length).toBeGreaterThanOrEqual(ids.length);
-    expect(listed.filter((t) => t.status !== 'succeeded')).toEqual([]);
+      const tasks = await waitAllTerminal([survivor.url], key, ids);
+      expect(tasks.every((t) => t.status === 'succeeded')).toBe(true);
+      // Workflows whose id no client got (the process died before answering) run to the end too.
+      const wfs = await convergedOwner(key);
+      const orphans = [...wfs.keys()].filter((id) => !ids.includes(id) && id !== probe);
+      console.info(
+        `[drill api kill] ${ids.length} accepted, ${answers.filter((a) => a.status === 0).length} cut ` +
+          `off by the kill, ${overloaded.length} answered ` +
+          `a retryable 503 (Redis deadline under the ` +
+          `burst), ${orphans.length} workflow(s) no client got an id for; all terminal`,
+      );
+      // And no record is left `accepted` in the read model (what GET /v1/tasks lists).
+      const listed: { id: string; status: string; created_at: number }[] = [];
+      for (let cursor = ''; ;) {
+        const page = await call(survivor.url, key, `/v1/tasks?limit=100${cursor}`);
+        expect(page.status, page.text).toBe(200);
+        listed.push(...page.json.items);
+        if (page.json.items.length < 100) break;
+        const last = listed[listed.length - 1];
+        cursor = `&before_created_at=${last.created_at}&before_id=${last.id}`;
+      }
+      expect(listed.length).toBeGreaterThanOrEqual(ids.length);
+      expect(listed.filter((t) => t.status !== 'succeeded')).toEqual([]);
 
-    const stats = await poll.stop();
-    expect(stats.fiveXX, JSON.stringify(stats)).toBe(0);
-    expect(killedAt).toBeGreaterThan(0);
-    await victim.start();
-  });
+      const stats = await poll.stop();
+      expect(stats.fiveXX, JSON.stringify(stats)).toBe(0);
+      expect(killedAt).toBeGreaterThan(0);
+      await victim.start();
+    },
+  );
 
   const clusterMode = inject('redisMode') === 'cluster';
   it.skipIf(!clusterMode)(
@@ -312,7 +327,10 @@ describe(`production drills (redis ${inject('redisMode')})`, () => {
       // Submits are refused only around the failover, not after the polls are back.
       expect(refused.filter((x) => x.at > recoveredAt + 5000)).toEqual([]);
       console.info(
-        `[drill redis failover] polls back ${recoveredAt - killedAt} ms after the kill; longest 5xx run ${Math.max(...stats.map((s) => s.longestBadMs))} ms; ${ids.length} tasks accepted, ${refused.length} submits refused (${refused.map((x) => x.status).join(',')}); /readyz unready ${ready.filter((x) => x.status === 503).length} of ${ready.length} samples`,
+        `[drill redis failover] polls back ${recoveredAt - killedAt} ms after the kill; longest ` +
+          `5xx run ${Math.max(...stats.map((s) => s.longestBadMs))} ms; ${ids.length} tasks ` +
+          `accepted, ${refused.length} submits refused (${refused.map((x) => x.status).join(',')}); ` +
+          `/readyz unready ${ready.filter((x) => x.status === 503).length} of ${ready.length} samples`,
       );
       // Every accepted task ends terminal and its record agrees with its workflow (no transition
       // lost). A task whose Redis write hit the failover may end failed: that is reported, not lost.
@@ -320,7 +338,8 @@ describe(`production drills (redis ${inject('redisMode')})`, () => {
       const notSucceeded = tasks.filter((t) => t.status !== 'succeeded');
       if (notSucceeded.length)
         console.warn(
-          `[drill redis failover] ${notSucceeded.length} task(s) not succeeded: ${JSON.stringify(notSucceeded.map((t) => ({ id: t.id, status: t.status, error: t.error, uncertain_reason: t.uncertain_reason })))}`,
+          `[drill redis failover] ${notSucceeded.length} task(s) not ` +
+            `succeeded: ${JSON.stringify(notSucceeded.map((t) => ({ id: t.id, status: t.status, error: t.error, uncertain_reason: t.uncertain_reason })))}`,
         );
       expect(notSucceeded.filter((t) => t.status === 'uncertain')).toEqual([]);
       await convergedOwner(key);
@@ -329,62 +348,67 @@ describe(`production drills (redis ${inject('redisMode')})`, () => {
   if (!clusterMode)
     it.skip(`kill -9 of a Redis primary: needs KILN_PRODUCTION_REDIS=cluster (Kiln's REDIS_CLUSTER_NODES support); this run uses a single redis-server`, () => {});
 
-  it('stop and restart of the Temporal server mid-run: tasks continue, polls keep answering from Redis, /readyz names temporal', async () => {
-    const key = newKey();
-    const ids = await Promise.all(
-      Array.from({ length: 10 }, (_, i) => accepted(bases[i % 2], key, 'kiln-image-1', `temporal ${i}`)),
-    );
-    const polls = ids.slice(0, 2).map((id, i) => poller(bases[i], key, () => `/v1/tasks/${id}`));
-    const submits: { at: number; status: number }[] = [];
-    const more: string[] = [];
-    let stop = false;
-    const submitting = (async () => {
-      for (let i = 0; !stop; i++) {
-        const r = await submit(bases[i % 2], key, 'kiln-image-1', `during outage ${i}`);
-        submits.push({ at: Date.now(), status: r.status });
-        if (r.status === 202) more.push(r.json.id);
-        await sleep(250);
-      }
-    })();
-    await sleep(1000);
-    const downAt = Date.now();
-    await control('temporal/stop');
-    await sleep(1000);
-    const during = await readyz(bases[0]);
-    // Polls are answered from Redis while Temporal is away.
-    const pollDuring = await call(bases[1], key, `/v1/tasks/${ids[5]}`);
-    await sleep(3000);
-    await control('temporal/start');
-    const upAt = Date.now();
-    // Back to ready (a worker polling again) before the outage is over for clients.
-    await expect.poll(async () => (await readyz(bases[0])).status, { timeout: 60_000, interval: 500 }).toBe(200);
-    await sleep(1000);
-    stop = true;
-    await submitting;
-    const stats = await Promise.all(polls.map((p) => p.stop()));
+  it(
+    'stop and restart of the Temporal server mid-run: tasks continue, ' +
+      'polls keep answering from Redis, /readyz names temporal',
+    async () => {
+      const key = newKey();
+      const ids = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => accepted(bases[i % 2], key, 'kiln-image-1', `temporal ${i}`)),
+      );
+      const polls = ids.slice(0, 2).map((id, i) => poller(bases[i], key, () => `/v1/tasks/${id}`));
+      const submits: { at: number; status: number }[] = [];
+      const more: string[] = [];
+      let stop = false;
+      const submitting = (async () => {
+        for (let i = 0; !stop; i++) {
+          const r = await submit(bases[i % 2], key, 'kiln-image-1', `during outage ${i}`);
+          submits.push({ at: Date.now(), status: r.status });
+          if (r.status === 202) more.push(r.json.id);
+          await sleep(250);
+        }
+      })();
+      await sleep(1000);
+      const downAt = Date.now();
+      await control('temporal/stop');
+      await sleep(1000);
+      const during = await readyz(bases[0]);
+      // Polls are answered from Redis while Temporal is away.
+      const pollDuring = await call(bases[1], key, `/v1/tasks/${ids[5]}`);
+      await sleep(3000);
+      await control('temporal/start');
+      const upAt = Date.now();
+      // Back to ready (a worker polling again) before the outage is over for clients.
+      await expect.poll(async () => (await readyz(bases[0])).status, { timeout: 60_000, interval: 500 }).toBe(200);
+      await sleep(1000);
+      stop = true;
+      await submitting;
+      const stats = await Promise.all(polls.map((p) => p.stop()));
 
-    expect(during.status).toBe(503);
-    expect(during.checks?.temporal.ok).toBe(false);
-    expect(pollDuring.status).toBe(200);
-    for (const s of stats) expect(s.fiveXX, JSON.stringify(s)).toBe(0);
-    // Submits fail (503) only while Temporal is away: the longest run of 5xx is not longer than the outage.
-    let longest = 0;
-    let since: number | null = null;
-    for (const s of submits) {
-      if (s.status >= 500 && since === null) since = s.at;
-      if (s.status < 500 && since !== null) {
-        longest = Math.max(longest, s.at - since);
-        since = null;
+      expect(during.status).toBe(503);
+      expect(during.checks?.temporal.ok).toBe(false);
+      expect(pollDuring.status).toBe(200);
+      for (const s of stats) expect(s.fiveXX, JSON.stringify(s)).toBe(0);
+      // Submits fail (503) only while Temporal is away: the longest run of 5xx is not longer than the outage.
+      let longest = 0;
+      let since: number | null = null;
+      for (const s of submits) {
+        if (s.status >= 500 && since === null) since = s.at;
+        if (s.status < 500 && since !== null) {
+          longest = Math.max(longest, s.at - since);
+          since = null;
+        }
       }
-    }
-    expect(since, 'submits answer 202 again after the restart').toBeNull();
-    // Slack for the clients' reconnect backoff after the server is back.
-    expect(longest).toBeLessThanOrEqual(upAt - downAt + 5000);
-    console.info(
-      `[drill temporal restart] outage ${upAt - downAt} ms; longest run of 5xx submits ${longest} ms; ${submits.filter((s) => s.status >= 500).length} of ${submits.length} submits refused`,
-    );
-    const tasks = await waitAllTerminal(bases, key, [...ids, ...more]);
-    expect(tasks.every((t) => t.status === 'succeeded')).toBe(true);
-    await convergedOwner(key);
-  });
+      expect(since, 'submits answer 202 again after the restart').toBeNull();
+      // Slack for the clients' reconnect backoff after the server is back.
+      expect(longest).toBeLessThanOrEqual(upAt - downAt + 5000);
+      console.info(
+        `[drill temporal restart] outage ${upAt - downAt} ms; longest run of 5xx ` +
+          `submits ${longest} ms; ${submits.filter((s) => s.status >= 500).length} of ${submits.length} submits refused`,
+      );
+      const tasks = await waitAllTerminal(bases, key, [...ids, ...more]);
+      expect(tasks.every((t) => t.status === 'succeeded')).toBe(true);
+      await convergedOwner(key);
+    },
+  );
 });

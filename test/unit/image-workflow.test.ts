@@ -150,25 +150,28 @@ describe('imageTaskWorkflow', () => {
     expect(history.filter((t) => t === 'MARKER_RECORDED')).toHaveLength(1);
   });
 
-  it('an attempt that recorded its image before its answer was lost: the task succeeded, whatever the retry said', async () => {
-    const { task, record, status, store } = await run(async (i) => {
-      await caseOf(i.id).store.transition({
-        id: i.id,
-        kind: 'image',
-        owner: i.owner,
-        model: i.model,
-        status: 'succeeded',
-        created_at: i.created_at,
-        finished_at: 1_700_000_050,
-        ...RESULT,
-        error: null,
+  it(
+    'an attempt that recorded its image before its answer ' + 'was lost: the task succeeded, whatever the retry said',
+    async () => {
+      const { task, record, status, store } = await run(async (i) => {
+        await caseOf(i.id).store.transition({
+          id: i.id,
+          kind: 'image',
+          owner: i.owner,
+          model: i.model,
+          status: 'succeeded',
+          created_at: i.created_at,
+          finished_at: 1_700_000_050,
+          ...RESULT,
+          error: null,
+        });
+        throw ApplicationFailure.nonRetryable('the attempt ended before its answer arrived', 'uncertain');
       });
-      throw ApplicationFailure.nonRetryable('the attempt ended before its answer arrived', 'uncertain');
-    });
-    expect(record).toMatchObject({ status: 'succeeded', candidates: RESULT.candidates, finished_at: 1_700_000_050 });
-    expect(store.records.get(task.id)).toEqual(record);
-    expect(status).toEqual(['succeeded']);
-  });
+      expect(record).toMatchObject({ status: 'succeeded', candidates: RESULT.candidates, finished_at: 1_700_000_050 });
+      expect(store.records.get(task.id)).toEqual(record);
+      expect(status).toEqual(['succeeded']);
+    },
+  );
 
   it.each(['auth_failed', 'insufficient_balance', 'upstream_rate_limited', 'invalid_request', 'upstream_timeout'])(
     "ends failed with the activity's code %s, without retrying",

@@ -34,7 +34,8 @@ export function localReply({ request, images }: Pick<ChatCall, 'request' | 'imag
   const seed = request.seed ?? 0;
   const lines = [
     OPENINGS[((seed % OPENINGS.length) + OPENINGS.length) % OPENINGS.length],
-    `You sent ${plural(messages.length, 'message')} (${roles.join(', ')}) with ${plural(images.length, 'image')} and ${plural(inputWords, 'word')} of text.`,
+    `You sent ${plural(messages.length, 'message')} (${roles.join(', ')}) ` +
+      `with ${plural(images.length, 'image')} and ${plural(inputWords, 'word')} of text.`,
     ...images.map(
       (im, i) =>
         `Image ${i + 1}: ${im.format.toUpperCase()}, ${im.width}×${im.height} pixels, ${plural(im.bytes, 'byte')}.`,
