@@ -1,7 +1,7 @@
 // Reads for ids the Redis read model does not know (a lost record, one not written yet, or Redis
 // down): Temporal answers, and each record found is written back to Redis. One path for image and
 // video tasks.
-import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client, type WorkflowExecutionInfo } from '@temporalio/client';
 import type { TaskStore } from '../infra/store.js';
 import type { ErrorBody } from '../shared/errors.js';
 import { SEARCH_ATTRIBUTES } from '../shared/task.js';
@@ -28,6 +28,9 @@ export interface FallbackKind<R> {
   record(facts: WorkflowFacts, memo: Record<string, unknown>): R;
 }
 
+/** What a listing and a describe both tell of a workflow. */
+type WorkflowInfo = Omit<WorkflowExecutionInfo, 'raw'>;
+
 type FallbackStore = Pick<TaskStore, 'transition' | 'recentlyMissing' | 'rememberMissing'>;
 
 /**
@@ -47,11 +50,8 @@ export async function readFromTemporal<R extends AnyTaskRecord>(
   const recentlyMissing = await store.recentlyMissing(owner, ids).catch(() => new Set<string>());
   const ask = ids.filter((id) => !recentlyMissing.has(id));
   if (ask.length === 0) return out;
-  const quoted = ask.map((id) => `'${id}'`).join(', ');
   try {
-    for await (const wf of temporal.workflow.list({
-      query: `WorkflowId IN (${quoted}) AND ${SEARCH_ATTRIBUTES.owner} = '${owner.replace(/'/g, '')}'`,
-    })) {
+    for await (const wf of workflowsOf(temporal, ask, owner)) {
       if (wf.type !== kind.workflowType) continue;
       const record =
         wf.status.name === 'COMPLETED'
@@ -79,7 +79,30 @@ export async function readFromTemporal<R extends AnyTaskRecord>(
   return out;
 }
 
-function factsOf(wf: WorkflowExecutionInfo, owner: string): WorkflowFacts {
+/**
+ * The owner's workflows among `ids`. One id (a single poll): described by id, which reads the
+ * workflow's own state, exact at once; several (a batch): one visibility query, which can lag a
+ * moment behind a workflow that has just started or ended.
+ */
+async function* workflowsOf(temporal: Client, ids: string[], owner: string): AsyncIterable<WorkflowInfo> {
+  if (ids.length === 1) {
+    let wf: WorkflowInfo;
+    try {
+      wf = await temporal.workflow.getHandle(ids[0]).describe();
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return;
+      throw err;
+    }
+    if (wf.typedSearchAttributes.get(SA.owner) === owner) yield wf;
+    return;
+  }
+  const quoted = ids.map((id) => `'${id}'`).join(', ');
+  yield* temporal.workflow.list({
+    query: `WorkflowId IN (${quoted}) AND ${SEARCH_ATTRIBUTES.owner} = '${owner.replace(/'/g, '')}'`,
+  });
+}
+
+function factsOf(wf: WorkflowInfo, owner: string): WorkflowFacts {
   const running = wf.status.name === 'RUNNING';
   return {
     id: wf.workflowId,
