@@ -18,6 +18,7 @@ export const ERROR_STATUS = {
   task_not_ready: 409,
   task_failed: 409,
   idempotency_key_reused: 422,
+  invalid_webhook_url: 400,
   not_found: 404,
   model_not_found: 404,
   method_not_allowed: 405,
@@ -34,6 +35,8 @@ export const ERROR_STATUS = {
   insufficient_balance: 402,
   upstream_rate_limited: 429,
   upstream_error: 502,
+  // A task stopped by its owner (POST …/cancel): only ever a failed task's error.code.
+  canceled: 409,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
@@ -46,6 +49,7 @@ export const TASK_FAILURE_CODES = [
   'insufficient_balance',
   'upstream_rate_limited',
   'upstream_error',
+  'canceled',
 ] as const satisfies readonly ErrorCode[];
 export type TaskFailureCode = (typeof TASK_FAILURE_CODES)[number];
 

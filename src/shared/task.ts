@@ -1,5 +1,6 @@
 // Task shapes shared by API, activities and workflows. Pure types and constants only.
 import type { ErrorBody } from './errors.js';
+import type { WebhookState, WebhookTarget } from './webhook.js';
 
 export const TASK_STATUSES = ['accepted', 'queued', 'running', 'succeeded', 'failed', 'uncertain'] as const;
 export type TaskStatus = (typeof TASK_STATUSES)[number];
@@ -42,6 +43,11 @@ export interface TaskRecord {
   error: ErrorBody | null;
   /** Why the outcome cannot be confirmed (status uncertain only; `error` stays null as the contract says). */
   uncertain_reason?: string;
+  /** Timing extension fields: when the upstream call began (epoch s) and how many attempts were made. */
+  started_at?: number | null;
+  attempts?: number;
+  /** Present when the task was submitted with a webhook. */
+  webhook?: WebhookState;
 }
 
 /** What the image generation request carries into the workflow (Kiln's own `output` field removed). */
@@ -62,6 +68,7 @@ export interface ImageTaskInput {
   request: ImageRequest;
   /** The caller's upstream key in passthrough mode; travels only inside encrypted payloads. */
   credential?: string;
+  webhook?: WebhookTarget;
 }
 
 /** The result of one upstream generation, before it is turned into a task record. */

@@ -1,6 +1,7 @@
 // Video task shapes shared by API, activities and workflows. Pure types and constants only.
 import type { ErrorBody } from './errors.js';
 import type { ActivityPolicy, TaskRecord, TaskStatus } from './task.js';
+import type { WebhookState, WebhookTarget } from './webhook.js';
 
 /** The contract's strict rules for the pro model: any other value is refused before it can reach the upstream. */
 export const PRO_SECONDS = ['10', '15', '25'] as const;
@@ -39,6 +40,11 @@ export interface VideoTaskRecord {
   results?: VideoResult[];
   error: ErrorBody | null;
   uncertain_reason?: string;
+  /** Timing extension fields: when the upstream call began (epoch s) and how many attempts were made. */
+  started_at?: number | null;
+  attempts?: number;
+  /** Present when the task was submitted with a webhook. */
+  webhook?: WebhookState;
 }
 
 /** What a video request carries into the workflow, validated and with defaults filled in. */
@@ -59,6 +65,7 @@ export interface VideoTaskInput {
   request: VideoRequest;
   /** The caller's upstream key in passthrough mode; travels only inside encrypted payloads. */
   credential?: string;
+  webhook?: WebhookTarget;
 }
 
 /** The upstream job a create call started. */
