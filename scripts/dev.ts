@@ -91,9 +91,13 @@ async function main() {
       break;
     await new Promise((r) => setTimeout(r, 100));
   }
+  const example = {
+    contents: [{ role: 'user', parts: [{ text: 'a lighthouse at dusk' }] }],
+    generationConfig: { imageConfig: { aspectRatio: '16:9' } },
+  };
   const curl = `curl -s -X POST '${baseUrl}/v1beta/models/kiln-image-1:generateContent?output=url' \\
   -H 'Authorization: Bearer my-dev-key' -H 'Content-Type: application/json' \\
-  -d '{"contents":[{"role":"user","parts":[{"text":"a lighthouse at dusk"}]}],"generationConfig":{"imageConfig":{"aspectRatio":"16:9"}}}'`;
+  -d '${JSON.stringify(example)}'`;
   console.log(`
   Kiln is running.
     API            ${baseUrl}      (reference: ${baseUrl}/docs)

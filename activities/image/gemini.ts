@@ -25,7 +25,8 @@ export class GeminiImageProvider implements ImageProvider {
   async generate({ input, model, signal, dispatching }: ImageCall): Promise<GenerationResult> {
     const deadline = Date.now() + model.timeoutMs;
     const key = upstreamKey(model, input.credential, this.deps.configuredKey);
-    const url = `${model.baseUrl!.replace(/\/+$/, '')}/v1beta/models/${encodeURIComponent(model.upstreamModel ?? model.id)}:generateContent`;
+    const base = model.baseUrl!.replace(/\/+$/, '');
+    const url = `${base}/v1beta/models/${encodeURIComponent(model.upstreamModel ?? model.id)}:generateContent`;
     const request = model.inlineReferences
       ? await inlineReferences(input.request, this.deps.fetchReference, model, signal)
       : input.request;

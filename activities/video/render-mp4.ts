@@ -61,7 +61,8 @@ export async function renderPromptMp4(o: Mp4Options): Promise<Buffer> {
         '-i',
         `color=c=0xE4572E:s=${dot}x${dot}:r=${o.fps}`,
         '-filter_complex',
-        `[0:v]scale=${width}:${height},setsar=1[bg];[bg][1:v]overlay=x=(W-w)*t/${o.seconds}:y=H-h-2:shortest=1,format=yuv420p[v]`,
+        `[0:v]scale=${width}:${height},setsar=1[bg];` +
+          `[bg][1:v]overlay=x=(W-w)*t/${o.seconds}:y=H-h-2:shortest=1,format=yuv420p[v]`,
         '-map',
         '[v]',
         '-frames:v',

@@ -89,10 +89,12 @@ export async function startPostgres(opts: {
   // CREATEDB lets temporal-sql-tool create-database its two databases.
   const role = opts.user.replace(/"/g, '""');
   const pw = opts.password.replace(/'/g, "''");
+  const name = opts.user.replace(/'/g, "''");
   await sql(
     'postgres',
     `DO $$ BEGIN
-    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '${opts.user.replace(/'/g, "''")}') THEN CREATE ROLE "${role}" LOGIN CREATEDB PASSWORD '${pw}';
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '${name}')
+    THEN CREATE ROLE "${role}" LOGIN CREATEDB PASSWORD '${pw}';
     ELSE ALTER ROLE "${role}" LOGIN CREATEDB PASSWORD '${pw}'; END IF; END $$`,
   );
 

@@ -224,7 +224,8 @@ async function main(): Promise<void> {
 
 main().catch((err) => {
   console.error(
-    `[smoke] FAILED: ${err instanceof Error ? err.message : err}${err?.cause ? ` (cause: ${err.cause.message ?? err.cause})` : ''}`,
+    `[smoke] FAILED: ${err instanceof Error ? err.message : err}` +
+      (err?.cause ? ` (cause: ${err.cause.message ?? err.cause})` : ''),
   );
   process.exit(1);
 });

@@ -176,8 +176,8 @@ function inspectImage(where: string, url: string, model: ChatModel): ImageInfo {
   if (!/^data:/i.test(url)) {
     throw new KilnError(
       'invalid_image_url',
-      `${field} must be a data URI of the ` +
-        `form ${form}; ${/^https?:/i.test(url) ? 'http(s) URLs are not fetched' : 'the "data:image/…;base64," ' + 'prefix is missing'}.`,
+      `${field} must be a data URI of the form ${form}; ` +
+        (/^https?:/i.test(url) ? 'http(s) URLs are not fetched.' : 'the "data:image/…;base64," prefix is missing.'),
     );
   }
   const m = DATA_URI.exec(url);
@@ -215,7 +215,8 @@ function inspectImage(where: string, url: string, model: ChatModel): ImageInfo {
   } catch {
     throw new KilnError(
       'invalid_image_url',
-      `${field}: the decoded bytes are not an image Kiln can read (png, jpeg, gif, webp, bmp, tiff, heif/avif, svg …).`,
+      `${field}: the decoded bytes are not an image Kiln can read ` +
+        '(png, jpeg, gif, webp, bmp, tiff, heif/avif, svg …).',
     );
   }
   return {

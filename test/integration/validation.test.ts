@@ -244,7 +244,8 @@ describe('submit: reference images', () => {
     ['file', 'file:///etc/passwd'],
     [
       'data',
-      'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
+      'data:image/png;base64,' +
+        'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
     ],
     ['javascript', 'javascript:alert(1)'],
     ['gopher', 'gopher://example.com/'],

@@ -339,14 +339,20 @@ describe(`production drills (redis ${inject('redisMode')})`, () => {
       if (notSucceeded.length)
         console.warn(
           `[drill redis failover] ${notSucceeded.length} task(s) not ` +
-            `succeeded: ${JSON.stringify(notSucceeded.map((t) => ({ id: t.id, status: t.status, error: t.error, uncertain_reason: t.uncertain_reason })))}`,
+            `succeeded: ${JSON.stringify(
+              notSucceeded.map((t) => ({ id: t.id, status: t.status, error: t.error, reason: t.uncertain_reason })),
+            )}`,
         );
       expect(notSucceeded.filter((t) => t.status === 'uncertain')).toEqual([]);
       await convergedOwner(key);
     },
   );
   if (!clusterMode)
-    it.skip(`kill -9 of a Redis primary: needs KILN_PRODUCTION_REDIS=cluster (Kiln's REDIS_CLUSTER_NODES support); this run uses a single redis-server`, () => {});
+    it.skip(
+      'kill -9 of a Redis primary: needs KILN_PRODUCTION_REDIS=cluster ' +
+        "(Kiln's REDIS_CLUSTER_NODES support); this run uses a single redis-server",
+      () => {},
+    );
 
   it(
     'stop and restart of the Temporal server mid-run: tasks continue, ' +
@@ -403,8 +409,8 @@ describe(`production drills (redis ${inject('redisMode')})`, () => {
       // Slack for the clients' reconnect backoff after the server is back.
       expect(longest).toBeLessThanOrEqual(upAt - downAt + 5000);
       console.info(
-        `[drill temporal restart] outage ${upAt - downAt} ms; longest run of 5xx ` +
-          `submits ${longest} ms; ${submits.filter((s) => s.status >= 500).length} of ${submits.length} submits refused`,
+        `[drill temporal restart] outage ${upAt - downAt} ms; longest run of 5xx submits ${longest} ms; ` +
+          `${submits.filter((s) => s.status >= 500).length} of ${submits.length} submits refused`,
       );
       const tasks = await waitAllTerminal(bases, key, [...ids, ...more]);
       expect(tasks.every((t) => t.status === 'succeeded')).toBe(true);

@@ -159,8 +159,11 @@ export class FakeOpenAI extends FakeServer<RecordedChat> {
     }
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     res.flushHeaders();
-    const chunk = (delta: object, finish: string | null = null) =>
-      `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1_700_000_000, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+    const chunk = (delta: object, finish: string | null = null) => {
+      const choices = [{ index: 0, delta, finish_reason: finish }];
+      const event = { id, object: 'chat.completion.chunk', created: 1_700_000_000, model, choices };
+      return `data: ${JSON.stringify(event)}\n\n`;
+    };
     const events = [
       chunk({ role: 'assistant', content: '' }),
       ...content.split(/(?<= )/).map((w) => chunk({ content: w })),

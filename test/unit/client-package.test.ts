@@ -104,8 +104,10 @@ const task = await kiln.tasks.createAndWait({ model: models[0].id, prompt: 'a li
 let notFound = null;
 try { await kiln.tasks.get('nope'); } catch (e) { notFound = e instanceof NotFoundError ? e.code : String(e); }
 let badKey = null;
-try { await new Kiln({ baseURL: process.env.BASE, apiKey: 'wrong', maxRetries: 0 }).models(); } catch (e) { badKey = e instanceof AuthenticationError ? e.code : String(e); }
-console.log(JSON.stringify({ models: models.map((m) => m.id), status: task.status, urls: imageUrlsOf(task), notFound, badKey }));
+const wrong = new Kiln({ baseURL: process.env.BASE, apiKey: 'wrong', maxRetries: 0 });
+try { await wrong.models(); } catch (e) { badKey = e instanceof AuthenticationError ? e.code : String(e); }
+const ids = models.map((m) => m.id);
+console.log(JSON.stringify({ models: ids, status: task.status, urls: imageUrlsOf(task), notFound, badKey }));
 `,
     );
     const out = JSON.parse(await run(process.execPath, ['use.mjs'], scratch, { BASE: baseURL }));
