@@ -14,8 +14,8 @@ FROM node:20-slim
 ENV NODE_ENV=production
 WORKDIR /app
 
-# Dependencies first, so this layer is cached until package*.json change. The worker runs its
-# TypeScript sources through tsx (a runtime dependency); the API runs the compiled output.
+# Dependencies first, so this layer is cached until package*.json change. API and worker run the
+# compiled output; the worker's workflow bundle is built from workflows/*.ts at its start.
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund \
     && npm cache clean --force
@@ -29,8 +29,11 @@ COPY --from=build /app/console/dist ./console/dist
 RUN mkdir -p /data/blobs && chown -R node:node /data
 USER node
 
+# MALLOC_ARENA_MAX: the worker's native core runs many threads, and glibc's default of one malloc
+# arena per thread costs the worker tens of MiB of RSS (README, "Worker memory").
 ENV PORT=8080 \
-    BLOB_DIR=/data/blobs
+    BLOB_DIR=/data/blobs \
+    MALLOC_ARENA_MAX=2
 EXPOSE 8080
 
 # `node` directly rather than through npm or npx: one process, so SIGTERM from `docker stop`

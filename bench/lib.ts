@@ -45,6 +45,15 @@ let built = false;
  * through tsx, whose loader thread alone costs ~35 MiB per process.
  */
 export function spawnApi(env: NodeJS.ProcessEnv, nodeArgs: string[] = []): ChildProcess {
+  return spawnCompiled('dist/server/src/server.js', env, nodeArgs);
+}
+
+/** The worker as production runs it (`npm run start:worker`): compiled, glibc arenas capped at 2. */
+export function spawnWorker(env: NodeJS.ProcessEnv, nodeArgs: string[] = []): ChildProcess {
+  return spawnCompiled('dist/server/src/worker.js', { MALLOC_ARENA_MAX: '2', ...env }, nodeArgs);
+}
+
+function spawnCompiled(file: string, env: NodeJS.ProcessEnv, nodeArgs: string[]): ChildProcess {
   if (!built) {
     execFileSync(
       process.execPath,
@@ -55,7 +64,7 @@ export function spawnApi(env: NodeJS.ProcessEnv, nodeArgs: string[] = []): Child
     );
     built = true;
   }
-  const child = spawn(process.execPath, [...nodeArgs, join(ROOT, 'dist/server/src/server.js')], {
+  const child = spawn(process.execPath, [...nodeArgs, join(ROOT, file)], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'inherit'],
   });

@@ -20,6 +20,7 @@ import {
   sleep,
   spawnApi,
   spawnTs,
+  spawnWorker,
   startBenchStack,
   waitHttp,
   type LoadResult,
@@ -37,7 +38,7 @@ async function main() {
   const { redis: redisSvc, temporal, base, env } = stack;
   const barePort = await freePort();
   const config = loadConfig({ ...process.env, ...env });
-  const worker = spawnTs('src/worker.ts', env);
+  const worker = spawnWorker(env);
   const api = spawnApi(env);
   await waitHttp(`${base}/healthz`);
   await sleep(2000);

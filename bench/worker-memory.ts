@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { loadConfig, modelTaskQueue } from '../src/config.js';
 import { connectTemporal } from '../src/temporal/client.js';
-import { fmt, rssMiB, sleep, spawnTs, startBenchStack } from './lib.js';
+import { fmt, rssMiB, sleep, spawnWorker, startBenchStack } from './lib.js';
 
 const TOTAL = Number(process.env.BENCH_TASKS ?? 10_000);
 const IN_FLIGHT = 64;
@@ -15,7 +15,7 @@ async function main() {
   const { redis: redisSvc, temporal, env } = stack;
   const config = loadConfig({ ...process.env, ...env });
   const { client } = await connectTemporal(config);
-  const worker = spawnTs('src/worker.ts', env);
+  const worker = spawnWorker(env);
   const run = (id: string) =>
     client.workflow.execute('imageTaskWorkflow', {
       workflowId: id,

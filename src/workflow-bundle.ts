@@ -8,8 +8,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PROJECT_ROOT } from './infra/project-root.js';
 
-export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+// The TypeScript sources, also when this module runs compiled: the bundler compiles them itself.
+export const WORKFLOWS_PATH = join(PROJECT_ROOT, 'workflows', 'index.ts');
 const SELF = fileURLToPath(import.meta.url);
 
 /** Bundles the workflows in a child Node process; returns the bundle's code. */

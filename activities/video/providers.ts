@@ -1,6 +1,7 @@
 // The video providers a worker runs, by provider name.
 import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { PROJECT_ROOT } from '../../src/infra/project-root.js';
 import type { VideoModel } from '../../src/config.js';
 import type { BlobStore } from '../../src/infra/blobs.js';
 import { LocalVideoProvider } from './local.js';
@@ -8,7 +9,7 @@ import { OpenAIVideoProvider } from './openai.js';
 import type { VideoProvider } from './types.js';
 import { WorkflowNodeVideoProvider } from './workflow-node.js';
 
-const BOOTSTRAPPED_FFMPEG = fileURLToPath(new URL('../../.tools/bin/ffmpeg', import.meta.url));
+const BOOTSTRAPPED_FFMPEG = join(PROJECT_ROOT, '.tools', 'bin', 'ffmpeg');
 
 /** FFMPEG_BIN, else the one scripts/bootstrap.sh linked into .tools/bin, else `ffmpeg` on PATH. */
 export function ffmpegBinary(env: NodeJS.ProcessEnv): string {
