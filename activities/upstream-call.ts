@@ -3,10 +3,14 @@
 // (a task failure code, `uncertain`, or a retry by Temporal).
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { TaskStore } from '../src/infra/store.js';
+import type { AnyTaskRecord } from '../src/shared/video.js';
 import { UNCERTAIN_FAILURE_TYPE } from '../src/shared/errors.js';
 import { notResent, type CallWording } from '../src/shared/upstream.js';
 import { retrying, STORE_RETRY_MS } from './retrying.js';
 import { TransportFailure, UpstreamFailure } from './upstream-http.js';
+
+/** Longest gap between an upstream call's heartbeats, and the workers' heartbeat throttle. */
+export const HEARTBEAT_EVERY_MS = 400;
 
 /** What a call needs of its model (image or video). */
 export interface UpstreamModel {
@@ -15,7 +19,24 @@ export interface UpstreamModel {
   idempotent: boolean;
 }
 
-type DispatchStore = Pick<TaskStore, 'wasDispatched' | 'markDispatched' | 'clearDispatched'>;
+type DispatchStore = Pick<TaskStore, 'wasDispatched' | 'markDispatched' | 'clearDispatched' | 'get'>;
+
+/** The timing extension fields an attempt records: when the first attempt began, and this attempt's number. */
+export interface Timing {
+  started_at: number;
+  attempts: number;
+}
+
+/** How far a canceled task's upstream call got (see `reach`). */
+export type Reach = 'not_sent' | 'sent' | 'sent_not_idempotent';
+
+/** A terminal record the workflow built without the timing fields gets the ones the attempts stored. */
+export async function keepTiming<R extends AnyTaskRecord>(store: Pick<TaskStore, 'get'>, record: R): Promise<R> {
+  if (record.started_at != null) return record;
+  const stored = (await store.get(record.id).catch(() => null)) as AnyTaskRecord | null;
+  if (stored?.started_at == null) return record;
+  return { ...record, started_at: stored.started_at, attempts: stored.attempts };
+}
 
 /** Heartbeat details: for operators (the Web UI shows them); the Redis mark is what decides uncertain. */
 interface DispatchMark {
@@ -44,6 +65,7 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(redisSto
     wasDispatched: (id) => patient(() => redisStore.wasDispatched(id)),
     markDispatched: (id, attempt) => patient(() => redisStore.markDispatched(id, attempt)),
     clearDispatched: (id) => patient(() => redisStore.clearDispatched(id)),
+    get: (id) => patient(() => redisStore.get(id)),
   };
   const byId = new Map(models.map((m) => [m.id, m]));
   const modelOf = (id: string): M => {
@@ -62,6 +84,27 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(redisSto
     async mayHaveReached(task: TaskRef): Promise<boolean> {
       if (byId.get(task.model)?.idempotent) return false;
       return store.wasDispatched(task.id);
+    },
+
+    /**
+     * Asked (as a local activity) when the owner cancels the task: whether a request was sent
+     * (the Redis dispatch mark), and if so whether the upstream may bill for it regardless.
+     */
+    async reach(task: TaskRef): Promise<Reach> {
+      if (!(await store.wasDispatched(task.id))) return 'not_sent';
+      return byId.get(task.model)?.idempotent ? 'sent' : 'sent_not_idempotent';
+    },
+
+    /**
+     * This attempt's timing fields: the first attempt's start is kept through retries, so
+     * `started_at` says when the upstream call began and `attempts` how many were made.
+     */
+    async timing(task: TaskRef): Promise<Timing> {
+      const attempts = Context.current().info.attempt;
+      const now = Math.floor(Date.now() / 1000);
+      if (attempts === 1) return { started_at: now, attempts };
+      const stored = (await store.get(task.id)) as AnyTaskRecord | null;
+      return { started_at: stored?.started_at ?? now, attempts };
     },
 
     /**
@@ -143,9 +186,12 @@ async function underBudget<T>(
   const ctx = Context.current();
   const timeout = AbortSignal.timeout(model.timeoutMs);
   const signal = AbortSignal.any([timeout, ctx.cancellationSignal]);
-  // Heartbeats carry cancellation to the attempt and let Temporal notice a dead worker quickly.
+  // Heartbeats carry cancellation to the attempt and let Temporal notice a dead worker quickly. An
+  // owner's cancel must close the upstream connection within a second: its answer comes back with a
+  // heartbeat (the worker's throttle is HEARTBEAT_EVERY_MS too).
   let details = initial;
-  const timer = setInterval(() => ctx.heartbeat(details), Math.max(200, Math.floor(model.heartbeatTimeoutMs / 3)));
+  const every = Math.max(200, Math.min(HEARTBEAT_EVERY_MS, Math.floor(model.heartbeatTimeoutMs / 3)));
+  const timer = setInterval(() => ctx.heartbeat(details), every);
   try {
     return await run(signal, (d) => {
       details = d;

@@ -53,6 +53,8 @@ async function main() {
     // Local data: the Web UI's workflow summaries may show the start of the prompt.
     SUMMARY_PROMPT_CHARS: process.env.SUMMARY_PROMPT_CHARS ?? '60',
     KILN_OPERATOR_TOKEN: operatorToken,
+    // The console's full view links each task to its workflow in this Web UI.
+    TEMPORAL_UI_URL: process.env.TEMPORAL_UI_URL ?? temporal.uiUrl,
     CODEC_CORS_ORIGINS: process.env.CODEC_CORS_ORIGINS ?? `http://localhost:${uiPort},http://127.0.0.1:${uiPort}`,
   };
   const children: ChildProcess[] = [];

@@ -67,8 +67,9 @@ async function main() {
     // One worker: with several, Hypothesis's shared caches race (a KeyError reported as a flaky error).
     '--workers',
     process.env.FUZZ_WORKERS ?? '1',
+    // Above the longest wait (long-poll) a request may ask for: 60 s.
     '--request-timeout',
-    '30',
+    '70',
     '--suppress-health-check',
     'too_slow,filter_too_much',
     '--generation-database',
@@ -120,7 +121,7 @@ async function main() {
     await run(chainSeconds, [
       '--phases',
       'stateful',
-      ...['submitImageTask', 'getTask', 'getTaskContent', 'batchGetTasks'].flatMap((id) => [
+      ...['submitImageTask', 'getTask', 'getTaskContent', 'batchGetTasks', 'cancelTask'].flatMap((id) => [
         '--include-operation-id',
         id,
       ]),

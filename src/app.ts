@@ -11,12 +11,14 @@ import { videoRoutes } from './video/routes.js';
 import type { VideoService } from './video/service.js';
 import { imageRoutes, type ImageRouteDeps } from './image/routes.js';
 import { codecCors, codecRoutes, type CodecDeps } from './http/codec-routes.js';
-import { consoleStatic } from './http/console.js';
+import { consoleStatic, type ConsoleOptions } from './http/console.js';
 import { observe } from './http/observe.js';
 import { opsRoutes, type OpsDeps } from './http/ops-routes.js';
 import { mountRoutes, type RouteDef } from './http/route-table.js';
 import { currentRequest } from './ops/request-context.js';
 import type { Authenticator } from './infra/auth.js';
+import { webhookRoutes } from './webhooks/routes.js';
+import type { WebhookSecrets } from './webhooks/service.js';
 
 export interface AppDeps extends ImageRouteDeps {
   auth: Authenticator;
@@ -25,8 +27,12 @@ export interface AppDeps extends ImageRouteDeps {
   ops?: OpsDeps & { codec: CodecDeps; tracer?: import('@opentelemetry/api').Tracer };
   chat: ChatService;
   videos: VideoService;
+  /** The webhook signing secret endpoints. */
+  webhooks?: WebhookSecrets;
   /** The built console (default console/dist). */
   consoleDir?: string;
+  /** The console's CSP media origins (S3) and its /console/config.json. */
+  console?: ConsoleOptions;
 }
 
 export type KilnApp = Koa & {
@@ -58,11 +64,12 @@ export function buildApp(deps: AppDeps): KilnApp {
     ...chatRoutes(deps),
     ...videoRoutes(deps),
     ...imageRoutes(deps),
+    ...(deps.webhooks ? webhookRoutes(deps.webhooks) : []),
   ];
   if (deps.ops) app.use(codecCors(deps.ops.codec.corsOrigins));
   // The Kiln Console's static files at /console (and `GET /` redirects there): not API operations,
   // so outside the route tables and /openapi.json.
-  app.use(consoleStatic(deps.consoleDir));
+  app.use(consoleStatic({ ...deps.console, ...(deps.consoleDir ? { dir: deps.consoleDir } : {}) }));
   const router = new Router();
   mountRoutes(router, operations, auth);
   app.use(router.routes());

@@ -43,6 +43,8 @@ export const EnvSchema = z.object({
   TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
   TEMPORAL_NAMESPACE: z.string().default('default'),
   TEMPORAL_TASK_QUEUE: z.string().default('kiln'),
+  /** The Temporal Web UI's address (e.g. http://localhost:8233): the console links a task to its workflow there. */
+  TEMPORAL_UI_URL: unsetIfEmpty(z.string().url().optional()),
   KILN_SECRET: z
     .string({
       message:
@@ -96,6 +98,15 @@ export const EnvSchema = z.object({
   ),
   /** Test-only: addresses/CIDRs the SSRF guard lets through (e.g. 127.0.0.2 for a fake "public" host). */
   REFERENCE_FETCH_ALLOW: z.string().default(''),
+  // Webhook deliveries: a failed attempt is retried after WEBHOOK_RETRY_INITIAL_MS, doubling up to
+  // WEBHOOK_RETRY_MAX_MS, until WEBHOOK_MAX_AGE_MS after the first attempt (then `failed`).
+  WEBHOOK_RETRY_INITIAL_MS: int(5000, 1),
+  WEBHOOK_RETRY_MAX_MS: int(3_600_000, 1),
+  WEBHOOK_MAX_AGE_MS: int(86_400_000, 1),
+  /** Test-only: addresses/CIDRs a webhook may be delivered to although not public (as REFERENCE_FETCH_ALLOW). */
+  WEBHOOK_ALLOW: z.string().default(''),
+  /** A PEM file of extra CA certificates trusted for webhook receivers (a private CA; the tests' own). */
+  WEBHOOK_CA_FILE: unsetIfEmpty(z.string().optional()),
 });
 
 const CredentialSchema = z.union([z.literal('passthrough'), z.object({ env: z.string().min(1) }), z.literal('none')]);
@@ -275,7 +286,7 @@ export interface Config {
   /** Redis Cluster seeds (REDIS_CLUSTER_NODES): the read model uses a cluster client when set. */
   redisClusterNodes?: { host: string; port: number }[];
   redisPrefix: string;
-  temporal: { address: string; namespace: string; taskQueue: string };
+  temporal: { address: string; namespace: string; taskQueue: string; uiUrl?: string };
   authMode: 'passthrough' | 'keys';
   ownerKey: Buffer;
   payloadKey: Buffer;
@@ -302,11 +313,41 @@ export interface Config {
   };
   blobStore: BlobStoreConfig;
   referenceFetchAllow: string[];
+  webhooks: WebhookConfig;
   /** Configured upstream keys (`credential: {env}`) by model id, read from the environment at start. */
   upstreamKeys?: Record<string, string>;
 }
 
 export class ConfigError extends Error {}
+
+export interface WebhookConfig {
+  retryInitialMs: number;
+  retryMaxMs: number;
+  maxAgeMs: number;
+  allow: string[];
+  /** PEM text of WEBHOOK_CA_FILE. */
+  ca?: string;
+}
+
+function webhookConfig(e: z.infer<typeof EnvSchema>): WebhookConfig {
+  let ca: string | undefined;
+  if (e.WEBHOOK_CA_FILE) {
+    try {
+      ca = readFileSync(e.WEBHOOK_CA_FILE, 'utf8');
+    } catch (err) {
+      throw new ConfigError(`WEBHOOK_CA_FILE ${e.WEBHOOK_CA_FILE}: ${(err as Error).message}`);
+    }
+  }
+  return {
+    retryInitialMs: e.WEBHOOK_RETRY_INITIAL_MS,
+    retryMaxMs: e.WEBHOOK_RETRY_MAX_MS,
+    maxAgeMs: e.WEBHOOK_MAX_AGE_MS,
+    allow: e.WEBHOOK_ALLOW.split(',')
+      .map((x) => x.trim())
+      .filter(Boolean),
+    ...(ca ? { ca } : {}),
+  };
+}
 
 export type BlobStoreConfig =
   | { kind: 'fs' }
@@ -396,7 +437,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         }
       : {}),
     redisPrefix: e.REDIS_PREFIX,
-    temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, taskQueue: e.TEMPORAL_TASK_QUEUE },
+    temporal: {
+      address: e.TEMPORAL_ADDRESS,
+      namespace: e.TEMPORAL_NAMESPACE,
+      taskQueue: e.TEMPORAL_TASK_QUEUE,
+      ...(e.TEMPORAL_UI_URL ? { uiUrl: e.TEMPORAL_UI_URL.replace(/\/+$/, '') } : {}),
+    },
     authMode: e.AUTH_MODE,
     ownerKey: derive('kiln owner hmac v1'),
     payloadKey: derive('kiln payload aes-256-gcm v1'),
@@ -423,6 +469,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     referenceFetchAllow: e.REFERENCE_FETCH_ALLOW.split(',')
       .map((x) => x.trim())
       .filter(Boolean),
+    webhooks: webhookConfig(e),
     upstreamKeys: Object.fromEntries(
       models.flatMap((m) => {
         const v = configuredKeyOf(m, env);

@@ -3,6 +3,7 @@ import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from './config.js';
 import { buildApp } from './app.js';
+import { consoleOptions } from './http/console.js';
 import { IssuedKeyAuth, KeyStore, PassthroughAuth, type Authenticator } from './infra/auth.js';
 import { ChatService } from './chat/service.js';
 import { createBlobs } from './infra/blob-store.js';
@@ -11,10 +12,12 @@ import { createSafeFetch } from './infra/safe-fetch.js';
 import { TaskStore, type RedisClient } from './infra/store.js';
 import { TaskService } from './image/service.js';
 import { VideoService } from './video/service.js';
+import { WebhookSecrets } from './webhooks/service.js';
 import { connectTemporal } from './temporal/client.js';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { Connection } from '@temporalio/client';
 import { ApiMetrics } from './ops/metrics.js';
+import { waitGauge, WaitRegistry } from './infra/waits.js';
 import { checkReadiness } from './ops/readiness.js';
 import { setupTracing } from './ops/tracing.js';
 import { AesGcmCodec } from './temporal/codec.js';
@@ -83,7 +86,10 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
       ? new IssuedKeyAuth(new KeyStore(redis, config.redisPrefix))
       : new PassthroughAuth(config.ownerKey);
   const { blobs, files } = createBlobs(config);
-  const tasks = new TaskService(config, store, client);
+  // Long-polls: one subscriber connection for the whole process.
+  const waits = new WaitRegistry(connectRedis(config, true), store.waitChannel, log);
+  await waits.start();
+  const tasks = new TaskService(config, store, client, waits);
   const fetchImage = createSafeFetch({
     maxBytes: 32 * 1024 * 1024,
     maxRedirects: 3,
@@ -99,10 +105,12 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
     direct,
     pollAfterSeconds: config.pollAfterSeconds,
     chat: new ChatService(config.models, config.upstreamKeys),
-    videos: new VideoService(config, store, client),
+    videos: new VideoService(config, store, client, waits),
+    webhooks: new WebhookSecrets(redis, config.redisPrefix, config.ownerKey),
+    console: consoleOptions(config),
     log,
     ops: {
-      metrics: new ApiMetrics({ queueDepth: () => store.unfinishedCount() }),
+      metrics: waitGauge(new ApiMetrics({ queueDepth: () => store.unfinishedCount() }), waits),
       readiness: () =>
         checkReadiness({
           redis,
@@ -127,14 +135,18 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
     redis,
     client,
     connection,
+    waits,
     /** SIGTERM: /readyz turns unready and responses ask keep-alive clients to reconnect elsewhere. */
     drain() {
       stopping = true;
+      // Waiting requests answer now with the current state, so the server's close is not held up.
+      waits.drain();
     },
     async close() {
       await tracing?.shutdown();
       await connection.close().catch(() => undefined);
       await probe.close().catch(() => undefined);
+      waits.close();
       redis.disconnect();
     },
   };

@@ -8,6 +8,8 @@ import { LocalImageProvider } from '../activities/image/local.js';
 import { videoProviders } from '../activities/video/providers.js';
 import { createVideoActivities } from '../activities/video/index.js';
 import { readModelSinks } from '../activities/read-model.js';
+import { HEARTBEAT_EVERY_MS } from '../activities/upstream-call.js';
+import { createWebhookActivities } from '../activities/webhook.js';
 import { modelTaskQueue, modelsOfKind, type Config } from './config.js';
 import { configuredKeyOf } from './shared/credentials.js';
 import { connectRedis, createStore } from './runtime.js';
@@ -65,6 +67,18 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     providers: videoProviders(blobs, env),
     configuredKey,
   });
+  const webhooks = createWebhookActivities({
+    store,
+    ownerKey: config.ownerKey,
+    redisPrefix: config.redisPrefix,
+    retry: {
+      initialMs: config.webhooks.retryInitialMs,
+      maxMs: config.webhooks.retryMaxMs,
+      maxAgeMs: config.webhooks.maxAgeMs,
+    },
+    allow: config.webhooks.allow,
+    ...(config.webhooks.ca ? { ca: config.webhooks.ca } : {}),
+  });
   const common = { connection, namespace: config.temporal.namespace, dataConverter: dataConverter(config) };
   const tracing = setupTracing(config.ops, 'kiln-worker', opts.spanExporter);
   const wfTracing = workerTracing(tracing, { workflows: true, prebuiltBundle: !!opts.workflowBundle });
@@ -91,6 +105,10 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
         mayHaveReachedUpstream: activities.mayHaveReachedUpstream,
         recordVideoTransition: video.recordVideoTransition,
         videoMayHaveReachedUpstream: video.videoMayHaveReachedUpstream,
+        upstreamReach: activities.upstreamReach,
+        videoUpstreamReach: video.videoUpstreamReach,
+        // Webhook attempts run beside the workflows: they never wait for an upstream slot.
+        deliverWebhook: webhooks.deliverWebhook,
       },
     }),
     // One activity queue per model (image or video): concurrency and rate are per model.
@@ -99,7 +117,12 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
         ...imageModels.map((m) => ({ m, upstream: { generateImage: activities.generateImage } })),
         ...videoModels.map((m) => ({
           m,
-          upstream: { createVideo: video.createVideo, checkVideo: video.checkVideo, fetchVideo: video.fetchVideo },
+          upstream: {
+            createVideo: video.createVideo,
+            checkVideo: video.checkVideo,
+            fetchVideo: video.fetchVideo,
+            cancelVideo: video.cancelVideo,
+          },
         })),
       ].map(({ m, upstream }) =>
         Worker.create({
@@ -108,6 +131,8 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
           ...interceptors(workerTracing(tracing, { workflows: false, prebuiltBundle: true })),
           activities: upstream,
           maxConcurrentActivityTaskExecutions: m.concurrency,
+          // A cancel reaches a running call with its next heartbeat: the default throttle would hold it for seconds.
+          maxHeartbeatThrottleInterval: HEARTBEAT_EVERY_MS,
           // A deploy should not cut off upstream calls (for a non-idempotent model that means uncertain).
           shutdownGraceTime: opts.shutdownGraceMs ?? m.timeoutMs + 5000,
           ...(m.ratePerSecond ? { maxTaskQueueActivitiesPerSecond: m.ratePerSecond } : {}),

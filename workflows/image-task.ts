@@ -4,6 +4,7 @@
 // "How it works"): `queued` goes through a sink and `succeeded` is written by the upstream
 // activity itself, so the only commands are the activity, the KilnStatus upsert and completion.
 import {
+  CancellationScope,
   defineQuery,
   proxyActivities,
   proxyLocalActivities,
@@ -15,7 +16,8 @@ import type { Activities } from '../activities/image/index.js';
 import type { ReadModelSinks } from '../activities/read-model.js';
 import { IMAGE_CALL } from '../src/shared/upstream.js';
 import { LOCAL_ACTIVITY, upstreamActivity } from './activity-policy.js';
-import { classify, lostAfterSending } from './task-outcome.js';
+import { canceled, canceledByOwner, cancelable, classify, lostAfterSending } from './task-outcome.js';
+import { startWebhookDelivery } from './webhook-delivery.js';
 import {
   newImageRecord,
   SEARCH_ATTRIBUTES,
@@ -33,7 +35,8 @@ export interface ImageTaskWorkflowInput {
   activityQueue: string;
 }
 
-const { recordTransition, recordOutcome, mayHaveReachedUpstream } = proxyLocalActivities<Activities>(LOCAL_ACTIVITY);
+const { recordTransition, recordOutcome, mayHaveReachedUpstream, upstreamReach } =
+  proxyLocalActivities<Activities>(LOCAL_ACTIVITY);
 const { readModel } = proxySinks<ReadModelSinks>();
 
 export async function imageTaskWorkflow({ task, policy, activityQueue }: ImageTaskWorkflowInput): Promise<TaskRecord> {
@@ -43,32 +46,51 @@ export async function imageTaskWorkflow({ task, policy, activityQueue }: ImageTa
   // start; no marker in history (see activities/read-model.ts).
   readModel.queued(record);
 
-  const { generateImage } = proxyActivities<Activities>(upstreamActivity(policy, activityQueue));
+  const { generateImage } = proxyActivities<Activities>(cancelable(upstreamActivity(policy, activityQueue)));
 
   const finished = (): Pick<TaskRecord, 'finished_at'> => ({ finished_at: Math.floor(Date.now() / 1000) });
   try {
+    if (task.webhook?.events === 'all') {
+      // Only tasks that asked for every event: `running` is recorded here (the activity writes it
+      // again), so its delivery can start once the read model shows it.
+      await startWebhookDelivery(task.webhook, record);
+      record = { ...record, status: 'running' };
+      await recordTransition(record);
+      await startWebhookDelivery(task.webhook, record, 'queued');
+    }
     // The activity records `running`, then `succeeded` with its image: the read model has it
     // before the answer reaches this workflow.
     const done = await generateImage(task);
     record = done.record;
-    if (!done.recorded) await recordTransition(record); // Redis failed the activity's write
+    // Redis failed the activity's write. The image exists: a cancel arriving now must not lose it.
+    if (!done.recorded) await CancellationScope.nonCancellable(() => recordTransition(record));
   } catch (err) {
-    const outcome = (await lostAfterSending(err, IMAGE_CALL, () => mayHaveReachedUpstream(task))) ?? classify(err);
-    const ended: TaskRecord =
-      outcome.status === 'uncertain'
-        ? {
-            ...record,
-            ...finished(),
-            status: 'uncertain',
-            candidates: null,
-            error: null,
-            uncertain_reason: outcome.error.message,
-          }
-        : { ...record, ...finished(), status: 'failed', candidates: null, error: outcome.error };
-    // An attempt that recorded its image and then lost its answer leaves `succeeded` in Redis:
-    // that record is the task's outcome, here too.
-    record = (await recordOutcome(ended)).record;
+    // The owner canceled (POST /v1/tasks/{id}/cancel): the attempt was aborted through its heartbeat.
+    // Asked here: inside the non-cancellable scope below nothing counts as canceled.
+    const byOwner = canceledByOwner(err);
+    // Non-cancellable (no command of its own): a cancel must not keep the outcome from Redis.
+    record = await CancellationScope.nonCancellable(async () => {
+      const outcome = byOwner
+        ? canceled(await upstreamReach(task), IMAGE_CALL)
+        : ((await lostAfterSending(err, IMAGE_CALL, () => mayHaveReachedUpstream(task))) ?? classify(err));
+      const ended: TaskRecord =
+        outcome.status === 'uncertain'
+          ? {
+              ...record,
+              ...finished(),
+              status: 'uncertain',
+              candidates: null,
+              error: null,
+              uncertain_reason: outcome.error.message,
+            }
+          : { ...record, ...finished(), status: 'failed', candidates: null, error: outcome.error };
+      // An attempt that recorded its image and then lost its answer leaves `succeeded` in Redis:
+      // that record is the task's outcome, here too.
+      return (await recordOutcome(ended)).record;
+    });
   }
   upsertSearchAttributes({ [SEARCH_ATTRIBUTES.status]: [record.status] });
+  if (task.webhook)
+    await startWebhookDelivery(task.webhook, record, task.webhook.events === 'all' ? 'running' : undefined);
   return record;
 }

@@ -1,7 +1,16 @@
 // How a failed upstream activity ends a task (image or video): pure workflow-side classification.
-import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/workflow';
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  isCancellation,
+  TimeoutFailure,
+  type ActivityOptions,
+} from '@temporalio/workflow';
 import { TASK_FAILURE_CODES, UNCERTAIN_FAILURE_TYPE, type ErrorBody } from '../src/shared/errors.js';
 import { notResent, type CallWording } from '../src/shared/upstream.js';
+import type { Reach } from '../activities/upstream-call.js';
 
 export interface Outcome {
   status: 'failed' | 'uncertain';
@@ -57,4 +66,47 @@ export function classify(err: unknown): Outcome {
     };
   }
   return { status: 'failed', error: { code: 'upstream_error', message: 'The upstream call failed.' } };
+}
+
+/**
+ * Upstream calls of a task that can be canceled: the workflow waits until the attempt has stopped
+ * (its next heartbeat, well under a second), so what the cancel message says about the upstream
+ * is settled. Only the cancel path differs: Temporal's schedule command does not carry this.
+ */
+export function cancelable(options: ActivityOptions): ActivityOptions {
+  return { ...options, cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED };
+}
+
+/**
+ * Whether `err` ends the task as canceled by its owner: a cancellation, or an attempt that died
+ * (timed out) after the cancel was requested. An attempt's own outcome (a task failure code,
+ * uncertain) stays the task's. Call it in the workflow's own scope, not a non-cancellable one.
+ */
+export function canceledByOwner(err: unknown): boolean {
+  return isCancellation(err) || (CancellationScope.current().consideredCancelled && !endedByActivity(err));
+}
+
+/**
+ * The owner canceled the task (POST …/cancel): it ends failed / canceled, and the message says
+ * whether a non-idempotent upstream may have the request (and may still bill for it).
+ */
+export function canceled(reach: Reach, w: CallWording): Outcome {
+  const how: Record<Reach, string> = {
+    not_sent: `before its ${w.request} was sent: the ${w.upstream} was never called.`,
+    sent: `after its ${w.request} was sent; the ${w.upstream} is idempotent and the call was stopped.`,
+    sent_not_idempotent:
+      `after its ${w.request} was sent: it may have reached the ${w.upstream}, which is not idempotent, ` +
+      `so the work may still be billed.`,
+  };
+  return { status: 'failed', error: { code: 'canceled', message: `Canceled by its owner ${how[reach]}` } };
+}
+
+/** A video task canceled once the upstream had its job: `stopped` when the upstream agreed to stop it. */
+export function canceledJob(stopped: boolean): Outcome {
+  const message = stopped
+    ? 'Canceled by its owner after the upstream had started the job; the upstream was asked to stop it, ' +
+      'but the work done may still be billed.'
+    : 'Canceled by its owner after the upstream had started the job, which may keep running there ' +
+      '(Kiln could not ask it to stop): the work may still be billed.';
+  return { status: 'failed', error: { code: 'canceled', message } };
 }

@@ -2,6 +2,7 @@
 // durable timers in between (no activity waits for minutes), records progress, and copies the
 // finished video into Kiln's blob store. Every transition goes to Redis through an activity.
 import {
+  CancellationScope,
   ContinueAsNew,
   continueAsNew,
   defineQuery,
@@ -23,7 +24,16 @@ import {
   type VideoTaskRecord,
 } from '../src/shared/video.js';
 import { LOCAL_ACTIVITY, upstreamActivity } from './activity-policy.js';
-import { classify, lostAfterSending, type Outcome } from './task-outcome.js';
+import {
+  canceled,
+  canceledByOwner,
+  canceledJob,
+  cancelable,
+  classify,
+  lostAfterSending,
+  type Outcome,
+} from './task-outcome.js';
+import { startWebhookDelivery } from './webhook-delivery.js';
 
 export const getVideoTaskQuery = defineQuery<VideoTaskRecord>('getVideoTask');
 
@@ -38,7 +48,21 @@ export interface VideoTaskWorkflowInput {
   resume?: { job: VideoJob; record: VideoTaskRecord; deadlineMs: number };
 }
 
-const { recordVideoTransition, videoMayHaveReachedUpstream } = proxyLocalActivities<VideoActivities>(LOCAL_ACTIVITY);
+const { recordVideoTransition, videoMayHaveReachedUpstream, videoUpstreamReach } =
+  proxyLocalActivities<VideoActivities>(LOCAL_ACTIVITY);
+
+/** The owner canceled: the upstream job is stopped where the provider can, within a bounded time. */
+function cancelOutcome(input: VideoTaskWorkflowInput, job: VideoJob | undefined): Promise<Outcome> {
+  return CancellationScope.nonCancellable(async () => {
+    if (!job) return canceled(await videoUpstreamReach(input.task), VIDEO_CALL);
+    const { cancelVideo } = proxyActivities<VideoActivities>({
+      ...upstreamActivity(input.policy, input.activityQueue),
+      // A model queue without a worker must not hold the task's outcome for long.
+      scheduleToCloseTimeout: '1m',
+    });
+    return canceledJob(await cancelVideo({ task: input.task, job }).catch(() => false));
+  });
+}
 
 /** The overall budget ran out: the task ends failed / upstream_timeout. */
 class OverallTimeout extends Error {}
@@ -53,9 +77,13 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
     await recordVideoTransition(record);
   };
   const status = (s: TaskStatus) => upsertSearchAttributes({ [SEARCH_ATTRIBUTES.status]: [s] });
-  if (!input.resume) await write(record);
+  // Non-cancellable: a cancel already waiting when the first worker runs must not skip `queued`'s
+  // write and the outcome's (the try below records it); no command of its own.
+  if (!input.resume) await CancellationScope.nonCancellable(() => write(record));
+  const everyEvent = task.webhook?.events === 'all' ? task.webhook : undefined;
+  if (everyEvent && !input.resume) await startWebhookDelivery(everyEvent, record);
 
-  const upstream = proxyActivities<VideoActivities>(upstreamActivity(policy, input.activityQueue));
+  const upstream = proxyActivities<VideoActivities>(cancelable(upstreamActivity(policy, input.activityQueue)));
   const finished = () => ({ completed_at: Math.floor(Date.now() / 1000) });
 
   let job = input.resume?.job;
@@ -66,11 +94,19 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
       try {
         job = await upstream.createVideo(task);
       } catch (err) {
-        outcome = await lostAfterSending(err, VIDEO_CALL, () => videoMayHaveReachedUpstream(task));
+        if (!canceledByOwner(err))
+          outcome = await lostAfterSending(err, VIDEO_CALL, () => videoMayHaveReachedUpstream(task));
         throw err;
       }
-      record = { ...record, status: 'running' };
+      // Histories from before the timing fields have none in the job.
+      record = { ...record, status: 'running', ...job.timing };
       status('running');
+      if (everyEvent) {
+        // Only tasks that asked for every event: `running` is written now rather than with the
+        // first progress, so its delivery can start once the read model shows it.
+        await write(record);
+        await startWebhookDelivery(everyEvent, record, 'queued');
+      }
     }
     for (;;) {
       const left = deadlineMs - Date.now();
@@ -91,6 +127,8 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
     }
   } catch (err) {
     if (err instanceof ContinueAsNew) throw err;
+    // The owner canceled (POST /v1/videos/{id}/cancel): timers and activities of this scope stop at once.
+    if (canceledByOwner(err)) outcome = await cancelOutcome(input, job);
     if (err instanceof OverallTimeout) {
       outcome = {
         status: 'failed',
@@ -107,6 +145,9 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
         : { ...record, ...finished(), status: 'failed', error: outcome.error };
   }
   status(record.status);
-  await write(record);
+  // Non-cancellable (no command of its own): a cancel arriving now must not keep the outcome from Redis.
+  await CancellationScope.nonCancellable(() => write(record));
+  // With every event, the end follows `running` when the upstream job was created, else `queued`.
+  if (task.webhook) await startWebhookDelivery(task.webhook, record, everyEvent && (job ? 'running' : 'queued'));
   return record;
 }

@@ -5,8 +5,9 @@ import type { ImageModel } from '../../src/config.js';
 import type { TaskStore } from '../../src/infra/store.js';
 import type { GenerationResult, ImageTaskInput, TaskRecord } from '../../src/shared/task.js';
 import { IMAGE_CALL } from '../../src/shared/upstream.js';
+import { WEBHOOK_PENDING } from '../../src/shared/webhook.js';
 import { settle, type Settled } from '../read-model.js';
-import { upstreamCalls } from '../upstream-call.js';
+import { keepTiming, upstreamCalls } from '../upstream-call.js';
 import type { ImageProvider } from './types.js';
 
 export interface ActivityDeps {
@@ -35,9 +36,11 @@ export function createActivities({ store, models, providers }: ActivityDeps) {
      * read model ends up with, which is an earlier `succeeded` when an attempt recorded its image
      * and then lost its answer.
      */
-    recordOutcome: (record: TaskRecord): Promise<Settled> => settle(store, record),
+    recordOutcome: async (record: TaskRecord): Promise<Settled> => settle(store, await keepTiming(store, record)),
     /** A local activity: see upstreamCalls. */
     mayHaveReachedUpstream: upstream.mayHaveReached,
+    /** A local activity, asked when the owner cancels: see upstreamCalls. */
+    upstreamReach: upstream.reach,
 
     /**
      * One upstream generation. Marks the task running, calls the model's provider, and records
@@ -45,6 +48,8 @@ export function createActivities({ store, models, providers }: ActivityDeps) {
      */
     async generateImage(input: ImageTaskInput): Promise<ImageDone> {
       const base = { id: input.id, kind: 'image' as const, owner: input.owner, model: input.model };
+      // A task with a webhook keeps showing it (the delivery of this state has not begun).
+      const webhook = input.webhook ? { webhook: WEBHOOK_PENDING } : {};
       if (Context.current().info.attempt > 1) {
         // An earlier attempt recorded its image, then its answer was lost (its worker died): that
         // image is the task's result. Asking again would cost a second generation, or for a
@@ -52,6 +57,7 @@ export function createActivities({ store, models, providers }: ActivityDeps) {
         const stored = await store.get(input.id);
         if (stored?.status === 'succeeded') return { record: stored, recorded: true, written: false };
       }
+      const timing = await upstream.timing(input);
       const running = () =>
         store.transition({
           ...base,
@@ -60,6 +66,8 @@ export function createActivities({ store, models, providers }: ActivityDeps) {
           finished_at: null,
           candidates: null,
           error: null,
+          ...timing,
+          ...webhook,
         });
       const result: GenerationResult = await upstream.send(input, IMAGE_CALL, running, (model, signal, dispatching) =>
         providers[model.provider].generate({ input, model, signal, dispatching }),
@@ -74,6 +82,8 @@ export function createActivities({ store, models, providers }: ActivityDeps) {
         candidates,
         error: null,
         ...rest,
+        ...timing,
+        ...webhook,
       };
       // Redis unreachable now must not cost the image (a retry would generate it again, or end a
       // non-idempotent task uncertain): the workflow records it then, with its retries.

@@ -5,7 +5,8 @@ import type { TaskStore } from '../../src/infra/store.js';
 import { upstreamKey } from '../../src/shared/credentials.js';
 import { VIDEO_CALL } from '../../src/shared/upstream.js';
 import type { VideoCheck, VideoJob, VideoOutput, VideoTaskInput, VideoTaskRecord } from '../../src/shared/video.js';
-import { upstreamCalls } from '../upstream-call.js';
+import { TERMINAL_STATUSES } from '../../src/shared/task.js';
+import { keepTiming, upstreamCalls } from '../upstream-call.js';
 import type { VideoCall, VideoFinished, VideoProvider } from './types.js';
 
 export interface VideoActivityDeps {
@@ -36,14 +37,18 @@ export function createVideoActivities({ store, models, providers, configuredKey 
   return {
     /** Writes one transition of a video task to the read model (run as a local activity). */
     async recordVideoTransition(record: VideoTaskRecord): Promise<void> {
-      await store.transition(record);
+      // A create that never returned left its timing only in the stored record.
+      await store.transition(TERMINAL_STATUSES.includes(record.status) ? await keepTiming(store, record) : record);
     },
     /** A local activity: see upstreamCalls. */
     videoMayHaveReachedUpstream: upstream.mayHaveReached,
+    /** A local activity, asked when the owner cancels: see upstreamCalls. */
+    videoUpstreamReach: upstream.reach,
 
     /** Starts the upstream job. Marks the task running; an attempt lost after sending is uncertain. */
     async createVideo(input: VideoTaskInput): Promise<VideoJob> {
       const r = input.request;
+      const timing = await upstream.timing(input);
       const running = () =>
         store.transition({
           id: input.id,
@@ -58,10 +63,22 @@ export function createVideoActivities({ store, models, providers, configuredKey 
           created_at: input.created_at,
           completed_at: null,
           error: null,
+          ...timing,
         });
-      return upstream.send(input, VIDEO_CALL, running, (model, signal, dispatching) =>
+      const job = await upstream.send(input, VIDEO_CALL, running, (model, signal, dispatching) =>
         providers[model.provider].create({ ...callOf(input, model, signal), dispatching }),
       );
+      // The workflow keeps the timing in the records it writes next (progress, outcome).
+      return { ...job, timing };
+    },
+
+    /** The owner canceled the task: stops the upstream job where the provider has a cancel call. */
+    async cancelVideo({ task, job }: VideoStep): Promise<boolean> {
+      return read(task, async (call, provider) => {
+        if (!provider.cancel) return false;
+        await provider.cancel({ ...call, job });
+        return true;
+      });
     },
 
     /** One look at the upstream job (a read: safe to retry). */

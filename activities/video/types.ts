@@ -26,4 +26,6 @@ export interface VideoProvider {
   check(call: VideoCall & { job: VideoJob }): Promise<VideoCheck>;
   /** Copies the finished outputs into Kiln's blob store, so links never expire with the upstream's. */
   fetch(call: VideoCall & { job: VideoJob; outputs: VideoOutput[]; results: boolean }): Promise<VideoFinished>;
+  /** Stops the upstream job (the owner canceled the task); providers whose upstream has no such call leave it out. */
+  cancel?(call: VideoCall & { job: VideoJob }): Promise<void>;
 }

@@ -106,6 +106,12 @@ export class WorkflowNodeVideoProvider implements VideoProvider {
     return { state: 'completed', outputs };
   }
 
+  /** The owner canceled the task: RunningHub's cancel call stops a queued or running task. */
+  async cancel(call: VideoCall & { job: VideoJob }): Promise<void> {
+    const env = await this.call<unknown>(call, '/task/openapi/cancel', { taskId: call.job.upstreamId });
+    if (env.code !== 0) throw envelopeFailure(env, call.key);
+  }
+
   async fetch(call: VideoCall & { job: VideoJob; outputs: VideoOutput[] }): Promise<VideoFinished> {
     const results: VideoResult[] = [];
     for (const o of call.outputs) {

@@ -1,7 +1,8 @@
 // Chat playground: text and image attachments in, the answer streamed in as it arrives (SSE through
 // Kiln's client). The conversation lives in this page only.
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { AuthenticationError, KilnAPIError, userMessage, type ChatMessage, type Kiln } from '../../src/client/index.js';
+import { AuthenticationError, userMessage, type ChatMessage, type Kiln } from '../../src/client/index.js';
+import { Choices, ErrorBox, Field, describeError, valueOf, type ApiError } from './ui.js';
 
 interface Turn {
   role: 'user' | 'assistant';
@@ -18,7 +19,7 @@ export function ChatPanel({ client, onUnauthorized }: { client: Kiln; onUnauthor
   const [text, setText] = useState('');
   const [files, setFiles] = useState<File[]>([]);
   const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<{ code: string; message: string } | null>(null);
+  const [error, setError] = useState<ApiError | null>(null);
   const fileInput = useRef<HTMLInputElement>(null);
 
   useEffect(() => {
@@ -65,12 +66,7 @@ export function ChatPanel({ client, onUnauthorized }: { client: Kiln; onUnauthor
     } catch (err) {
       if (err instanceof AuthenticationError) return onUnauthorized();
       setTurns((prev) => (prev.at(-1)?.role === 'assistant' && !prev.at(-1)?.text ? prev.slice(0, -2) : prev));
-      const body = err instanceof KilnAPIError ? (err.body as { error?: { message?: string } } | null) : null;
-      setError(
-        err instanceof KilnAPIError
-          ? { code: err.code, message: body?.error?.message ?? err.message }
-          : { code: 'network_error', message: String(err) },
-      );
+      setError(describeError(err));
     } finally {
       setBusy(false);
     }
@@ -98,44 +94,28 @@ export function ChatPanel({ client, onUnauthorized }: { client: Kiln; onUnauthor
         ))}
       </ol>
       <form onSubmit={send} class="chat-form">
-        <div class="field">
-          <label for="chat-model">Model</label>
-          <select id="chat-model" value={model} onChange={(e) => setModel((e.target as HTMLSelectElement).value)}>
-            {(models ?? []).map((m) => (
-              <option key={m} value={m}>
-                {m}
-              </option>
-            ))}
-          </select>
-        </div>
-        <div class="field">
-          <label for="chat-text">Message</label>
-          <textarea
-            id="chat-text"
-            rows={3}
-            value={text}
-            onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
-          />
-        </div>
-        <div class="field">
-          <label for="chat-files">Images (optional)</label>
-          <input
-            id="chat-files"
-            ref={fileInput}
-            type="file"
-            accept="image/png,image/jpeg,image/webp,image/gif"
-            multiple
-            onChange={(e) => setFiles([...((e.target as HTMLInputElement).files ?? [])])}
-          />
-        </div>
+        <Field id="chat-model" label="Model">
+          {(c) => <Choices control={c} value={model} values={models ?? []} onChange={setModel} />}
+        </Field>
+        <Field id="chat-text" label="Message">
+          {(c) => <textarea {...c} rows={3} value={text} onInput={(e) => setText(valueOf(e))} />}
+        </Field>
+        <Field id="chat-files" label="Images (optional)">
+          {(c) => (
+            <input
+              {...c}
+              ref={fileInput}
+              type="file"
+              accept="image/png,image/jpeg,image/webp,image/gif"
+              multiple
+              onChange={(e) => setFiles([...((e.target as HTMLInputElement).files ?? [])])}
+            />
+          )}
+        </Field>
         <button type="submit" id="chat-send" disabled={busy || !model || !text.trim()}>
           {busy ? 'Answering…' : 'Send'}
         </button>
-        {error && (
-          <div class="error" role="alert">
-            <code class="error-code">{error.code}</code> <span class="error-message">{error.message}</span>
-          </div>
-        )}
+        <ErrorBox error={error} />
       </form>
     </section>
   );

@@ -1,5 +1,7 @@
 import { render } from 'preact';
 import { App } from './app.js';
 import './styles.css';
+import './views.css';
+import './detail.css';
 
 render(<App />, document.getElementById('app')!);

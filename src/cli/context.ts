@@ -59,6 +59,16 @@ export interface GlobalOptions {
   firstCheck?: number;
   interval?: number;
   timeout?: number;
+  longPoll?: number;
+}
+
+/** Seconds a check asks the server to hold it (long-poll): a whole number, 0 (off) to 60. */
+export function waitSeconds(name: string) {
+  return (v: string): number => {
+    if (!/^\d{1,2}$/.test(v.trim()) || Number(v) > 60)
+      throw new InvalidArgumentError(`${name} must be a whole number of seconds from 0 to 60, got "${v}".`);
+    return Number(v);
+  };
 }
 
 export function seconds(name: string) {
@@ -118,6 +128,13 @@ export class Ctx {
     if (first !== undefined) polling.firstCheckMs = first;
     if (interval !== undefined) polling.intervalMs = interval;
     if (timeout !== undefined) polling.timeoutMs = timeout;
+    try {
+      const wait =
+        this.opts.longPoll ?? (env.KILN_POLL_WAIT ? waitSeconds('KILN_POLL_WAIT')(env.KILN_POLL_WAIT) : undefined);
+      if (wait !== undefined) polling.waitSeconds = wait;
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
     const apiKey = this.opts.apiKey ?? env.KILN_API_KEY;
     if (!apiKey) throw new UsageError('No API key: set KILN_API_KEY (or pass --api-key).');
     this.client = new Kiln({ baseURL: this.opts.baseUrl ?? env.KILN_BASE_URL, apiKey, polling });

@@ -1,7 +1,7 @@
 // `kiln`: the command line on top of the client (bin/kiln.js runs this file through tsx).
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
-import { Ctx, EXIT, EXIT_HELP, ExitCode, reportError, seconds, type GlobalOptions } from './context.js';
+import { Ctx, EXIT, EXIT_HELP, ExitCode, reportError, seconds, waitSeconds, type GlobalOptions } from './context.js';
 import { registerMediaCommands } from './media-commands.js';
 import { registerTaskCommands } from './tasks-commands.js';
 
@@ -15,7 +15,8 @@ const make = (cmd: Command): Ctx => (ctx = new Ctx(cmd.optsWithGlobals<GlobalOpt
 export function buildProgram(): Command {
   const program = new Command('kiln')
     .description(
-      "Image, chat and video generation through a Kiln gateway. Waits follow the service's polling guidance.",
+      'Image, chat and video generation through a Kiln gateway. Waits long-poll where the server offers it, ' +
+        "else follow the service's polling guidance.",
     )
     .version(version)
     .option('--base-url <url>', 'Kiln base URL (env KILN_BASE_URL; default http://localhost:8787)')
@@ -36,6 +37,12 @@ export function buildProgram(): Command {
       '--timeout <s>',
       'seconds to wait in total before giving up (env KILN_POLL_TIMEOUT; default 1200)',
       seconds('--timeout'),
+    )
+    .option(
+      '--long-poll <s>',
+      'seconds each check asks the server to hold it until the task changes (Prefer: wait); a server ' +
+        'that does not honour it is polled on the schedule; 0 turns it off (env KILN_POLL_WAIT; default 30)',
+      waitSeconds('--long-poll'),
     )
     .addHelpText('after', `\n${EXIT_HELP}`)
     .showHelpAfterError('(run kiln --help for usage)')

@@ -44,6 +44,8 @@ export interface RequestOptions {
   raw?: boolean;
   /** Extra headers of this call, sent alike on every retry (e.g. `Idempotency-Key`). */
   headers?: Record<string, string>;
+  /** Added to the request budget: a long-poll the server may hold this long. */
+  extraTimeoutMs?: number;
 }
 
 export interface APIResponse<T> {
@@ -128,6 +130,7 @@ export class KilnCore {
       this.url(path, opts.query),
       { method, headers, body, redirect: opts.manualRedirect ? 'manual' : 'follow' },
       opts.signal,
+      opts.extraTimeoutMs,
     );
     if (res.status >= 400) throw errorFromResponse(res.status, res.headers, await readBody(res));
     if (opts.raw || (opts.manualRedirect && res.status >= 300 && res.status < 400))
@@ -136,8 +139,8 @@ export class KilnCore {
     return { data: data as T, response: res };
   }
 
-  private async send(url: string, init: RequestInit, signal?: AbortSignal): Promise<Response> {
-    const timeout = AbortSignal.timeout(this.timeoutMs);
+  private async send(url: string, init: RequestInit, signal?: AbortSignal, extraMs = 0): Promise<Response> {
+    const timeout = AbortSignal.timeout(this.timeoutMs + extraMs);
     try {
       return await this.fetchImpl(url, { ...init, signal: signal ? AbortSignal.any([signal, timeout]) : timeout });
     } catch (err) {
@@ -176,6 +179,16 @@ async function readBody(res: Response): Promise<unknown> {
   } catch {
     return text;
   }
+}
+
+/** The long-poll headers of a check that may wait `seconds` (none for 0). */
+export function waitRequest(seconds: number): Pick<RequestOptions, 'headers' | 'extraTimeoutMs'> {
+  return seconds > 0 ? { headers: { prefer: `wait=${seconds}` }, extraTimeoutMs: seconds * 1000 } : {};
+}
+
+/** True when the server honoured a wait (`Preference-Applied: wait=N`). */
+export function waitApplied(res: Response): boolean {
+  return /(^|[,\s])wait=/i.test(res.headers.get('preference-applied') ?? '');
 }
 
 /** ms of a `Retry-After` header, or undefined. */

@@ -16,10 +16,11 @@ export class Kiln extends KilnCore {
     this.videos = new Videos(this);
   }
 
-  /** `GET /v1/models`: the configured models with their `kind` (image, chat, video). */
-  async models(
-    opts: { signal?: AbortSignal } = {},
-  ): Promise<{ id: string; kind?: string; form?: string; description?: string | null }[]> {
+  /**
+   * `GET /v1/models`: the configured models with their `kind` (image, chat, video), `form`, and the values
+   * each accepts (`image_sizes`; video `seconds` and `sizes`, the first being the default).
+   */
+  async models(opts: { signal?: AbortSignal } = {}): Promise<ModelInfo[]> {
     return (await this.request<{ data: { id: string; kind?: string }[] }>('GET', '/v1/models', { signal: opts.signal }))
       .data.data;
   }
@@ -32,6 +33,16 @@ export class Kiln extends KilnCore {
     const res = await this.fetchUrl(url, opts.signal);
     return { bytes: new Uint8Array(await res.arrayBuffer()), contentType: res.headers.get('content-type') };
   }
+}
+
+export interface ModelInfo {
+  id: string;
+  kind?: string;
+  form?: string;
+  description?: string | null;
+  image_sizes?: string[];
+  seconds?: string[];
+  sizes?: string[];
 }
 
 export default Kiln;

@@ -3,6 +3,9 @@
 //   first check 50 s after submit, then every 10 s; a longer Retry-After / next_poll_after_ms wins;
 //   give up after 1200 s with the task id; batches only carry unfinished ids, at most 100 per
 //   request, all sent in the same cycle; transport failures are retried with backoff; 429 waits.
+// Long-poll: each check asks the server to wait (`Prefer: wait=N` / batch `"wait": N`), the first one
+// at once. While answers carry `Preference-Applied` the next check follows at once (the server held
+// the request until a change or N s); an answer without it puts the wait back on the schedule.
 import { abortableSleep } from '../shared/abortable-sleep.js';
 import { isRetryable, KilnAPIError, PollTimeoutError } from './errors.js';
 
@@ -19,6 +22,8 @@ export interface PollingOptions {
   retryInitialMs: number;
   retryFactor: number;
   retryMaxMs: number;
+  /** Seconds each check asks the server to wait for a change (1-60); 0: never ask, only the schedule. */
+  waitSeconds: number;
 }
 
 export const DEFAULT_POLLING: PollingOptions = {
@@ -29,6 +34,7 @@ export const DEFAULT_POLLING: PollingOptions = {
   retryInitialMs: 1_000,
   retryFactor: 2,
   retryMaxMs: 30_000,
+  waitSeconds: 30,
 };
 
 export const UNFINISHED_TASK_STATUSES: readonly string[] = ['accepted', 'queued', 'running'];
@@ -105,12 +111,25 @@ export interface Observation<T> {
   value: T;
   /** The server's Retry-After / next_poll_after_ms, in ms. */
   hintMs?: number;
+  /** The server honoured the wait (Preference-Applied): the next check may follow at once. */
+  waited?: boolean;
+}
+
+/** Seconds the next check may ask the server to wait: within the option and the time left. */
+export function waitFor(o: PollingOptions, now: number, deadline: number): number {
+  if (o.waitSeconds <= 0) return 0;
+  return Math.max(0, Math.min(o.waitSeconds, 60, Math.floor((deadline - now) / 1000)));
+}
+
+/** Delay after a successful check that was not held by the server: the first one of a long-poll was a probe. */
+function afterPlainCheck(o: PollingOptions, probe: boolean, submittedAt: number, now: number, hintMs?: number) {
+  return probe ? Math.max(firstCheckDelay(o, submittedAt, now), hintMs ?? 0) : nextCheckDelay(o, hintMs);
 }
 
 /** Polls one resource until `isDone`; throws PollTimeoutError (with the id) after timeoutMs. */
 export async function pollUntilDone<T>(
   id: string,
-  check: () => Promise<Observation<T>>,
+  check: (waitSeconds: number) => Promise<Observation<T>>,
   statusOf: (v: T) => string,
   isDone: (v: T) => boolean,
   run: PollRun,
@@ -119,7 +138,8 @@ export async function pollUntilDone<T>(
   const start = clock.now();
   const deadline = start + o.timeoutMs;
   const statuses: Record<string, string> = {};
-  let delay = run.firstDelayMs ?? firstCheckDelay(o, run.submittedAt ?? start, start);
+  const probe = run.firstDelayMs === undefined && o.waitSeconds > 0;
+  let delay = run.firstDelayMs ?? (probe ? 0 : firstCheckDelay(o, run.submittedAt ?? start, start));
   let failures = 0;
   let checks = 0;
   let lastError: Error | undefined;
@@ -127,17 +147,21 @@ export async function pollUntilDone<T>(
     await waitOrTimeout([id], statuses, delay, start, deadline, checks, lastError, run);
     checks++;
     try {
-      const obs = await check();
+      const obs = await check(waitFor(o, clock.now(), deadline));
       failures = 0;
       lastError = undefined;
       statuses[id] = statusOf(obs.value);
       if (isDone(obs.value)) return obs.value;
-      delay = nextCheckDelay(o, obs.hintMs);
+      delay = obs.waited
+        ? 0
+        : afterPlainCheck(o, probe && checks === 1, run.submittedAt ?? start, clock.now(), obs.hintMs);
     } catch (err) {
       if (!isRetryable(err)) throw err;
       failures++;
       lastError = err as Error;
       delay = delayAfterError(o, err, failures);
+      // A failed probe puts the wait back on the schedule.
+      if (probe && checks === 1) delay = Math.max(delay, firstCheckDelay(o, run.submittedAt ?? start, clock.now()));
     }
   }
 }
@@ -154,7 +178,11 @@ export interface BatchItem {
  */
 export async function pollBatch<T extends BatchItem>(
   ids: string[],
-  fetchBatch: (ids: string[]) => Promise<{ items: T[]; hintMs?: number }>,
+  fetchBatch: (
+    ids: string[],
+    waitSeconds: number,
+    signal?: AbortSignal,
+  ) => Promise<{ items: T[]; hintMs?: number; waited?: boolean }>,
   run: PollRun,
 ): Promise<Map<string, T>> {
   const { options: o, clock } = run;
@@ -163,20 +191,41 @@ export async function pollBatch<T extends BatchItem>(
   const statuses: Record<string, string> = {};
   const done = new Map<string, T>();
   let pending = [...new Set(ids)];
-  let delay = run.firstDelayMs ?? firstCheckDelay(o, run.submittedAt ?? start, start);
+  const probe = run.firstDelayMs === undefined && o.waitSeconds > 0;
+  let delay = run.firstDelayMs ?? (probe ? 0 : firstCheckDelay(o, run.submittedAt ?? start, start));
   let failures = 0;
   let checks = 0;
   let lastError: Error | undefined;
   while (pending.length > 0) {
     await waitOrTimeout(pending, statuses, delay, start, deadline, checks, lastError, run);
     checks++;
-    const outcomes = await Promise.allSettled(chunk(pending, o.batchSize).map((ids) => fetchBatch(ids)));
+    // Long-polls of one cycle: the first held answer ends the others' waits (their ids go out again).
+    const cycle = new AbortController();
+    const signal = run.signal ? AbortSignal.any([run.signal, cycle.signal]) : cycle.signal;
+    const wait = waitFor(o, clock.now(), deadline);
+    const outcomes = await Promise.allSettled(
+      chunk(pending, o.batchSize).map((ids) =>
+        fetchBatch(ids, wait, signal).then((r) => {
+          if (r.waited) cycle.abort();
+          return r;
+        }),
+      ),
+    );
+    const waited = outcomes.some((out) => out.status === 'fulfilled' && out.value.waited);
     let okHint: number | undefined;
     let errDelay = 0;
     let failed = false;
     for (const out of outcomes) {
+      if (out.status === 'rejected' && cycle.signal.aborted && !run.signal?.aborted) continue;
       if (out.status === 'fulfilled') {
-        okHint = Math.max(okHint ?? 0, nextCheckDelay(o, out.value.hintMs));
+        const plain = afterPlainCheck(
+          o,
+          probe && checks === 1,
+          run.submittedAt ?? start,
+          clock.now(),
+          out.value.hintMs,
+        );
+        okHint = Math.max(okHint ?? 0, waited ? 0 : plain);
         for (const item of out.value.items) {
           statuses[item.id] = item.status;
           if (!UNFINISHED_TASK_STATUSES.includes(item.status)) done.set(item.id, item);
@@ -188,6 +237,8 @@ export async function pollBatch<T extends BatchItem>(
         errDelay = Math.max(errDelay, delayAfterError(o, out.reason, failures + 1));
       }
     }
+    if (probe && checks === 1)
+      errDelay = failed ? Math.max(errDelay, firstCheckDelay(o, run.submittedAt ?? start, clock.now())) : 0;
     failures = failed ? failures + 1 : 0;
     if (!failed) lastError = undefined;
     // A batch that just succeeded may go out again unchanged next cycle: never sooner than the

@@ -1,6 +1,6 @@
 // Image tasks: submit (generateContent, output=url), get, batch-get, list, content, wait.
 import type { KilnCore } from './core.js';
-import { newIdempotencyKey, retryAfterMs } from './core.js';
+import { newIdempotencyKey, retryAfterMs, waitApplied, waitRequest } from './core.js';
 import { KilnClientError } from './errors.js';
 import { pollBatch, pollUntilDone, UNFINISHED_TASK_STATUSES, type PollProgress } from './polling.js';
 import type {
@@ -133,25 +133,36 @@ export class Tasks {
     return this.wait(task.id, { ...opts, submittedAt });
   }
 
-  /** One task. `retryAfterMs` is the server's hint for the next poll (unfinished tasks). */
-  async get(id: string, opts: { signal?: AbortSignal } = {}): Promise<ImageTask & { retryAfterMs?: number }> {
+  /**
+   * One task. `retryAfterMs` is the server's hint for the next poll (unfinished tasks). With
+   * `wait` (1-60 s) the server may hold the answer until the task changes status (long-poll);
+   * `waited` (not enumerable, like `retryAfterMs`) says it did.
+   */
+  async get(
+    id: string,
+    opts: { signal?: AbortSignal; wait?: number } = {},
+  ): Promise<ImageTask & { retryAfterMs?: number; waited?: boolean }> {
     const { data, response } = await this.core.request<ImageTask>('GET', `/v1/tasks/${encodeURIComponent(id)}`, {
       signal: opts.signal,
       maxRetries: 0,
+      ...waitRequest(opts.wait ?? 0),
     });
-    const hint = retryAfterMs(response);
-    return hint === undefined ? data : Object.defineProperty(data, 'retryAfterMs', { value: hint, enumerable: false });
+    return withPollHints(data, response);
   }
 
-  /** Up to 100 ids in one request (the server's limit); `waitMany` splits larger sets. */
-  async batchGet(ids: string[], opts: { signal?: AbortSignal } = {}): Promise<BatchTaskList> {
-    return (
-      await this.core.request<BatchTaskList>('POST', '/v1/tasks/batch-get', {
-        body: { ids },
-        signal: opts.signal,
-        maxRetries: 0,
-      })
-    ).data;
+  /** Up to 100 ids in one request (the server's limit); `waitMany` splits larger sets. `wait` as for `get`. */
+  async batchGet(
+    ids: string[],
+    opts: { signal?: AbortSignal; wait?: number } = {},
+  ): Promise<BatchTaskList & { waited?: boolean }> {
+    const { wait = 0 } = opts;
+    const { data, response } = await this.core.request<BatchTaskList>('POST', '/v1/tasks/batch-get', {
+      body: wait > 0 ? { ids, wait } : { ids },
+      signal: opts.signal,
+      maxRetries: 0,
+      extraTimeoutMs: wait * 1000,
+    });
+    return withPollHints(data, response);
   }
 
   /** One page of recent tasks, newest first. */
@@ -197,9 +208,9 @@ export class Tasks {
   wait(id: string, opts: WaitOptions = {}): Promise<ImageTask> {
     return pollUntilDone(
       id,
-      async () => {
-        const t = await this.get(id, opts);
-        return { value: t, hintMs: t.retryAfterMs };
+      async (wait) => {
+        const t = await this.get(id, { signal: opts.signal, wait });
+        return { value: t, hintMs: t.retryAfterMs, waited: t.waited };
       },
       (t) => t.status,
       (t) => !isUnfinished(t.status),
@@ -215,11 +226,22 @@ export class Tasks {
     if (ids.length === 0) return Promise.resolve(new Map());
     return pollBatch(
       ids,
-      async (batch) => {
-        const r = await this.batchGet(batch, opts);
-        return { items: r.items, hintMs: r.next_poll_after_ms };
+      async (batch, wait, signal) => {
+        const r = await this.batchGet(batch, { signal, wait });
+        return { items: r.items, hintMs: r.next_poll_after_ms, waited: r.waited };
       },
       { options: this.core.polling, clock: this.core.clock, ...opts },
     );
   }
+}
+
+/** Adds the answer's Retry-After (`retryAfterMs`) and Preference-Applied (`waited`), not enumerable. */
+export function withPollHints<T extends object>(
+  data: T,
+  response: Response,
+): T & { retryAfterMs?: number; waited?: boolean } {
+  const hint = retryAfterMs(response);
+  if (hint !== undefined) Object.defineProperty(data, 'retryAfterMs', { value: hint, enumerable: false });
+  if (waitApplied(response)) Object.defineProperty(data, 'waited', { value: true, enumerable: false });
+  return data;
 }

@@ -1,10 +1,10 @@
 // Video tasks: create, retrieve, wait (same polling guidance as image tasks), content download.
 import type { KilnCore } from './core.js';
-import { newIdempotencyKey, retryAfterMs } from './core.js';
+import { newIdempotencyKey, waitRequest } from './core.js';
 import { KilnClientError } from './errors.js';
 import { pollUntilDone } from './polling.js';
 import { videoUrlsOf } from './results.js';
-import type { SubmitOptions, WaitOptions } from './tasks.js';
+import { withPollHints, type SubmitOptions, type WaitOptions } from './tasks.js';
 import type { Video, VideoCreateParams } from './types.js';
 
 export const UNFINISHED_VIDEO_STATUSES: readonly string[] = ['queued', 'in_progress', 'accepted', 'running'];
@@ -20,22 +20,26 @@ export class Videos {
     return (await this.core.request<Video>('POST', '/v1/videos', { body: params, signal: opts.signal, headers })).data;
   }
 
-  async retrieve(id: string, opts: { signal?: AbortSignal } = {}): Promise<Video & { retryAfterMs?: number }> {
+  /** One video task; `wait` (1-60 s) long-polls as for `tasks.get`. */
+  async retrieve(
+    id: string,
+    opts: { signal?: AbortSignal; wait?: number } = {},
+  ): Promise<Video & { retryAfterMs?: number; waited?: boolean }> {
     const { data, response } = await this.core.request<Video>('GET', `/v1/videos/${encodeURIComponent(id)}`, {
       signal: opts.signal,
       maxRetries: 0,
+      ...waitRequest(opts.wait ?? 0),
     });
-    const hint = retryAfterMs(response);
-    return hint === undefined ? data : Object.defineProperty(data, 'retryAfterMs', { value: hint, enumerable: false });
+    return withPollHints(data, response);
   }
 
   /** Waits until completed, failed or uncertain; throws PollTimeoutError (with the id) after the total timeout. */
   wait(id: string, opts: WaitOptions = {}): Promise<Video> {
     return pollUntilDone(
       id,
-      async () => {
-        const v = await this.retrieve(id, opts);
-        return { value: v, hintMs: v.retryAfterMs };
+      async (wait) => {
+        const v = await this.retrieve(id, { signal: opts.signal, wait });
+        return { value: v, hintMs: v.retryAfterMs, waited: v.waited };
       },
       (v) => v.status,
       (v) => !UNFINISHED_VIDEO_STATUSES.includes(v.status),

@@ -3,6 +3,7 @@
 import { OpenAPIRegistry, OpenApiGeneratorV31, type RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
 import { ERROR_STATUS, TASK_FAILURE_CODES, type ErrorCode } from '../shared/errors.js';
+import { registerWebhookDelivery } from '../webhooks/openapi.js';
 
 type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 type ZodObj = z.ZodObject<z.ZodRawShape>;
@@ -34,7 +35,7 @@ export interface OperationDoc {
   tags: string[];
   /** Whether `Authorization: Bearer` is required (default true). */
   auth?: boolean | 'operator';
-  request?: { params?: ZodObj; query?: z.ZodType; body?: z.ZodType; bodyContentType?: string };
+  request?: { params?: ZodObj; query?: z.ZodType; body?: z.ZodType; bodyContentType?: string; headers?: ZodObj };
   responses: Record<number, ResponseDoc>;
   /** Error codes this operation can answer with; statuses come from the one error catalogue. */
   errors?: ErrorCode[];
@@ -122,6 +123,7 @@ function toRouteConfig(op: OperationDoc): RouteConfig {
     request: {
       ...(op.request?.params ? { params: op.request.params } : {}),
       ...(op.request?.query ? { query: op.request.query as ZodObj } : {}),
+      ...(op.request?.headers ? { headers: op.request.headers } : {}),
       ...(body
         ? {
             body: {
@@ -181,6 +183,7 @@ export function buildOpenApiDocument(
     (a, b) => openApiPath(a).localeCompare(openApiPath(b)) || a.method.localeCompare(b.method),
   );
   for (const op of ops) registry.registerPath(toRouteConfig(op));
+  registerWebhookDelivery(registry);
   const catalogue = Object.entries(ERROR_STATUS)
     .map(
       ([c, s]) =>

@@ -9,6 +9,7 @@ import type { Caller } from '../infra/auth.js';
 import type { Blobs } from '../infra/blob-store.js';
 import { UnusableUrl, type SafeFetch } from '../infra/safe-fetch.js';
 import type { TaskService } from './service.js';
+import type { WebhookTarget } from '../shared/webhook.js';
 import { validateSubmit } from './validate.js';
 // Type only: the handle's result is typed by the workflow function, whose code the API never loads.
 import type { imageTaskWorkflow } from '../../workflows/image-task.js';
@@ -76,8 +77,9 @@ export class DirectService {
     request: ImageRequest,
     output: DirectOutput,
     idempotencyKey?: string,
+    webhook?: WebhookTarget,
   ): Promise<{ taskId: string; body: DirectResponse; replayed: boolean }> {
-    const submitted = await this.tasks.submit(caller, model, request, { idempotencyKey, direct: output });
+    const submitted = await this.tasks.submit(caller, model, request, { idempotencyKey, direct: output, webhook });
     const { id } = submitted.response;
     // A replay of a finished task answers from its record (Temporal may no longer keep the
     // workflow); otherwise the workflow's result, which every submit of one key awaits alike.

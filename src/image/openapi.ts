@@ -33,6 +33,29 @@ const TaskError = z
   })
   .meta({ id: 'TaskError' });
 
+/** Extension fields of image and video tasks (contract clients ignore them). */
+export const Timing = {
+  started_at: z
+    .number()
+    .int()
+    .nullable()
+    .meta({ description: 'Unix seconds when the upstream call began; null before' }),
+  attempts: z.number().int().min(0).meta({ description: 'Upstream attempts made so far; 0 before the first' }),
+};
+
+/** Deliveries of a task submitted with a webhook (absent otherwise). */
+export const WebhookStatus = z
+  .object({
+    status: z.enum(['pending', 'delivered', 'failed', 'stopped']).meta({
+      description:
+        '`pending`: a delivery is queued or being retried; `delivered`: the receiver answered 2xx; ' +
+        '`stopped`: it answered 410; `failed`: retries ran out',
+    }),
+    attempts: z.number().int().min(0),
+    last_error: z.string().nullable(),
+  })
+  .meta({ id: 'WebhookStatus' });
+
 export const ImageTask = z
   .object({
     id: TaskId,
@@ -41,10 +64,14 @@ export const ImageTask = z
     status: z.enum([...TASK_STATUSES]),
     created_at: z.number().int().meta({ description: 'Unix seconds' }),
     finished_at: z.number().int().nullable().meta({ description: 'Unix seconds; null while unfinished' }),
+    ...Timing,
+    webhook: WebhookStatus.optional(),
     response_id: z.string().optional().meta({ description: 'Present on success' }),
     model_version: z.string().optional().meta({ description: 'Present on success' }),
     candidates: z.array(Candidate).nullable(),
-    error: TaskError.nullable(),
+    error: TaskError.nullable().meta({
+      description: 'Failed only. `canceled`: stopped by its owner (POST /v1/tasks/{id}/cancel)',
+    }),
     uncertain_reason: z
       .string()
       .optional()
@@ -94,25 +121,12 @@ export const RecentList = z
         status: z.enum([...TASK_STATUSES]),
         created_at: z.number().int(),
         finished_at: z.number().int().nullable(),
+        ...Timing,
         content_url: z.string(),
       }),
     ),
   })
   .meta({ id: 'RecentTaskList' });
 
-export const ModelList = z
-  .object({
-    object: z.literal('list'),
-    data: z.array(
-      z.object({
-        id: z.string(),
-        object: z.literal('model'),
-        created: z.number().int(),
-        owned_by: z.string(),
-        kind: z.enum(['image', 'chat', 'video']),
-        form: z.string().optional(),
-        description: z.string().nullable(),
-      }),
-    ),
-  })
-  .meta({ id: 'ModelList' });
+// GET /v1/models: the catalogue and its schema live with the models (src/infra/models.ts).
+export { ModelList } from '../infra/models.js';

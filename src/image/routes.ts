@@ -6,11 +6,23 @@ import { KilnError } from '../shared/errors.js';
 import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
 import type { FsBlobStore } from '../infra/blobs.js';
 import { EXT_BY_TYPE } from '../infra/blobs.js';
+import { modelList } from '../infra/models.js';
 import { jsonBody, redirectTo, sendJsonText, sendSubmitted, sendView } from '../http/body.js';
 import { redirectResponse } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
+import { cancelRoute } from '../http/cancel-route.js';
+import {
+  BatchWait,
+  PREFERENCE_APPLIED,
+  PreferHeader,
+  sendWaitApplied,
+  WAIT_DESCRIPTION,
+  waitAsked,
+  WaitQuery,
+} from '../http/wait.js';
 import type { TaskService } from './service.js';
 import { SubmitBody, validateSubmit } from './validate.js';
+import { WebhookQuery } from '../webhooks/openapi.js';
 import { validateDirect, type DirectService } from './direct.js';
 import { BatchList, ImageTask, ModelList, RecentList, SubmitResponse, TaskId } from './openapi.js';
 
@@ -25,6 +37,7 @@ export interface ImageRouteDeps {
 
 const BatchBody = z.object({
   ids: z.array(z.string().max(256)).min(1, 'ids must not be empty').max(100, 'at most 100 ids per request'),
+  wait: BatchWait,
 });
 
 // A whole number written in a query string. A preprocess (not a string pipe) so the document
@@ -92,18 +105,7 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
       summary: 'Configured models and their kinds',
       responses: { 200: { description: 'Models', schema: ModelList } },
       handler: (ctx) => {
-        ctx.body = {
-          object: 'list',
-          data: models.map((m) => ({
-            id: m.id,
-            object: 'model',
-            created: 0,
-            owned_by: 'kiln',
-            kind: m.kind,
-            ...('form' in m ? { form: m.form } : {}),
-            description: m.description ?? null,
-          })),
-        };
+        ctx.body = modelList(models);
       },
     }),
 
@@ -124,7 +126,7 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
         'now); with another request, 422 `idempotency_key_reused`.',
       request: {
         params: z.object({ model: z.string().meta({ description: 'Image model id (GET /v1/models)' }) }),
-        query: z.object({ output: z.literal('url').optional() }),
+        query: z.object({ output: z.literal('url').optional(), ...WebhookQuery }),
         body: SubmitBody,
         // Koa cannot split `{model}:generateContent`, direct-form models also take output=base64,
         // and validateSubmit answers with the contract's own error codes.
@@ -150,6 +152,11 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
               requestBody: { ids: ['$response.body#/id'] },
               description: 'Poll it in a batch',
             },
+            CancelTask: {
+              operationId: 'cancelTask',
+              parameters: { id: '$response.body#/id' },
+              description: 'Cancel it',
+            },
           },
         },
       },
@@ -163,6 +170,9 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
         'model_not_found',
         'not_found',
         'idempotency_key_reused',
+        // Direct form: the task was canceled (POST /v1/tasks/{id}/cancel) while the request waited.
+        'canceled',
+        'invalid_webhook_url',
         'request_too_large',
         'unsupported_content_encoding',
         'unsupported_media_type',
@@ -176,6 +186,7 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
           throw new KilnError('not_found', 'Use POST /v1beta/models/{model}:generateContent.');
         const model = tasks.model(modelAction.slice(0, cut));
         const idempotencyKey = parseIdempotencyKey(ctx.headers['idempotency-key']);
+        const webhook = tasks.webhookTarget(ctx.query.webhook, ctx.query.webhook_events);
         await jsonBody()(ctx, async () => undefined);
         const output =
           typeof ctx.query.output === 'string' ? ctx.query.output : Array.isArray(ctx.query.output) ? '' : undefined;
@@ -187,13 +198,14 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
             asked.request,
             asked.output,
             idempotencyKey,
+            webhook,
           );
           ctx.set('X-Kiln-Task-Id', taskId);
           sendSubmitted(ctx, 200, body, replayed);
           return;
         }
         const request = validateSubmit(ctx.request.body, output, model);
-        const { response, replayed } = await tasks.submit(caller, model, request, { idempotencyKey });
+        const { response, replayed } = await tasks.submit(caller, model, request, { idempotencyKey, webhook });
         sendSubmitted(ctx, 202, response, replayed);
       },
     }),
@@ -218,8 +230,17 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
       operationId: 'batchGetTasks',
       tags: ['image tasks'],
       summary: 'Poll 1 to 100 tasks at once',
-      request: { body: BatchBody },
-      responses: { 200: { description: 'One item per distinct id, in first-occurrence order', schema: BatchList } },
+      description:
+        'With `"wait": N` or `Prefer: wait=N` (1-60 s) a long-poll that answers when any listed task ' +
+        'changes status, or after N s (at once when a listed task is finished or not found).',
+      request: { body: BatchBody, headers: PreferHeader },
+      responses: {
+        200: {
+          description: 'One item per distinct id, in first-occurrence order',
+          schema: BatchList,
+          headers: PREFERENCE_APPLIED,
+        },
+      },
       errors: [
         'invalid_request',
         'rate_limited',
@@ -228,7 +249,10 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
         'unsupported_media_type',
       ],
       handler: async (ctx, { caller, body }) => {
-        sendJsonText(ctx, await tasks.batchGet(caller, body.ids));
+        const wait = waitAsked(ctx, body.wait, 'body');
+        const { json, waited } = await tasks.batchGet(caller, body.ids, wait);
+        sendWaitApplied(ctx, wait, waited);
+        sendJsonText(ctx, json);
       },
     }),
 
@@ -238,14 +262,38 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
       operationId: 'getTask',
       tags: ['image tasks'],
       summary: 'One task',
-      request: { params: z.object({ id: TaskId }) },
+      description: WAIT_DESCRIPTION,
+      request: {
+        params: z.object({ id: TaskId }),
+        query: WaitQuery,
+        headers: PreferHeader,
+        checkedByHandler: ['query'],
+      },
       responses: {
-        200: { description: 'The task in its state-dependent form', schema: ImageTask, headers: RETRY_AFTER },
+        200: {
+          description: 'The task in its state-dependent form',
+          schema: ImageTask,
+          headers: { ...RETRY_AFTER, ...PREFERENCE_APPLIED },
+        },
       },
-      errors: ['not_found', 'rate_limited'],
+      errors: ['not_found', 'rate_limited', 'invalid_request'],
       handler: async (ctx, { caller, params }) => {
-        sendView(ctx, await tasks.get(caller, params.id), pollAfterSeconds);
+        const wait = waitAsked(ctx, ctx.query.wait, 'query');
+        const view = await tasks.get(caller, params.id, wait);
+        sendWaitApplied(ctx, wait, view.waited === true);
+        sendView(ctx, view, pollAfterSeconds);
       },
+    }),
+
+    cancelRoute({
+      route: '/v1/tasks/:id/cancel',
+      operationId: 'cancelTask',
+      tags: ['image tasks'],
+      id: TaskId,
+      schema: ImageTask,
+      pollOperationId: 'getTask',
+      pollAfterSeconds,
+      cancel: (caller, id) => tasks.cancel(caller, id),
     }),
 
     route({

@@ -8,6 +8,7 @@ import { KilnError } from '../shared/errors.js';
 import { promptText } from '../shared/prompt.js';
 import { taskSummary } from '../temporal/summary.js';
 import { readFromTemporal, type FallbackKind } from '../temporal/fallback.js';
+import { cancelTask, type CancelAnswer, type CancelKind } from '../temporal/cancel.js';
 import {
   newImageRecord,
   UNFINISHED_STATUSES,
@@ -17,7 +18,9 @@ import {
 } from '../shared/task.js';
 import type { ImageTaskWorkflowInput } from '../../workflows/image-task.js';
 import { indexMember } from '../infra/store.js';
+import type { WebhookTarget } from '../shared/webhook.js';
 import { pollViews, taskLimiterKey, type ViewText } from '../infra/poll.js';
+import { longPoll, type WaitAsk } from '../infra/waits.js';
 import type { Caller } from '../infra/auth.js';
 import { notFoundItem, taskView, type TaskView } from '../shared/views.js';
 
@@ -40,11 +43,22 @@ const IMAGE_FALLBACK: FallbackKind<TaskRecord> = {
   }),
 };
 
+const IMAGE_CANCEL: CancelKind<TaskRecord> = {
+  kind: 'image',
+  idPattern: TASK_ID,
+  fallback: IMAGE_FALLBACK,
+  view: taskView,
+  path: '/v1/tasks',
+  noun: 'Task',
+};
+
 export interface SubmitOptions {
   /** The Idempotency-Key header: the id is derived from it, and a repeat returns the same task. */
   idempotencyKey?: string;
   /** Direct form, with its output: part of what makes two keyed submits the same request. */
   direct?: 'url' | 'base64';
+  /** `?webhook=` and `?webhook_events=`, checked: where the task's status changes are delivered. */
+  webhook?: WebhookTarget;
 }
 
 export interface SubmitResponse {
@@ -85,12 +99,17 @@ export class TaskService extends TaskServiceBase<'image'> {
     const key = opts.idempotencyKey;
     const id = this.taskId('task', caller.owner, key);
     const fingerprint = key
-      ? requestFingerprint(opts.direct ? `generateContent:direct:${opts.direct}` : 'generateContent', model.id, request)
+      ? requestFingerprint(
+          opts.direct ? `generateContent:direct:${opts.direct}` : 'generateContent',
+          model.id,
+          request,
+          opts.webhook,
+        )
       : undefined;
     const prior = fingerprint && (await priorSubmit<TaskRecord>(this.store, id, 'image', caller.owner, fingerprint));
     if (prior) return this.submitted(prior, true);
     const created_at = Math.floor(Date.now() / 1000);
-    const input: ImageTaskWorkflowInput = this.workflowInput(caller, model, id, created_at, request);
+    const input: ImageTaskWorkflowInput = this.workflowInput(caller, model, id, created_at, request, opts.webhook);
     const outcome = await this.start({
       id,
       workflowType: 'imageTaskWorkflow',
@@ -126,23 +145,35 @@ export class TaskService extends TaskServiceBase<'image'> {
     return { response, replayed, record };
   }
 
-  /** One task, behind the per-task poll limiter. */
-  async get(caller: Caller, id: string): Promise<ViewText> {
-    const [view] = await this.views(caller, [id], taskLimiterKey(caller.owner, id), this.config.rateLimitTaskMs);
+  /**
+   * One task, behind the per-task poll limiter. With `wait`, a long-poll: the limited read comes
+   * first, the read after a change or the time is not limited; `waited` says it was honoured.
+   */
+  async get(caller: Caller, id: string, wait?: WaitAsk): Promise<ViewText & { waited?: boolean }> {
+    const limiter = taskLimiterKey(caller.owner, id);
+    const read = (limited: boolean) =>
+      this.views(caller, [id], limited ? limiter : null, limited ? this.config.rateLimitTaskMs : 0);
+    const { views, applied } = await longPoll(this.waits, [id], wait, read, { share: `image\n${caller.owner}\n${id}` });
+    const [view] = views;
     if (!view) throw new KilnError('not_found', `Task ${id} was not found.`);
-    return view;
+    return applied ? { ...view, waited: true } : view;
   }
 
-  /** The batch answer as JSON text: stored views are joined, never parsed. */
-  async batchGet(caller: Caller, ids: string[]): Promise<string> {
+  /** The batch answer as JSON text: stored views are joined, never parsed. With `wait`, wakes on any listed id. */
+  async batchGet(caller: Caller, ids: string[], wait?: WaitAsk): Promise<{ json: string; waited: boolean }> {
     const unique = [...new Set(ids)];
     const setHash = createHash('sha256')
       .update([...unique].sort().join('\n'))
       .digest('hex')
       .slice(0, 32);
-    const views = await this.views(caller, unique, `batch:{${caller.owner}}:${setHash}`, this.config.rateLimitBatchMs);
+    const limiter = `batch:{${caller.owner}}:${setHash}`;
+    const read = (limited: boolean) =>
+      this.views(caller, unique, limited ? limiter : null, limited ? this.config.rateLimitBatchMs : 0);
+    const share = `image\n${caller.owner}\n${unique.join(',')}`;
+    const { views, applied } = await longPoll(this.waits, unique, wait, read, { share });
     const items = unique.map((id, i) => views[i]?.json ?? JSON.stringify(notFoundItem(id))).join(',');
-    return `{"object":"batch.task.list","items":[${items}],"next_poll_after_ms":${this.config.pollAfterSeconds * 1000}}`;
+    const json = `{"object":"batch.task.list","items":[${items}],"next_poll_after_ms":${this.config.pollAfterSeconds * 1000}}`;
+    return { json, waited: applied };
   }
 
   /** A page of the owner's tasks as JSON text, from the list items stored with the records. */
@@ -177,6 +208,11 @@ export class TaskService extends TaskServiceBase<'image'> {
       );
     }
     return url;
+  }
+
+  /** Cancels the caller's unfinished task (202), or answers a finished one unchanged (200). */
+  cancel(caller: Caller, id: string): Promise<CancelAnswer> {
+    return cancelTask({ temporal: this.temporal, store: this.store }, IMAGE_CANCEL, caller.owner, id);
   }
 
   private storeDown(err: unknown): KilnError {

@@ -6,11 +6,14 @@
 // backwards is ignored, so replays, retries and the API/worker race never regress a record; the
 // first terminal write wins. Writes of the same unfinished state go through (progress updates of a
 // running task). The record, its serialised views and its owner change together, so a read of the
-// view is exactly as fresh as a read of the record.
+// view is exactly as fresh as a read of the record. ARGV[13], the wait channel: a write that changes
+// the status publishes "<id> <status>" there, after the write, so a woken waiter reads the new view.
 export const TRANSITION = `
-local cur = redis.call('HGET', KEYS[1], 'r')
+local h = redis.call('HMGET', KEYS[1], 'r', 's')
+local cur = h[1]
 if cur and (tonumber(cur) > tonumber(ARGV[3]) or (tonumber(cur) == tonumber(ARGV[3]) and ARGV[8] == '1')) then return 0 end
 redis.call('HSET', KEYS[1], 'j', ARGV[1], 's', ARGV[2], 'r', ARGV[3], 'v', ARGV[9], 'o', ARGV[11], 'k', ARGV[12])
+if h[2] ~= ARGV[2] then redis.call('PUBLISH', ARGV[13], ARGV[7] .. ' ' .. ARGV[2]) end
 if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'l', ARGV[10]) end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 if not cur then
@@ -72,17 +75,20 @@ end
 return out`;
 
 // Cluster mode, step 1 of a transition. KEYS: task hash. ARGV: json, status, rank, ttl, terminal
-// flag, public view, list item, owner, kind. The same forward-only rule as TRANSITION. Replies
+// flag, public view, list item, owner, kind, wait channel, id. The same forward-only rule and status
+// message as TRANSITION (on a cluster PUBLISH reaches every node's subscribers over the bus). Replies
 // {applied, stored status, stored list item, stored record's expiry in ms}: what the later steps
 // write is the stored record's, so running them again after any write, even a stale one, repairs
 // them rather than moving them back.
 export const RECORD = `
-local cur = redis.call('HGET', KEYS[1], 'r')
+local was = redis.call('HMGET', KEYS[1], 'r', 's')
+local cur = was[1]
 local applied = 0
 if not cur or tonumber(cur) < tonumber(ARGV[3]) or (tonumber(cur) == tonumber(ARGV[3]) and ARGV[5] ~= '1') then
   redis.call('HSET', KEYS[1], 'j', ARGV[1], 's', ARGV[2], 'r', ARGV[3], 'v', ARGV[6], 'o', ARGV[8], 'k', ARGV[9])
   if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'l', ARGV[7]) end
   redis.call('EXPIRE', KEYS[1], ARGV[4])
+  if was[2] ~= ARGV[2] then redis.call('PUBLISH', ARGV[10], ARGV[11] .. ' ' .. ARGV[2]) end
   applied = 1
 end
 local h = redis.call('HMGET', KEYS[1], 's', 'l')

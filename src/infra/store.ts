@@ -78,6 +78,10 @@ export class TaskStore {
   ownerItemsKey(owner: string, kind: AnyTaskRecord['kind'] = 'image') {
     return `${this.ownerKey(owner, kind)}:items`;
   }
+  /** Pub/sub channel of status changes, "<id> <status>" (src/infra/waits.ts listens). */
+  get waitChannel() {
+    return `${this.prefix}status`;
+  }
   private get unfinishedKey() {
     return `${this.prefix}unfinished`;
   }
@@ -121,6 +125,7 @@ export class TaskStore {
         item,
         record.owner,
         record.kind,
+        this.waitChannel,
       );
       return r === 1;
     }
@@ -137,6 +142,8 @@ export class TaskStore {
         item,
         record.owner,
         record.kind,
+        this.waitChannel,
+        record.id,
       ),
     )) as [number, TaskStatus, string, number];
     const ownerKey = this.ownerKey(record.owner, record.kind);

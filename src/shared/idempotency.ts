@@ -48,12 +48,13 @@ export function canonicalJson(value: unknown): string {
 
 /**
  * What makes two submits "the same request": the endpoint (task form, direct form with its output,
- * video create), the model and the validated request (defaults filled in, Kiln's own switches
- * removed), as SHA-256 of their canonical JSON.
+ * video create), the model, the validated request (defaults filled in, Kiln's own switches
+ * removed) and the webhook asked for, as SHA-256 of their canonical JSON. Without a webhook the
+ * fingerprint is what it was before webhooks existed, so earlier keys still match.
  */
-export function requestFingerprint(endpoint: string, model: string, request: unknown): string {
+export function requestFingerprint(endpoint: string, model: string, request: unknown, webhook?: unknown): string {
   return createHash('sha256')
-    .update(canonicalJson({ v: 1, endpoint, model, request }))
+    .update(canonicalJson({ v: 1, endpoint, model, request, webhook }))
     .digest('hex');
 }
 

@@ -1,6 +1,6 @@
 // Task shapes shared by API, activities and workflows. Pure types and constants only.
 import type { ErrorBody } from './errors.js';
-import type { WebhookState, WebhookTarget } from './webhook.js';
+import { WEBHOOK_PENDING, type WebhookState, type WebhookTarget } from './webhook.js';
 
 export const TASK_STATUSES = ['accepted', 'queued', 'running', 'succeeded', 'failed', 'uncertain'] as const;
 export type TaskStatus = (typeof TASK_STATUSES)[number];
@@ -92,7 +92,7 @@ export const SEARCH_ATTRIBUTES = {
 
 /** An image task's record before any result: what a submit writes (accepted) and the workflow starts from (queued). */
 export function newImageRecord(
-  task: Pick<ImageTaskInput, 'id' | 'owner' | 'model' | 'created_at'>,
+  task: Pick<ImageTaskInput, 'id' | 'owner' | 'model' | 'created_at' | 'webhook'>,
   status: TaskStatus,
 ): TaskRecord {
   return {
@@ -105,5 +105,6 @@ export function newImageRecord(
     finished_at: null,
     candidates: null,
     error: null,
+    ...(task.webhook ? { webhook: WEBHOOK_PENDING } : {}),
   };
 }

@@ -1,7 +1,7 @@
 // Video task shapes shared by API, activities and workflows. Pure types and constants only.
 import type { ErrorBody } from './errors.js';
 import type { ActivityPolicy, TaskRecord, TaskStatus } from './task.js';
-import type { WebhookState, WebhookTarget } from './webhook.js';
+import { WEBHOOK_PENDING, type WebhookState, type WebhookTarget } from './webhook.js';
 
 /** The contract's strict rules for the pro model: any other value is refused before it can reach the upstream. */
 export const PRO_SECONDS = ['10', '15', '25'] as const;
@@ -73,6 +73,8 @@ export interface VideoJob {
   upstreamId: string;
   /** local provider: when the simulated render is done (epoch ms). */
   readyAtMs?: number;
+  /** The create attempt's timing fields, for the records the workflow writes afterwards. */
+  timing?: { started_at: number; attempts: number };
 }
 
 export interface VideoOutput {
@@ -111,7 +113,7 @@ export type AnyTaskRecord = TaskRecord | VideoTaskRecord;
 
 /** A video task's record before any result: what a submit writes (accepted) and the workflow starts from (queued). */
 export function newVideoRecord(
-  task: Pick<VideoTaskInput, 'id' | 'owner' | 'model' | 'created_at' | 'request'>,
+  task: Pick<VideoTaskInput, 'id' | 'owner' | 'model' | 'created_at' | 'request' | 'webhook'>,
   status: TaskStatus,
 ): VideoTaskRecord {
   return {
@@ -127,5 +129,6 @@ export function newVideoRecord(
     created_at: task.created_at,
     completed_at: null,
     error: null,
+    ...(task.webhook ? { webhook: WEBHOOK_PENDING } : {}),
   };
 }

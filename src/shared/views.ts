@@ -8,6 +8,11 @@ import { videoStatus, type AnyTaskRecord, type VideoTaskRecord } from './video.j
 export type TaskView = ReturnType<typeof taskView>;
 export type VideoView = ReturnType<typeof videoView>;
 
+/** Extension fields: when the upstream call began (null before) and how many attempts it took. */
+function timing(r: AnyTaskRecord): { started_at: number | null; attempts: number } {
+  return { started_at: r.started_at ?? null, attempts: r.attempts ?? 0 };
+}
+
 export function taskView(r: TaskRecord) {
   const base = {
     id: r.id,
@@ -16,6 +21,8 @@ export function taskView(r: TaskRecord) {
     status: r.status as string,
     created_at: r.created_at,
     finished_at: r.finished_at,
+    ...timing(r),
+    ...(r.webhook ? { webhook: r.webhook } : {}),
   };
   if (r.status === 'succeeded') {
     return {
@@ -38,6 +45,7 @@ export function listItem(r: TaskRecord) {
     status: r.status,
     created_at: r.created_at,
     finished_at: r.finished_at,
+    ...timing(r),
     content_url: `/v1/tasks/${r.id}/content`,
   };
 }
@@ -62,6 +70,7 @@ export function videoView(r: VideoTaskRecord) {
     progress: done ? 100 : r.progress,
     created_at: r.created_at,
     completed_at: r.completed_at,
+    ...timing(r),
     expires_at: null,
     prompt: r.prompt,
     remixed_from_video_id: null,
@@ -71,6 +80,7 @@ export function videoView(r: VideoTaskRecord) {
     ...(done && r.video_url ? { video_url: r.video_url } : {}),
     ...(done && r.results ? { results: r.results } : {}),
     ...(r.status === 'uncertain' ? { uncertain_reason: r.uncertain_reason } : {}),
+    ...(r.webhook ? { webhook: r.webhook } : {}),
   };
 }
 

@@ -19,3 +19,6 @@ export interface WebhookState {
   attempts: number;
   last_error: string | null;
 }
+
+/** What a task with a webhook shows until an attempt of its latest event's delivery has ended. */
+export const WEBHOOK_PENDING: WebhookState = { status: 'pending', attempts: 0, last_error: null };

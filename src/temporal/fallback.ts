@@ -124,6 +124,9 @@ export function statusOf(running: boolean, statusAttr: string | undefined): Work
 
 /** The error of a task whose workflow closed without a result (terminated, cancelled, timed out). */
 export function endedWithoutResult(temporalStatus: string): ErrorBody {
+  // Kiln's own cancels end with a result; this one was canceled from outside (an operator).
+  if (temporalStatus === 'CANCELLED')
+    return { code: 'canceled', message: "The task's workflow was canceled before a result." };
   return {
     code: 'upstream_error',
     message: `The task's workflow ended ${temporalStatus.toLowerCase()} before a result.`,

@@ -7,8 +7,11 @@ import { modelTaskQueue, type Config, type ImageModel, type Model, type VideoMod
 import { findModel } from '../infra/models.js';
 import type { Caller } from '../infra/auth.js';
 import type { TaskStore } from '../infra/store.js';
+import type { WaitRegistry } from '../infra/waits.js';
 import { idempotencySecret, idempotentTaskId } from '../shared/idempotency.js';
 import type { AnyTaskRecord } from '../shared/video.js';
+import type { WebhookTarget } from '../shared/webhook.js';
+import { webhookTarget } from '../webhooks/target.js';
 import { endedWithoutResult, statusOf, type FallbackKind } from './fallback.js';
 import { keyReused, startTask, type ExistingTask, type StartTask } from './start-task.js';
 
@@ -67,6 +70,8 @@ export abstract class TaskServiceBase<K extends 'image' | 'video'> {
     protected readonly config: Config,
     protected readonly store: TaskStore,
     protected readonly temporal: Client,
+    /** Long-polls (`wait`); without it a wait answers at once. */
+    protected readonly waits?: WaitRegistry,
   ) {
     this.idSecret = idempotencySecret(config.ownerKey);
   }
@@ -83,6 +88,7 @@ export abstract class TaskServiceBase<K extends 'image' | 'video'> {
     id: string,
     created_at: number,
     request: Q,
+    webhook?: WebhookTarget,
   ) {
     return {
       task: {
@@ -92,6 +98,7 @@ export abstract class TaskServiceBase<K extends 'image' | 'video'> {
         created_at,
         request,
         ...(caller.credential ? { credential: caller.credential } : {}),
+        ...(webhook ? { webhook } : {}),
       },
       policy: {
         timeoutMs: model.timeoutMs,
@@ -100,6 +107,11 @@ export abstract class TaskServiceBase<K extends 'image' | 'video'> {
       },
       activityQueue: modelTaskQueue(this.config.temporal.taskQueue, model.id),
     };
+  }
+
+  /** The submit's webhook parameters, checked (invalid_webhook_url); undefined when none was given. */
+  webhookTarget(url: unknown, events: unknown): WebhookTarget | undefined {
+    return webhookTarget(url, events, this.config.webhooks.allow);
   }
 
   protected start(t: StartTask) {

@@ -2,6 +2,7 @@
 // operations). They describe videoView in service.ts; nothing validates an answer against them.
 import { z } from 'zod';
 import { TASK_FAILURE_CODES } from '../shared/errors.js';
+import { Timing, WebhookStatus } from '../image/openapi.js';
 
 export const Video = z
   .object({
@@ -12,12 +13,16 @@ export const Video = z
     progress: z.number().int().min(0).max(100),
     created_at: z.number().int().meta({ description: 'Unix seconds' }),
     completed_at: z.number().int().nullable().meta({ description: 'Unix seconds; null until the task ends' }),
+    ...Timing,
     expires_at: z.null(),
     prompt: z.string(),
     remixed_from_video_id: z.null(),
     seconds: z.string(),
     size: z.string(),
-    error: z.object({ code: z.enum([...TASK_FAILURE_CODES]), message: z.string() }).nullable(),
+    error: z
+      .object({ code: z.enum([...TASK_FAILURE_CODES]), message: z.string() })
+      .nullable()
+      .meta({ description: 'Failed only. `canceled`: stopped by its owner (POST /v1/videos/{id}/cancel)' }),
     video_url: z.string().optional().meta({ description: "Completed only: absolute URL of Kiln's copy of the video" }),
     results: z
       .array(z.object({ url: z.string(), file_type: z.string(), node_id: z.string().optional() }))
@@ -27,5 +32,6 @@ export const Video = z
       .string()
       .optional()
       .meta({ description: 'Status uncertain only: why the outcome cannot be confirmed' }),
+    webhook: WebhookStatus.optional(),
   })
   .meta({ id: 'Video' });

@@ -14,6 +14,15 @@ import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
 import { jsonBody, redirectTo, sendSubmitted, sendView } from '../http/body.js';
 import { redirectResponse } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
+import { cancelRoute } from '../http/cancel-route.js';
+import {
+  PREFERENCE_APPLIED,
+  PreferHeader,
+  sendWaitApplied,
+  WAIT_DESCRIPTION,
+  waitAsked,
+  WaitQuery,
+} from '../http/wait.js';
 import { Video } from './openapi.js';
 
 export interface VideoRouteDeps {
@@ -126,6 +135,11 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
               parameters: { id: '$response.body#/id' },
               description: 'The video, once completed',
             },
+            CancelVideo: {
+              operationId: 'cancelVideo',
+              parameters: { id: '$response.body#/id' },
+              description: 'Cancel it',
+            },
           },
         },
       },
@@ -139,6 +153,7 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
         'unsupported_media_type',
         'model_not_found',
         'idempotency_key_reused',
+        'invalid_webhook_url',
         'queue_full',
         'service_unavailable',
       ],
@@ -147,7 +162,8 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
         const body = parseVideoBody(await readBody(ctx));
         const model = videos.model(body.model);
         const request = validateVideo(body, model);
-        const { video, replayed } = await videos.submit(caller, model, request, { idempotencyKey });
+        const webhook = videos.webhookTarget(body.webhook, body.webhook_events);
+        const { video, replayed } = await videos.submit(caller, model, request, { idempotencyKey, webhook });
         sendSubmitted(ctx, 200, video, replayed);
       },
     }),
@@ -158,12 +174,29 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
       operationId: 'getVideo',
       tags: ['videos'],
       summary: 'Poll a video task',
-      request: { params: VideoId },
-      responses: { 200: { description: 'The task', schema: Video, headers: RETRY_AFTER } },
-      errors: ['not_found', 'rate_limited'],
-      handler: async (ctx, { caller, params }) => {
-        sendView(ctx, await videos.get(caller, params.id), pollAfterSeconds);
+      description: `${WAIT_DESCRIPTION} A video wakes when its OpenAI status changes.`,
+      request: { params: VideoId, query: WaitQuery, headers: PreferHeader, checkedByHandler: ['query'] },
+      responses: {
+        200: { description: 'The task', schema: Video, headers: { ...RETRY_AFTER, ...PREFERENCE_APPLIED } },
       },
+      errors: ['not_found', 'rate_limited', 'invalid_request'],
+      handler: async (ctx, { caller, params }) => {
+        const wait = waitAsked(ctx, ctx.query.wait, 'query');
+        const view = await videos.get(caller, params.id, wait);
+        sendWaitApplied(ctx, wait, view.waited === true);
+        sendView(ctx, view, pollAfterSeconds);
+      },
+    }),
+
+    cancelRoute({
+      route: '/v1/videos/:id/cancel',
+      operationId: 'cancelVideo',
+      tags: ['videos'],
+      id: VideoId.shape.id,
+      schema: Video,
+      pollOperationId: 'getVideo',
+      pollAfterSeconds,
+      cancel: (caller, id) => videos.cancel(caller, id),
     }),
 
     route({

@@ -8,9 +8,12 @@ import { UNFINISHED_STATUSES } from '../shared/task.js';
 import { newVideoRecord, videoStatus, type VideoRequest, type VideoTaskRecord } from '../shared/video.js';
 import type { VideoTaskWorkflowInput } from '../../workflows/video-task.js';
 import type { Caller } from '../infra/auth.js';
+import type { WebhookTarget } from '../shared/webhook.js';
 import { pollViews, taskLimiterKey, type ViewText } from '../infra/poll.js';
+import { longPoll, type WaitAsk } from '../infra/waits.js';
 import { videoView, type VideoView } from '../shared/views.js';
 import { readFromTemporal, type FallbackKind } from '../temporal/fallback.js';
+import { cancelTask, type CancelAnswer, type CancelKind } from '../temporal/cancel.js';
 import { taskSummary } from '../temporal/summary.js';
 
 export const VIDEO_ID = /^video_[a-f0-9]{32}$/;
@@ -37,6 +40,15 @@ const VIDEO_FALLBACK: FallbackKind<VideoTaskRecord> = {
   },
 };
 
+const VIDEO_CANCEL: CancelKind<VideoTaskRecord> = {
+  kind: 'video',
+  idPattern: VIDEO_ID,
+  fallback: VIDEO_FALLBACK,
+  view: videoView,
+  path: '/v1/videos',
+  noun: 'Video',
+};
+
 export class VideoService extends TaskServiceBase<'video'> {
   protected readonly kind = 'video';
 
@@ -44,16 +56,16 @@ export class VideoService extends TaskServiceBase<'video'> {
     caller: Caller,
     model: VideoModel,
     request: VideoRequest,
-    opts: { idempotencyKey?: string } = {},
+    opts: { idempotencyKey?: string; webhook?: WebhookTarget } = {},
   ): Promise<{ video: VideoView; replayed: boolean }> {
     const key = opts.idempotencyKey;
     const id = this.taskId('video', caller.owner, key);
-    const fingerprint = key ? requestFingerprint('videos', model.id, request) : undefined;
+    const fingerprint = key ? requestFingerprint('videos', model.id, request, opts.webhook) : undefined;
     const prior =
       fingerprint && (await priorSubmit<VideoTaskRecord>(this.store, id, 'video', caller.owner, fingerprint));
     if (prior) return { video: videoView(prior), replayed: true };
     const created_at = Math.floor(Date.now() / 1000);
-    const base = this.workflowInput(caller, model, id, created_at, request);
+    const base = this.workflowInput(caller, model, id, created_at, request, opts.webhook);
     const input: VideoTaskWorkflowInput = {
       ...base,
       policy: { ...base.policy, pollIntervalMs: model.pollIntervalMs, overallTimeoutMs: model.overallTimeoutMs },
@@ -84,9 +96,16 @@ export class VideoService extends TaskServiceBase<'video'> {
     return { video: videoView(record), replayed: false };
   }
 
-  /** One video task, behind the per-task poll limiter. */
-  async get(caller: Caller, id: string): Promise<ViewText> {
-    return this.read(caller, id, true);
+  /**
+   * One video task, behind the per-task poll limiter. With `wait`, a long-poll that wakes when the
+   * OpenAI status changes (accepted -> queued is no change there); `waited` says it was honoured.
+   */
+  async get(caller: Caller, id: string, wait?: WaitAsk): Promise<ViewText & { waited?: boolean }> {
+    if (!wait) return this.read(caller, id, true);
+    const read = async (limited: boolean) => [await this.read(caller, id, limited)];
+    const share = `video\n${caller.owner}\n${id}`;
+    const { views, applied } = await longPoll(this.waits, [id], wait, read, { label: videoStatus, share });
+    return applied ? { ...views[0]!, waited: true } : views[0]!;
   }
 
   /** Where the finished video is: the blob store's URL (never the upstream's expiring link). */
@@ -111,6 +130,11 @@ export class VideoService extends TaskServiceBase<'video'> {
       );
     }
     return url;
+  }
+
+  /** Cancels the caller's unfinished video task (202), or answers a finished one unchanged (200). */
+  cancel(caller: Caller, id: string): Promise<CancelAnswer> {
+    return cancelTask({ temporal: this.temporal, store: this.store }, VIDEO_CANCEL, caller.owner, id);
   }
 
   private async read(caller: Caller, id: string, limited: boolean): Promise<ViewText> {

@@ -23,6 +23,14 @@ export const VideoBody = z.object({
   seconds: z.union([z.string().max(16), z.number().int().transform(String)]).optional(),
   size: z.string().max(32).optional(),
   nodeInfoList: z.array(NodeInfoSchema).max(64).optional(),
+  webhook: z
+    .string()
+    .optional()
+    .meta({ description: 'https URL that receives the signed task object when it ends (see Webhooks)' }),
+  webhook_events: z
+    .string()
+    .optional()
+    .meta({ description: '`terminal` (default): the final state only; `all`: also queued and in_progress' }),
 });
 export type VideoBody = z.infer<typeof VideoBody>;
 

@@ -93,7 +93,9 @@ function cli(args: string[], env: Record<string, string | undefined> = {}): Prom
 describe('client SDK', () => {
   it('submits, waits by the schedule (obeying the server Retry-After), and reads the image', async () => {
     const progress: PollProgress[] = [];
-    const task = await client().tasks.createAndWait(
+    // The schedule alone: long-polls are test/integration/wait.test.ts's.
+    const scheduled = new KilnClient({ baseURL: kiln.baseUrl, apiKey: KEY_A, polling: { ...POLL, waitSeconds: 0 } });
+    const task = await scheduled.tasks.createAndWait(
       { model: 'kiln-image-1', prompt: 'a lighthouse at dusk', aspectRatio: '16:9' },
       { onProgress: (p) => progress.push(p) },
     );

@@ -2,13 +2,11 @@
 // image, watch it succeed, see it in the gallery; refusals show the API's own error; another owner's
 // key sees none of it; the key never travels in a URL and no request leaves Kiln's origin.
 // Screenshots (desktop and 375 px phone) go to test-artifacts/ for a person to look at.
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { BrowserContext, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHROMIUM, CHROMIUM_ARGS } from '../support/browser.js';
+import { CHROMIUM, ensureConsoleBuilt, openConsolePage, seriousViolations } from '../support/browser.js';
 import { KEY_A, KEY_B, startKiln, type Kiln } from '../support/kiln.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -18,20 +16,12 @@ if (!hasChromium)
   console.warn(`SKIPPED console browser test: ${CHROMIUM} is missing (scripts/bootstrap.sh as root installs it).`);
 
 let kiln: Kiln;
-let context: BrowserContext;
+let browser: Awaited<ReturnType<typeof openConsolePage>>;
 let page: Page;
-let profile: string;
-const requests: { url: string; headers: Record<string, string> }[] = [];
-const consoleProblems: string[] = [];
 
 beforeAll(async () => {
   if (!hasChromium) return;
-  // `npm test` builds the console before the integration tier; a lone run of this file builds it here.
-  if (!existsSync(join(ROOT, 'console/dist/index.html')))
-    execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', 'console'], {
-      cwd: ROOT,
-      stdio: 'ignore',
-    });
+  await ensureConsoleBuilt();
   kiln = await startKiln({
     models: [
       { id: 'kiln-image-1', provider: 'local', latencyMs: 300, idempotent: true },
@@ -40,44 +30,19 @@ beforeAll(async () => {
     // The console polls by the server's guidance (next_poll_after_ms): 1 s keeps this test short.
     env: { POLL_AFTER_SECONDS: '1' },
   });
-  const { chromium } = await import('playwright-core');
-  profile = mkdtempSync(join(tmpdir(), 'kiln-console-chromium-'));
-  // A persistent context on a fresh profile directory: storage starts empty and is this test's own.
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    args: CHROMIUM_ARGS,
-    viewport: { width: 1280, height: 900 },
-  });
-  page = context.pages()[0] ?? (await context.newPage());
-  context.on('request', (r) => requests.push({ url: r.url(), headers: r.headers() }));
-  page.on('console', (m) => {
-    // A refused request logs "Failed to load resource: … 400": expected here. CSP violations are not.
-    if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) consoleProblems.push(m.text());
-  });
-  page.on('pageerror', (e) => consoleProblems.push(String(e)));
+  browser = await openConsolePage();
+  page = browser.page;
   mkdirSync(ARTIFACTS, { recursive: true });
 }, 120_000);
 
 afterAll(async () => {
-  await context?.close();
-  if (profile) rmSync(profile, { recursive: true, force: true });
+  await browser?.close();
   await kiln?.stop();
 });
 
-const AXE = readFileSync(join(ROOT, 'node_modules/axe-core/axe.min.js'), 'utf8');
-
 /** axe-core on the page as it is now: no serious or critical violation. */
 async function expectAccessible(what: string) {
-  // Evaluated through the DevTools protocol, which the page's CSP does not govern.
-  await page.evaluate(AXE);
-  const violations = await page.evaluate(async () => {
-    const r = await (window as any).axe.run(document, { resultTypes: ['violations'] });
-    return r.violations.map((v: any) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n: any) => n.target) }));
-  });
-  expect(
-    violations.filter((v: { impact: string }) => v.impact === 'serious' || v.impact === 'critical'),
-    what,
-  ).toEqual([]);
+  expect(await seriousViolations(page), what).toEqual([]);
 }
 
 async function signIn(key: string, remember = false) {
@@ -97,6 +62,9 @@ describe.skipIf(!hasChromium)('Kiln Console', () => {
     expect(csp).toContain("connect-src 'self'");
     expect(csp).not.toContain('unsafe-inline');
     expect(csp).not.toContain('unsafe-eval');
+    // Filesystem blobs: results are same-origin, so no other origin may serve media.
+    expect(csp).toContain("img-src 'self' data: blob:;");
+    expect(csp).toContain("media-src 'self' blob:;");
     await page.waitForSelector('#api-key');
     await expectAccessible('sign-in page');
     writeFileSync(join(ARTIFACTS, 'console-signin-desktop.png'), await page.screenshot());
@@ -109,7 +77,7 @@ describe.skipIf(!hasChromium)('Kiln Console', () => {
     expect(await page.evaluate(() => localStorage.getItem('kiln.console.apiKey'))).toBeNull();
     await page.waitForSelector('#model option[value="kiln-image-1"]', { state: 'attached' });
     await page.fill('#prompt', 'a lighthouse at dusk, oil painting');
-    expect(await page.textContent('#prompt-counter')).toContain('34 / 4,000');
+    expect(await page.textContent('#prompt-note')).toContain('34 / 4,000');
     await page.selectOption('#aspect', '16:9');
     await page.selectOption('#size', '1K');
     await page.click('#create-submit');
@@ -138,6 +106,8 @@ describe.skipIf(!hasChromium)('Kiln Console', () => {
     expect(text).toContain('kiln-image-1');
     expect(text).toContain(id!);
     expect(await dialog.locator('a', { hasText: 'Download' }).getAttribute('href')).toBe(await img.getAttribute('src'));
+    // TEMPORAL_UI_URL is not set here: no link to a Web UI that is not there.
+    expect(await dialog.locator('a.temporal').count()).toBe(0);
     await expectAccessible('image view');
     writeFileSync(join(ARTIFACTS, 'console-image-desktop.png'), await page.screenshot());
     await page.keyboard.press('Escape');
@@ -148,7 +118,7 @@ describe.skipIf(!hasChromium)('Kiln Console', () => {
     "shows the API's refusal: a 4,001-character prompt " + "forced past the form's check, a bad reference URL",
     async () => {
       await page.fill('#prompt', 'x'.repeat(4001));
-      expect(await page.textContent('#prompt-counter')).toContain('4,001 / 4,000');
+      expect(await page.textContent('#prompt-note')).toContain('4,001 / 4,000');
       expect(await page.isDisabled('#create-submit')).toBe(true);
       // Past the client-side check: the server must refuse it, and the page shows its words.
       await page.$eval('#create-submit', (b: HTMLButtonElement) => (b.disabled = false));
@@ -288,6 +258,7 @@ describe.skipIf(!hasChromium)('Kiln Console', () => {
   });
 
   it('never puts the key in a URL, and no request leaves Kiln', () => {
+    const { requests } = browser;
     expect(requests.length).toBeGreaterThan(5);
     for (const { url } of requests) {
       expect(url).not.toContain(KEY_A);
@@ -301,6 +272,6 @@ describe.skipIf(!hasChromium)('Kiln Console', () => {
     expect(api.length).toBeGreaterThan(0);
     for (const r of api) expect(r.headers.authorization).toMatch(/^Bearer test-key-owner-[abc]-/);
     expect(requests.some((r) => r.url.includes('/v1/tasks/batch-get'))).toBe(true);
-    expect(consoleProblems).toEqual([]);
+    expect(browser.problems).toEqual([]);
   });
 });

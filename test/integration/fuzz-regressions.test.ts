@@ -124,8 +124,8 @@ describe('fuzz regressions', () => {
   it('links submit and video create to the operations that read what they create', () => {
     const links = (id: string, status: string) => operation(id).responses[status].links;
     const expected: [string, string, string[]][] = [
-      ['submitImageTask', '202', ['getTask', 'getTaskContent', 'batchGetTasks']],
-      ['createVideo', '200', ['getVideo', 'getVideoContent']],
+      ['submitImageTask', '202', ['getTask', 'getTaskContent', 'batchGetTasks', 'cancelTask']],
+      ['createVideo', '200', ['getVideo', 'getVideoContent', 'cancelVideo']],
     ];
     for (const [source, status, targets] of expected) {
       const l = Object.values<any>(links(source, status));

@@ -161,7 +161,16 @@ describe('list pagination', () => {
       expect(p.created_at > c.created_at || (p.created_at === c.created_at && p.id > c.id)).toBe(true);
     }
     for (const item of seen)
-      expect(Object.keys(item).sort()).toEqual(['content_url', 'created_at', 'finished_at', 'id', 'model', 'status']);
+      expect(Object.keys(item).sort()).toEqual([
+        'attempts',
+        'content_url',
+        'created_at',
+        'finished_at',
+        'id',
+        'model',
+        'started_at',
+        'status',
+      ]);
   });
 
   it('uses before_created_at alone as an exclusive bound and leaves out tasks older than the window', async () => {

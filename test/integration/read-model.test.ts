@@ -48,6 +48,8 @@ describe('reads from stored views', () => {
           status: next.status,
           created_at: r.created_at,
           finished_at: next.finished_at,
+          started_at: next.started_at ?? null,
+          attempts: next.attempts ?? 0,
           content_url: `/v1/tasks/${r.id}/content`,
         });
       }

@@ -1,18 +1,14 @@
 // The S3 blob store against a real S3-compatible server (moto in server mode, installed by
 // scripts/bootstrap.sh): direct round trips, presigned and public URLs, and a whole task whose
 // image lands in the bucket.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CreateBucketCommand, GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { loadConfig } from '../../src/config.js';
 import { S3BlobStore, createBlobs } from '../../src/infra/blob-store.js';
 import { ok, startFakeGemini, TINY_PNG, type FakeGemini } from '../support/fake-gemini.js';
+import { startMoto } from '../support/moto.js';
 import { startKiln, http, submitBody, waitForStatus, KEY_A, type Kiln } from '../support/kiln.js';
 
-const MOTO = process.env.MOTO_SERVER_BIN ?? fileURLToPath(new URL('../../.tools/bin/moto_server', import.meta.url));
 const S3_ENV = {
   S3_REGION: 'us-east-1',
   S3_ACCESS_KEY_ID: 'test-access-key',
@@ -20,36 +16,15 @@ const S3_ENV = {
   S3_PREFIX: 'kiln/',
 };
 
-let moto: ChildProcess;
+let moto: Awaited<ReturnType<typeof startMoto>>;
 let endpoint: string;
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as AddressInfo;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
 beforeAll(async () => {
-  if (!existsSync(MOTO))
-    throw new Error(`moto_server not found at ${MOTO}: run scripts/bootstrap.sh (or set MOTO_SERVER_BIN)`);
-  const port = await freePort();
-  endpoint = `http://127.0.0.1:${port}`;
-  moto = spawn(MOTO, ['-H', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      if ((await fetch(`${endpoint}/moto-api/`)).ok) break;
-    } catch {
-      /* not up yet */
-    }
-    if (Date.now() > deadline || moto.exitCode !== null) throw new Error('moto_server did not start');
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  moto = await startMoto();
+  endpoint = moto.endpoint;
 });
 afterAll(() => {
-  moto?.kill();
+  moto?.stop();
 });
 
 function store(bucket: string, extra: Record<string, string> = {}): S3BlobStore {

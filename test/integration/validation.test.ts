@@ -689,6 +689,8 @@ describe('list', () => {
         status: 'accepted',
         created_at: expect.any(Number),
         finished_at: null,
+        started_at: null,
+        attempts: 0,
         content_url: `/v1/tasks/${id}/content`,
       },
     ]);

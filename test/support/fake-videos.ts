@@ -1,6 +1,6 @@
 // A fake video upstream for tests: one real HTTP server on 127.0.0.1 speaking both OpenAI videos
 // (POST /v1/videos, GET /v1/videos/{id}, GET /v1/videos/{id}/content) and a RunningHub-style
-// workflow API (POST /task/openapi/{create,status,outputs}, files under /files/). It records every
+// workflow API (POST /task/openapi/{create,status,outputs,cancel}, files under /files/). It records every
 // request and answers as programmed: create behaviours, per-job status scripts, fault injection.
 import { randomBytes } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
@@ -115,6 +115,11 @@ export class FakeVideos extends FakeServer<Recorded> {
     ];
   }
 
+  /** RunningHub cancel calls, in order. */
+  cancels(): Recorded[] {
+    return this.requests.filter((r) => r.method === 'POST' && r.path === '/task/openapi/cancel');
+  }
+
   creates(): Recorded[] {
     return this.requests.filter(
       (r) => r.method === 'POST' && (r.path === '/v1/videos' || r.path === '/task/openapi/create'),
@@ -138,6 +143,7 @@ export class FakeVideos extends FakeServer<Recorded> {
     if (method === 'POST' && path === '/task/openapi/status')
       return this.fault(this.checkFaults, res, () => this.rhStatus(call, res));
     if (method === 'POST' && path === '/task/openapi/outputs') return this.rhOutputsOf(call, res);
+    if (method === 'POST' && path === '/task/openapi/cancel') return this.rhCancel(call, res);
     m = /^\/files\/([^/]+)\/([^/]+)$/.exec(path);
     if (method === 'GET' && m) {
       const data = m[2].endsWith('.mp4') ? this.video : this.image;
@@ -217,6 +223,15 @@ export class FakeVideos extends FakeServer<Recorded> {
     const job = this.jobs.get(String(call.body?.taskId));
     if (!job) return json(res, 200, { code: 807, msg: 'TASK_NOT_FOUND', data: null });
     json(res, 200, { code: 0, msg: 'success', data: this.step(job).split(':')[0] });
+  }
+
+  /** A canceled task reports FAILED from then on, as RunningHub's do. */
+  private rhCancel(call: Recorded, res: ServerResponse): void {
+    const job = this.jobs.get(String(call.body?.taskId));
+    if (!job) return json(res, 200, { code: 807, msg: 'TASK_NOT_FOUND', data: null });
+    job.script = ['FAILED:canceled'];
+    job.checks = 0;
+    json(res, 200, { code: 0, msg: 'success', data: null });
   }
 
   private rhOutputsOf(call: Recorded, res: ServerResponse): void {

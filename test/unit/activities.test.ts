@@ -111,6 +111,8 @@ const succeeded = (task: ImageTaskInput, written = true) => ({
     error: null,
     response_id: RESULT.response_id,
     model_version: RESULT.model_version,
+    started_at: expect.any(Number),
+    attempts: expect.any(Number),
   },
   recorded: true,
   written,
@@ -379,7 +381,11 @@ describe('video activities', () => {
     const { acts, calls, store } = video({});
     const task = videoTask('vid-once');
     const { env, beats } = activityEnv();
-    await expect(env.run(acts.createVideo, task)).resolves.toEqual({ upstreamId: 'job-1' });
+    await expect(env.run(acts.createVideo, task)).resolves.toEqual({
+      upstreamId: 'job-1',
+      timing: { started_at: expect.any(Number), attempts: 1 },
+    });
+    expect(store.records.get(task.id)).toMatchObject({ status: 'running', attempts: 1 });
     expect(store.statuses(task.id)).toEqual(['running']);
     expect(await store.wasDispatched(task.id)).toBe(true);
     expect(beats).toContainEqual({ dispatched: true });
@@ -403,6 +409,7 @@ describe('video activities', () => {
       await idem.store.markDispatched(t2.id, 1);
       await expect(activityEnv({ attempt: 2 }).env.run(idem.acts.createVideo, t2)).resolves.toEqual({
         upstreamId: 'job-1',
+        timing: { started_at: expect.any(Number), attempts: 2 },
       });
       expect(idem.calls).toHaveLength(1);
     },

@@ -7,9 +7,11 @@ import { fakeFetch, json, submitted, succeeded, task, transportError, type Handl
 const S = 1000;
 const ID = 'task_0123456789abcdef0123456789abcdef';
 
+// The contract's schedule alone (no long-poll probe) unless a test turns waits on.
 function client(handler: Handler, polling: Partial<PollingOptions> = {}) {
   const fake = fakeFetch(handler);
-  return { kiln: new Kiln({ baseURL: 'http://kiln.test', apiKey: 'k', fetch: fake.fetch, polling }), ...fake };
+  const options = { waitSeconds: 0, ...polling };
+  return { kiln: new Kiln({ baseURL: 'http://kiln.test', apiKey: 'k', fetch: fake.fetch, polling: options }), ...fake };
 }
 
 /** Runs `p` to completion on the fake clock; resolves to its outcome (value or error). */
@@ -288,5 +290,86 @@ describe('batch', () => {
     expect(c.times()).toEqual([50 * S, 90 * S, 100 * S, 110 * S, 120 * S]);
     expect(r.error).toBeInstanceOf(PollTimeoutError);
     expect(r.error.taskIds).toEqual(ids.slice(0, 2));
+  });
+});
+
+describe('long-poll (Prefer: wait)', () => {
+  const APPLIED = { 'preference-applied': 'wait=30' };
+  const longPoll = (handler: Handler, polling: Partial<PollingOptions> = {}) =>
+    client(handler, { waitSeconds: 30, ...polling });
+
+  it('asks to wait right after submit, and again at once while the server applies it', async () => {
+    const c = longPoll((call, n) => {
+      if (call.method === 'POST') return { status: 202, json: submitted(ID) };
+      // The fake answers at once; a real server would hold each until a change.
+      return n < 4 ? { json: task(ID, 'running'), headers: APPLIED } : { json: succeeded(ID), headers: APPLIED };
+    });
+    const r = await settle(c.kiln.tasks.createAndWait({ model: 'm', prompt: 'p' }));
+    expect(r.value?.status).toBe('succeeded');
+    // At once (the clock's next tick), never on the 50 s / 10 s schedule.
+    expect(c.times(`/v1/tasks/${ID}`).every((t) => t < 10)).toBe(true);
+    expect(c.times(`/v1/tasks/${ID}`)).toHaveLength(3);
+    expect(c.calls.slice(1).map((x) => x.headers.get('prefer'))).toEqual(['wait=30', 'wait=30', 'wait=30']);
+  });
+
+  it('falls back to the schedule after one probe when the answer lacks Preference-Applied', async () => {
+    const c = longPoll((call, n) => {
+      if (call.method === 'POST') return { status: 202, json: submitted(ID) };
+      return n < 4 ? { json: task(ID, 'running') } : { json: succeeded(ID) };
+    });
+    await settle(c.kiln.tasks.createAndWait({ model: 'm', prompt: 'p' }));
+    expect(c.times(`/v1/tasks/${ID}`)).toEqual([0, 50 * S, 60 * S]);
+  });
+
+  it('obeys 429 between long-polls as before: its Retry-After, at least the interval', async () => {
+    const c = longPoll((_call, n) =>
+      n === 1
+        ? { json: task(ID, 'queued'), headers: APPLIED }
+        : n === 2
+          ? {
+              status: 429,
+              json: { error: { code: 'rate_limited', message: 'slow' } },
+              headers: { 'retry-after': '12' },
+            }
+          : { json: succeeded(ID), headers: APPLIED },
+    );
+    await settle(c.kiln.tasks.wait(ID));
+    const [a, b, t] = c.times();
+    expect([a, b < 10, t - b]).toEqual([0, true, 12 * S]);
+  });
+
+  it('never asks to wait past the total timeout', async () => {
+    for (const [timeoutMs, asked] of [
+      [65 * S, 'wait=60'],
+      [20 * S, 'wait=20'],
+    ] as const) {
+      const c = longPoll(
+        (_call, n) => (n === 1 ? { json: task(ID, 'running'), headers: APPLIED } : { json: succeeded(ID) }),
+        {
+          timeoutMs,
+          waitSeconds: 60,
+        },
+      );
+      await settle(c.kiln.tasks.wait(ID));
+      expect(c.calls[0].headers.get('prefer')).toBe(asked);
+    }
+  });
+
+  it('batches send "wait" in the body and go again at once while it is applied', async () => {
+    const ids = [ID, 'task_00000000000000000000000000000001'];
+    const c = longPoll((call, n) => ({
+      json: {
+        object: 'batch.task.list',
+        items: call.body.ids.map((id: string) => task(id, n < 2 ? 'running' : 'succeeded')),
+        next_poll_after_ms: 10_000,
+      },
+      headers: APPLIED,
+    }));
+    const r = await settle(c.kiln.tasks.waitMany(ids));
+    expect([...r.value!.values()].map((t) => t.status)).toEqual(['succeeded', 'succeeded']);
+    expect(c.calls.map((x) => [x.t < 10, x.body.wait])).toEqual([
+      [true, 30],
+      [true, 30],
+    ]);
   });
 });

@@ -37,6 +37,7 @@ const activities: Activities = {
     c.calls.mayHaveReachedUpstream++;
     return c.store.wasDispatched(i.id);
   },
+  upstreamReach: async (i) => ((await caseOf(i.id).store.wasDispatched(i.id)) ? 'sent_not_idempotent' : 'not_sent'),
   generateImage: async (i) => {
     const c = caseOf(i.id);
     c.calls.generateImage++;

@@ -42,6 +42,9 @@ const activities: VideoActivities = {
     c.calls.mayHaveReachedUpstream++;
     return c.store.wasDispatched(i.id);
   },
+  videoUpstreamReach: async (i) =>
+    (await caseOf(i.id).store.wasDispatched(i.id)) ? 'sent_not_idempotent' : 'not_sent',
+  cancelVideo: async () => false,
   createVideo: async (i) => {
     const c = caseOf(i.id);
     c.calls.create++;

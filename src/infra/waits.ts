@@ -1,0 +1,259 @@
+// Wait (long-poll): GET /v1/tasks/{id}?wait=N and friends answer as soon as a listed task changes
+// status. Every status change in the read model is published on one Redis channel (the transition
+// scripts do it, in the same atomic step as the write); each API process holds ONE subscriber
+// connection and an in-process map id -> waiters, so a waiting request costs a map entry and a
+// timer, never a connection.
+import type { Logger } from 'pino';
+import { Gauge, type Registry } from 'prom-client';
+import { UNFINISHED_STATUSES, type TaskStatus } from '../shared/task.js';
+import type { RedisClient } from './store.js';
+import type { ViewText } from './poll.js';
+
+/** Why a wait ended before its answer is read again. */
+export type WakeReason = 'changed' | 'timeout' | 'aborted' | 'unavailable' | 'shutdown';
+
+export interface WaitAsk {
+  /** 1 to 60 seconds. */
+  seconds: number;
+  /** Aborts when the client goes away: the waiter's slot is freed at once. */
+  signal?: AbortSignal;
+}
+
+/** One waiting request: registered for its ids before their status is read, so no change is missed. */
+export class Waiter {
+  private baseline: Map<string, string> | null = null;
+  /** Changes that arrived before the first read was compared (they may or may not be in it). */
+  private early: [string, TaskStatus, number][] = [];
+  /** The message that woke this waiter (its number in this process), 0 when none did. */
+  wokenBy = 0;
+  private settle!: (why: WakeReason) => void;
+  readonly woken: Promise<WakeReason>;
+  private done = false;
+
+  constructor(
+    readonly ids: readonly string[],
+    private readonly label: (s: TaskStatus) => string,
+    private readonly registry: WaitRegistry,
+  ) {
+    this.woken = new Promise((r) => (this.settle = r));
+  }
+
+  notify(id: string, status: TaskStatus, seq: number): void {
+    if (!this.baseline) this.early.push([id, status, seq]);
+    else if (!this.done && this.baseline.get(id) !== this.label(status)) {
+      this.wokenBy = seq;
+      this.wake('changed');
+    }
+  }
+
+  /**
+   * The statuses the first read saw. A message for a status other than these wakes the waiter (a
+   * message that names the status already read is the echo of an earlier write and is ignored).
+   */
+  arm(baseline: Map<string, string>): void {
+    this.baseline = baseline;
+    for (const [id, status, seq] of this.early) this.notify(id, status, seq);
+    this.early = [];
+  }
+
+  wake(why: WakeReason): void {
+    if (this.done) return;
+    this.done = true;
+    this.settle(why);
+  }
+
+  /** Resolves on a change, on `ms` elapsed, or when `signal` aborts; the slot is freed either way. */
+  async until(ms: number, signal?: AbortSignal): Promise<WakeReason> {
+    const timer = setTimeout(() => this.wake('timeout'), ms);
+    const abort = () => this.wake('aborted');
+    if (signal?.aborted) abort();
+    signal?.addEventListener('abort', abort, { once: true });
+    try {
+      return await this.woken;
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', abort);
+      this.release();
+    }
+  }
+
+  release(): void {
+    this.wake('aborted');
+    this.registry.remove(this);
+  }
+}
+
+export class WaitRegistry {
+  private readonly byId = new Map<string, Set<Waiter>>();
+  private readonly all = new Set<Waiter>();
+  /** Subscribed on the current connection: set once SUBSCRIBE was answered, cleared on close. */
+  private live = false;
+  private draining = false;
+  private seq = 0;
+  private readonly reads = new Map<string, Promise<unknown>>();
+
+  /** `subscriber`: a connection of its own (it enters subscriber mode); null runs without waits. */
+  constructor(
+    private readonly subscriber: RedisClient | null,
+    readonly channel: string,
+    private readonly log?: Logger,
+  ) {}
+
+  /** Subscribes; a failure leaves waits answering at once (logged), never stops the API. */
+  async start(): Promise<void> {
+    const sub = this.subscriber;
+    if (!sub) return;
+    sub.on('message', (channel: string, message: string) => {
+      if (channel === this.channel) this.deliver(message);
+    });
+    // While the connection is down messages are lost: every waiter reads again and answers now.
+    sub.on('close', () => {
+      this.live = false;
+      this.lost();
+    });
+    sub.on('error', () => undefined);
+    // ioredis reports ready before its own resubscription is answered: waits are offered again only
+    // once this SUBSCRIBE (a repeat is harmless) is, so no change falls into the gap.
+    sub.on('ready', () => void this.subscribe());
+    try {
+      if (sub.status === 'wait') await sub.connect();
+      await this.subscribe();
+    } catch (err) {
+      this.log?.warn({ err: (err as Error).message }, 'wait subscriber unavailable: waits answer at once');
+    }
+  }
+
+  private async subscribe(): Promise<void> {
+    try {
+      await this.subscriber!.subscribe(this.channel);
+      this.live = this.subscriber!.status === 'ready';
+    } catch (err) {
+      this.log?.warn({ err: (err as Error).message }, 'wait subscriber could not subscribe: waits answer at once');
+    }
+  }
+
+  /** True when a wait can be honoured: subscribed, connected, not shutting down. */
+  get ready(): boolean {
+    return this.live && !this.draining && this.subscriber?.status === 'ready';
+  }
+
+  /** Waiting requests in this process. */
+  get size(): number {
+    return this.all.size;
+  }
+
+  /** Ids with at least one waiter (the map's size). */
+  get watchedIds(): number {
+    return this.byId.size;
+  }
+
+  watch(ids: readonly string[], label: (s: TaskStatus) => string = (s) => s): Waiter {
+    const w = new Waiter(ids, label, this);
+    this.all.add(w);
+    for (const id of ids) {
+      let set = this.byId.get(id);
+      if (!set) this.byId.set(id, (set = new Set()));
+      set.add(w);
+    }
+    return w;
+  }
+
+  remove(w: Waiter): void {
+    if (!this.all.delete(w)) return;
+    for (const id of w.ids) {
+      const set = this.byId.get(id);
+      if (!set) continue;
+      set.delete(w);
+      if (set.size === 0) this.byId.delete(id);
+    }
+  }
+
+  private deliver(message: string): void {
+    const cut = message.indexOf(' ');
+    if (cut < 0) return;
+    const set = this.byId.get(message.slice(0, cut));
+    if (!set) return;
+    const status = message.slice(cut + 1) as TaskStatus;
+    const seq = ++this.seq;
+    for (const w of set) w.notify(message.slice(0, cut), status, seq);
+  }
+
+  /**
+   * One read for every waiter that `key` names (same owner, kind and ids) and the same message
+   * woke: all of them were woken after that change was written, so a read started after the first
+   * wake is fresh for each. 1,000 waiters on one task cost one Redis read, not 1,000.
+   */
+  shared<T>(key: string, read: () => Promise<T>): Promise<T> {
+    let p = this.reads.get(key) as Promise<T> | undefined;
+    if (!p) {
+      p = read().finally(() => this.reads.delete(key));
+      this.reads.set(key, p);
+    }
+    return p;
+  }
+
+  private lost(): void {
+    for (const w of this.all) w.wake('unavailable');
+  }
+
+  /** Graceful shutdown: waiting requests answer now with the current state; new waits do not wait. */
+  drain(): void {
+    this.draining = true;
+    for (const w of this.all) w.wake('shutdown');
+  }
+
+  close(): void {
+    this.drain();
+    this.subscriber?.disconnect();
+  }
+}
+
+/** What a read of the listed ids gives: null where not found (another owner's, unknown, malformed). */
+export type ReadViews = (limited: boolean) => Promise<(ViewText | null)[]>;
+
+/**
+ * Answers a wait: registers a waiter, reads through the poll limiter (the only limited read), and
+ * unless a task is finished or not found already, waits for a change, the time or the client's
+ * disconnect, then reads again from Redis (never from the message). `applied`: the wait was
+ * honoured (false without `ask`, or when the subscriber is down: answered at once).
+ */
+export async function longPoll(
+  registry: WaitRegistry | undefined,
+  ids: readonly string[],
+  ask: WaitAsk | undefined,
+  read: ReadViews,
+  opts: { label?: (s: TaskStatus) => string; share?: string } = {},
+): Promise<{ views: (ViewText | null)[]; applied: boolean }> {
+  const label = opts.label ?? ((s: TaskStatus) => s);
+  if (!ask || !registry?.ready) return { views: await read(true), applied: false };
+  const w = registry.watch(ids, label);
+  try {
+    const first = await read(true);
+    if (first.some((v) => v === null || !UNFINISHED_STATUSES.includes(v.status)))
+      return { views: first, applied: true };
+    w.arm(new Map(ids.map((id, i) => [id, label(first[i]!.status)])));
+    const why = await w.until(ask.seconds * 1000, ask.signal);
+    // Nobody reads the answer of a client that left.
+    if (why === 'aborted') return { views: first, applied: true };
+    const again =
+      why === 'changed' && opts.share !== undefined
+        ? registry.shared(`${opts.share}\n${w.wokenBy}`, () => read(false))
+        : read(false);
+    return { views: await again, applied: true };
+  } finally {
+    w.release();
+  }
+}
+
+/** Adds kiln_wait_requests (waiting requests of this process; summed over API processes) to `metrics`. */
+export function waitGauge<M extends { registry: Registry }>(metrics: M, waits: WaitRegistry): M {
+  new Gauge({
+    name: 'kiln_wait_requests',
+    help: 'Long-poll requests (wait=N) waiting for a status change',
+    registers: [metrics.registry],
+    collect() {
+      this.set(waits.size);
+    },
+  });
+  return metrics;
+}
