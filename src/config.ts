@@ -58,6 +58,7 @@ export const EnvSchema = z.object({
   POLL_AFTER_SECONDS: int(10, 1),
   RATE_LIMIT_TASK_MS: int(2000),
   RATE_LIMIT_BATCH_MS: int(5000),
+  FINISHED_VIEWS_CACHE_MB: int(16),
   MAX_UNFINISHED_TASKS: int(10000, 1),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // Operability (src/ops/): log format, operator endpoints, worker metrics, tracing.
@@ -296,6 +297,8 @@ export interface Config {
   pollAfterSeconds: number;
   rateLimitTaskMs: number;
   rateLimitBatchMs: number;
+  /** Bytes of finished tasks' views an API process keeps in memory; 0: none. */
+  finishedViewsBytes: number;
   maxUnfinishedTasks: number;
   logLevel: string;
   ops: {
@@ -452,6 +455,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pollAfterSeconds: e.POLL_AFTER_SECONDS,
     rateLimitTaskMs: e.RATE_LIMIT_TASK_MS,
     rateLimitBatchMs: e.RATE_LIMIT_BATCH_MS,
+    finishedViewsBytes: e.FINISHED_VIEWS_CACHE_MB * 1024 * 1024,
     maxUnfinishedTasks: e.MAX_UNFINISHED_TASKS,
     logLevel: e.LOG_LEVEL,
     ops: {

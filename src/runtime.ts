@@ -10,6 +10,7 @@ import { createBlobs } from './infra/blob-store.js';
 import { DirectService } from './image/direct.js';
 import { createSafeFetch } from './infra/safe-fetch.js';
 import { TaskStore, type RedisClient } from './infra/store.js';
+import { FinishedViews } from './infra/finished-views.js';
 import { TaskService } from './image/service.js';
 import { VideoService } from './video/service.js';
 import { WebhookSecrets } from './webhooks/service.js';
@@ -67,8 +68,13 @@ async function ready(redis: RedisClient, config: Config): Promise<void> {
   }
 }
 
-export function createStore(config: Config, redis: RedisClient): TaskStore {
-  return new TaskStore(redis, config.redisPrefix, config.retentionSeconds);
+/** `readCache`: an API process's store, which keeps finished tasks' views (FINISHED_VIEWS_CACHE_MB). */
+export function createStore(config: Config, redis: RedisClient, readCache = false): TaskStore {
+  const finished =
+    readCache && config.finishedViewsBytes > 0
+      ? new FinishedViews(config.finishedViewsBytes, config.retentionSeconds * 1000)
+      : undefined;
+  return new TaskStore(redis, config.redisPrefix, config.retentionSeconds, finished);
 }
 
 export async function createApi(config: Config, log: Logger, opts: { spanExporter?: SpanExporter } = {}) {
@@ -80,7 +86,7 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
   // Readiness probes get their own connection without the client's retry interceptor: while
   // Temporal is down, retried probe calls would outlive their deadline and pile up.
   const probe = Connection.lazy({ address: config.temporal.address, interceptors: [] });
-  const store = createStore(config, redis);
+  const store = createStore(config, redis, true);
   const auth: Authenticator =
     config.authMode === 'keys'
       ? new IssuedKeyAuth(new KeyStore(redis, config.redisPrefix))

@@ -28,7 +28,8 @@ export const WaitQuery = z.object({
 export const WAIT_DESCRIPTION =
   'With `?wait=N` or `Prefer: wait=N` (1-60 s) a long-poll: the answer comes as soon as the task ' +
   'changes status, or after N s with its current state (at once when it is finished); ' +
-  '`Preference-Applied: wait=N` says the wait was honoured (one read counts against the poll limiter).';
+  '`Preference-Applied: wait=N` says the wait was honoured. One read counts against the poll limiter; a wait ' +
+  'the limiter refuses is held instead while the task is unfinished.';
 
 /** The batch body's field. */
 export const BatchWait = z

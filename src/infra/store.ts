@@ -13,8 +13,20 @@ import { STATUS_RANK, TERMINAL_STATUSES, type TaskRecord, type TaskStatus } from
 import type { AnyTaskRecord } from '../shared/video.js';
 import { listItem, storedViews } from '../shared/views.js';
 import { keySlot } from './slots.js';
+import type { FinishedViews } from './finished-views.js';
 import { perNode, replicated } from './cluster-ops.js';
-import { TRANSITION, READ, RESERVE, LIST, RECORD, OWNER_STEP, LIST_ITEMS, RESERVE_SHARD } from './store-scripts.js';
+import {
+  TRANSITION,
+  READ,
+  RESERVE,
+  LIST,
+  RECORD,
+  OWNER_STEP,
+  LIST_ITEMS,
+  RESERVE_SHARD,
+  PAGE,
+  PAGE_ITEMS,
+} from './store-scripts.js';
 
 /** The read model's connection: one Redis, or a Redis Cluster (REDIS_CLUSTER_NODES). */
 export type RedisClient = Redis | Cluster;
@@ -35,6 +47,9 @@ export const UNFINISHED_SHARDS = 16;
 export type StoredView = { status: TaskStatus; view: string } | 'foreign' | 'absent';
 export type ReadOutcome = { limited: true; retryAfterMs: number } | { limited: false; views: StoredView[] };
 
+/** A cursor page of an owner index: the stored items (JSON text) with their ids, or an unknown cursor. */
+export type Page = { ids: string[]; items: string[]; hasMore: boolean } | 'unknown_cursor';
+
 export function indexMember(createdAt: number, id: string): string {
   return `${String(createdAt).padStart(10, '0')}:${id}`;
 }
@@ -47,6 +62,8 @@ export class TaskStore {
     readonly redis: RedisClient,
     private readonly prefix: string,
     private readonly retentionSeconds: number,
+    /** API processes: finished tasks' views kept in memory (src/infra/poll.ts reads through it). */
+    readonly finished?: FinishedViews,
   ) {
     this.cluster = redis instanceof Cluster ? redis : null;
     redis.defineCommand('kilnRead', { lua: READ });
@@ -55,10 +72,12 @@ export class TaskStore {
       redis.defineCommand('kilnOwnerStep', { numberOfKeys: 2, lua: OWNER_STEP });
       redis.defineCommand('kilnListItems', { numberOfKeys: 2, lua: LIST_ITEMS });
       redis.defineCommand('kilnReserveShard', { numberOfKeys: 1, lua: RESERVE_SHARD });
+      redis.defineCommand('kilnPageItems', { numberOfKeys: 2, lua: PAGE_ITEMS });
     } else {
       redis.defineCommand('kilnTransition', { numberOfKeys: 3, lua: TRANSITION });
       redis.defineCommand('kilnReserve', { numberOfKeys: 1, lua: RESERVE });
       redis.defineCommand('kilnList', { numberOfKeys: 1, lua: LIST });
+      redis.defineCommand('kilnPage', { numberOfKeys: 1, lua: PAGE });
     }
   }
 
@@ -122,7 +141,8 @@ export class TaskStore {
         record.id,
         terminal ? '1' : '0',
         view,
-        item,
+        // A single node's video page reads the view itself: no second copy of it.
+        record.kind === 'video' ? '' : item,
         record.owner,
         record.kind,
         this.waitChannel,
@@ -289,6 +309,53 @@ export class TaskStore {
     return items;
   }
 
+  /**
+   * A page of an owner index after the cursor id (exclusive), newest first unless `order` is asc,
+   * within the list window: the stored items (the public views, for videos). One round trip.
+   */
+  async page(
+    owner: string,
+    kind: AnyTaskRecord['kind'],
+    opts: { limit: number; after?: string; order: 'asc' | 'desc' },
+  ): Promise<Page> {
+    const min = `[${indexMember(Math.floor(Date.now() / 1000) - LIST_WINDOW_SECONDS, '')}`;
+    const after = opts.after ?? '';
+    const reply = (
+      this.cluster
+        ? await this.scripts.kilnPageItems(
+            this.ownerKey(owner, kind),
+            this.ownerItemsKey(owner, kind),
+            min,
+            opts.limit,
+            after,
+            opts.order,
+          )
+        : await this.scripts.kilnPage(
+            this.ownerKey(owner, kind),
+            min,
+            opts.limit,
+            `${this.prefix}task:`,
+            after,
+            opts.order,
+            owner,
+            kind,
+          )
+    ) as (number | string)[];
+    if (reply[0] === -1) return 'unknown_cursor';
+    const ids: string[] = [];
+    const items: string[] = [];
+    const step = this.cluster ? 2 : 3;
+    for (let i = 2; i < reply.length; i += step) {
+      ids.push(reply[i] as string);
+      const payload = reply[i + step - 1] as string;
+      // Code 3: a record written before views were stored; its item is made here.
+      items.push(
+        !this.cluster && reply[i + 1] === 3 ? storedViews(JSON.parse(payload) as AnyTaskRecord).item : payload,
+      );
+    }
+    return { ids, items, hasMore: reply[1] === 1 };
+  }
+
   /** Marks that an upstream request for this task was (about to be) sent. */
   async markDispatched(id: string, attempt: number): Promise<void> {
     await this.redis.hset(this.taskKey(id), 'd', attempt);
@@ -401,4 +468,6 @@ interface Scripts {
   kilnOwnerStep(...args: (string | number)[]): Promise<number>;
   kilnListItems(...args: (string | number)[]): Promise<unknown>;
   kilnReserveShard(...args: (string | number)[]): Promise<number>;
+  kilnPage(...args: (string | number)[]): Promise<unknown>;
+  kilnPageItems(...args: (string | number)[]): Promise<unknown>;
 }

@@ -5,6 +5,7 @@
 // timer, never a connection.
 import type { Logger } from 'pino';
 import { Gauge, type Registry } from 'prom-client';
+import { KilnError } from '../shared/errors.js';
 import { UNFINISHED_STATUSES, type TaskStatus } from '../shared/task.js';
 import type { RedisClient } from './store.js';
 import type { ViewText } from './poll.js';
@@ -228,7 +229,7 @@ export async function longPoll(
   if (!ask || !registry?.ready) return { views: await read(true), applied: false };
   const w = registry.watch(ids, label);
   try {
-    const first = await read(true);
+    const first = await read(true).catch((err: unknown) => heldRead(err, read));
     if (first.some((v) => v === null || !UNFINISHED_STATUSES.includes(v.status)))
       return { views: first, applied: true };
     w.arm(new Map(ids.map((id, i) => [id, label(first[i]!.status)])));
@@ -243,6 +244,19 @@ export async function longPoll(
   } finally {
     w.release();
   }
+}
+
+/**
+ * A wait the poll limiter refuses is held rather than refused while every listed task is unfinished:
+ * a client woken by one change (accepted → queued, say) asks again at once, and a held request costs
+ * one read per change or per N seconds, which is what the limiter is there to bound. With a listed
+ * task finished or not found there is nothing to wait for, and the limiter's answer stands.
+ */
+async function heldRead(err: unknown, read: ReadViews): Promise<(ViewText | null)[]> {
+  if (!(err instanceof KilnError) || err.code !== 'rate_limited') throw err;
+  const views = await read(false);
+  if (views.some((v) => v === null || !UNFINISHED_STATUSES.includes(v.status))) throw err;
+  return views;
 }
 
 /** Adds kiln_wait_requests (waiting requests of this process; summed over API processes) to `metrics`. */

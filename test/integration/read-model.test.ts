@@ -83,10 +83,13 @@ describe('reads from stored views', () => {
 
   it('forgets an expired record: poll, batch and list no longer show it', async () => {
     const api = http(kiln.baseUrl);
-    const r = succeeded(image('accepted'));
+    // Finished one retention period ago, less a second: its record and any in-memory copy of its
+    // view lapse within that second.
+    const r = { ...succeeded(image('accepted')), finished_at: now() - kiln.config.retentionSeconds + 1 };
     await kiln.api.store.transition(r);
     expect((await api(`/v1/tasks/${r.id}`)).status).toBe(200);
     // What the retention TTL does when it runs out.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
     await kiln.api.redis.del(kiln.api.store.taskKey(r.id));
     await kiln.api.store.rememberMissing(owner, [r.id]); // no worker, no workflow: Temporal would not know it either
     expect((await api(`/v1/tasks/${r.id}`)).status).toBe(404);
@@ -94,6 +97,30 @@ describe('reads from stored views', () => {
       'not_found',
     );
     expect((await api('/v1/tasks?limit=100')).json.items.some((i: { id: string }) => i.id === r.id)).toBe(false);
+  });
+
+  it("answers a finished task's repeat poll from memory, never an unfinished one's, and only to its owner", async () => {
+    const api = http(kiln.baseUrl);
+    const { redis, store } = kiln.api;
+    const running = image('running');
+    const done = succeeded(image('accepted'));
+    for (const r of [running, done]) {
+      await store.transition(r);
+      expect((await api(`/v1/tasks/${r.id}`)).json.status).toBe(r.status);
+      await redis.del(store.taskKey(r.id));
+      await store.rememberMissing(owner, [r.id]);
+    }
+    // The unfinished task was read from Redis: gone with its key.
+    expect((await api(`/v1/tasks/${running.id}`)).status).toBe(404);
+    // The finished one never changes, so its view is kept: no Redis read needed (the key is gone).
+    const again = await api(`/v1/tasks/${done.id}`);
+    expect(again.status).toBe(200);
+    expect(again.json).toEqual(JSON.parse(JSON.stringify(taskView(done))));
+    const batch = await api('/v1/tasks/batch-get', { method: 'POST', json: { ids: [done.id, running.id] } });
+    expect(batch.json.items.map((i: { status: string }) => i.status)).toEqual(['succeeded', 'not_found']);
+    // Another owner, and the video route, still get not_found.
+    expect((await http(kiln.baseUrl, KEY_B)(`/v1/tasks/${done.id}`)).status).toBe(404);
+    expect((await api(`/v1/videos/${done.id}`)).status).toBe(404);
   });
 
   it('still reads records written before views were stored (until they are rewritten or expire)', async () => {

@@ -128,7 +128,7 @@ describe('wait on GET /v1/tasks/{id}', () => {
     }
   });
 
-  it('counts once against the poll limiter: the read after waking is not limited', async () => {
+  it('counts once against the poll limiter; a limited wait on an unfinished task is held, not refused', async () => {
     const limited = await startKiln({ workers: false, env: { RATE_LIMIT_TASK_MS: '3000' } });
     try {
       const r = imageRecord(ownerOfKey(limited.config.ownerKey, KEY_A), 'accepted');
@@ -139,9 +139,19 @@ describe('wait on GET /v1/tasks/{id}', () => {
       await write({ ...r, status: 'queued' }, limited.api.store);
       const a = await answer;
       expect([a.status, a.json.status]).toEqual([200, 'queued']);
-      // The wait's own first read holds the limiter for 3 s.
-      const again = await get(`/v1/tasks/${r.id}?wait=10`);
-      expect(again.status).toBe(429);
+      // The wait's own first read holds the limiter for 3 s: a plain poll now is refused...
+      expect((await get(`/v1/tasks/${r.id}`)).status).toBe(429);
+      // ...but a wait asked again at once is held (the task is unfinished) and answers the next change.
+      const held = get(`/v1/tasks/${r.id}?wait=10`);
+      expect(await untilWaiting(1, limited)).toBe(1);
+      await write({ ...r, status: 'running' }, limited.api.store);
+      const b = await held;
+      expect([b.status, b.json.status]).toEqual([200, 'running']);
+      // With the task finished there is nothing to wait for: the limiter's refusal stands.
+      await write(succeededRecord({ ...r, status: 'running' }), limited.api.store);
+      const done = await get(`/v1/tasks/${r.id}?wait=10`);
+      expect(done.status).toBe(429);
+      expect(Number(done.headers.get('retry-after'))).toBeGreaterThan(0);
     } finally {
       await limited.stop();
     }
