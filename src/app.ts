@@ -10,6 +10,7 @@ import type { ChatService } from './chat/service.js';
 import { videoRoutes } from './video/routes.js';
 import type { VideoService } from './video/service.js';
 import { imageRoutes, type ImageRouteDeps } from './image/routes.js';
+import { commonRoutes, type CommonRouteDeps } from './http/common-routes.js';
 import { codecCors, codecRoutes, type CodecDeps } from './http/codec-routes.js';
 import { consoleStatic, type ConsoleOptions } from './http/console.js';
 import { observe } from './http/observe.js';
@@ -20,7 +21,7 @@ import type { Authenticator } from './infra/auth.js';
 import { webhookRoutes } from './webhooks/routes.js';
 import type { WebhookSecrets } from './webhooks/service.js';
 
-export interface AppDeps extends ImageRouteDeps {
+export interface AppDeps extends ImageRouteDeps, CommonRouteDeps {
   auth: Authenticator;
   log: Logger;
   /** Operator endpoints, metrics and tracing (src/runtime.ts wires them). */
@@ -61,6 +62,7 @@ export function buildApp(deps: AppDeps): KilnApp {
   };
   const operations: RouteDef[] = [
     ...(deps.ops ? [...opsRoutes(deps.ops, () => operations), ...codecRoutes(deps.ops.codec)] : []),
+    ...commonRoutes(deps),
     ...chatRoutes(deps),
     ...videoRoutes(deps),
     ...imageRoutes(deps),

@@ -5,15 +5,8 @@ import type { Kiln, ModelInfo } from '../../src/client/index.js';
 import { checkHttpUrl } from '../../src/shared/http-url.js';
 import { LIMITS, chars } from '../../src/shared/limits.js';
 import type { Row } from './rows.js';
-import {
-  Choices,
-  Field,
-  FieldMessage,
-  useSubmit,
-  valueOf,
-  type ApiError,
-  type FieldError as FieldErrorOf,
-} from './ui.js';
+import { Choices, Field, FieldMessage, useSubmit, valueOf } from './ui.js';
+import type { ApiError, FieldError as FieldErrorOf } from './ui.js';
 
 const ASPECTS = ['1:1', '16:9', '9:16', '4:3', '3:4', '3:2', '2:3', '21:9'];
 const DEFAULT_SIZES = ['1K', '2K', '4K'];

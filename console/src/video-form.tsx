@@ -6,15 +6,8 @@ import type { Kiln, ModelInfo, NodeInfo } from '../../src/client/index.js';
 import { checkHttpUrl } from '../../src/shared/http-url.js';
 import { LIMITS, chars } from '../../src/shared/limits.js';
 import { fromVideo, type Row } from './rows.js';
-import {
-  Choices,
-  Field,
-  FieldMessage,
-  useSubmit,
-  valueOf,
-  type ApiError,
-  type FieldError as FieldErrorOf,
-} from './ui.js';
+import { Choices, Field, FieldMessage, useSubmit, valueOf } from './ui.js';
+import type { ApiError, FieldError as FieldErrorOf } from './ui.js';
 
 type Target = 'prompt' | 'model' | 'seconds' | 'size' | 'image' | 'nodes' | 'form';
 type FieldError = FieldErrorOf<Target>;

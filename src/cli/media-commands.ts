@@ -13,6 +13,7 @@ import {
   type Video,
 } from '../client/index.js';
 import { Ctx, EXIT, ExitCode, idempotencyKey, integer, UsageError } from './context.js';
+import { taskTimingLines, webhookOptions, webhookSubmit } from './features-commands.js';
 import { progressDisplay } from './progress.js';
 
 type Make = (cmd: Command) => Ctx;
@@ -79,7 +80,7 @@ export function registerMediaCommands(program: Command, make: Make): void {
       ctx.say(chatTextOf(completion));
     });
 
-  program
+  const video = program
     .command('video')
     .description('generate a video: create a task, wait by the polling guidance, download it')
     .argument('<prompt>', 'what to film')
@@ -95,44 +96,49 @@ export function registerMediaCommands(program: Command, make: Make): void {
       'run again with the same key and request to get the same video ' +
         'task back, never a second one (default: a fresh key per run)',
       idempotencyKey,
-    )
-    .action(async (prompt: string, o, cmd: Command) => {
-      const ctx = make(cmd);
-      const submit = { signal: ctx.abort.signal, idempotencyKey: o.idempotencyKey as string | undefined };
-      const nodeInfoList = ((o.node as string[] | undefined) ?? []).map(parseNode);
-      const params = {
-        model: await ctx.defaultModel('video', o.model),
-        prompt,
-        ...(o.image ? { image: o.image as string } : {}),
-        ...(o.seconds ? { seconds: String(o.seconds) } : {}),
-        ...(o.size ? { size: o.size as string } : {}),
-        ...(nodeInfoList.length ? { nodeInfoList } : {}),
-      };
-      if (!o.wait) {
-        const v = await ctx.kiln.videos.create(params, submit);
-        ctx.out(v);
-        ctx.say(v.id);
-        return;
-      }
-      const progress = progressDisplay('video', !ctx.quiet);
-      let video: Video;
-      try {
-        video = await ctx.kiln.videos.createAndWait(params, {
-          ...submit,
-          onSubmitted: (v) => {
-            progress.submitted(v.id);
-            ctx.waiting = v.id;
-          },
-          onProgress: (p) => progress.update(p),
-        });
-      } finally {
-        progress.stop();
-      }
-      throw new ExitCode(await finishVideo(ctx, video, o.out));
-    });
+    );
+  webhookOptions(video).action(async (prompt: string, o, cmd: Command) => {
+    const ctx = make(cmd);
+    const submit = {
+      signal: ctx.abort.signal,
+      idempotencyKey: o.idempotencyKey as string | undefined,
+      ...webhookSubmit(o),
+    };
+    const nodeInfoList = ((o.node as string[] | undefined) ?? []).map(parseNode);
+    const params = {
+      model: await ctx.defaultModel('video', o.model),
+      prompt,
+      ...(o.image ? { image: o.image as string } : {}),
+      ...(o.seconds ? { seconds: String(o.seconds) } : {}),
+      ...(o.size ? { size: o.size as string } : {}),
+      ...(nodeInfoList.length ? { nodeInfoList } : {}),
+    };
+    if (!o.wait) {
+      const v = await ctx.kiln.videos.create(params, submit);
+      ctx.out(v);
+      ctx.say(v.id);
+      return;
+    }
+    const progress = progressDisplay('video', !ctx.quiet);
+    let video: Video;
+    try {
+      video = await ctx.kiln.videos.createAndWait(params, {
+        ...submit,
+        onSubmitted: (v) => {
+          progress.submitted(v.id);
+          ctx.waiting = v.id;
+        },
+        onProgress: (p) => progress.update(p),
+      });
+    } finally {
+      progress.stop();
+    }
+    throw new ExitCode(await finishVideo(ctx, video, o.out));
+  });
 }
 
 async function finishVideo(ctx: Ctx, video: Video, dir: string): Promise<number> {
+  for (const line of taskTimingLines(video)) ctx.note(line);
   if (video.status !== 'completed') {
     ctx.out({ video });
     const why =

@@ -1,8 +1,11 @@
-// `kiln image` and `kiln tasks list|get|wait|content`.
+// `kiln image`, `kiln tasks list|get|wait|content` and `kiln videos list`.
 import type { Command } from 'commander';
 import { chunk, type BatchItem, type ImageTask, imagesOf, isUnfinished } from '../client/index.js';
 import { Ctx, EXIT, ExitCode, idempotencyKey, integer } from './context.js';
+import { taskTimingLines, webhookOptions, webhookSubmit } from './features-commands.js';
 import { progressDisplay } from './progress.js';
+
+const UNCERTAIN_DEFAULT = 'the request may have reached the generator, but its result cannot be confirmed';
 
 type Make = (cmd: Command) => Ctx;
 
@@ -19,10 +22,7 @@ function describe(t: ImageTask | BatchItem): string {
   if (t.status === 'failed' || t.status === 'not_found')
     return `task ${t.id} ${t.status}: ${t.error?.code ?? 'error'}: ${t.error?.message ?? ''}`;
   if (t.status === 'uncertain')
-    return (
-      `task ${t.id} is uncertain: ${t.uncertain_reason ?? 'the request may have ' + 'reached the generator, ' + 'but its result cannot be confirmed'}. ` +
-      `Check before resubmitting.`
-    );
+    return `task ${t.id} is uncertain: ${t.uncertain_reason ?? UNCERTAIN_DEFAULT}. ` + `Check before resubmitting.`;
   return `task ${t.id} ${t.status}`;
 }
 
@@ -44,6 +44,7 @@ async function saveImages(ctx: Ctx, task: ImageTask, dir: string): Promise<strin
 
 async function finish(ctx: Ctx, task: ImageTask, dir: string | undefined): Promise<number> {
   const code = outcomeCode(task.status);
+  for (const line of taskTimingLines(task)) ctx.note(line);
   if (code !== EXIT.ok) {
     ctx.out({ task });
     if (!ctx.json) process.stderr.write(`${describe(task)}\n`);
@@ -65,7 +66,7 @@ async function finish(ctx: Ctx, task: ImageTask, dir: string | undefined): Promi
 }
 
 export function registerTaskCommands(program: Command, make: Make): void {
-  program
+  const image = program
     .command('image')
     .description('generate an image: submit a task, wait by the polling guidance, download the images')
     .argument('<prompt>', 'what to draw (at most 4000 characters)')
@@ -81,34 +82,38 @@ export function registerTaskCommands(program: Command, make: Make): void {
       'run again with the same key and prompt to get the same task ' +
         'back, never a second one (default: a fresh key per run)',
       idempotencyKey,
-    )
-    .action(async (prompt: string, o, cmd: Command) => {
-      const ctx = make(cmd);
-      const submit = { signal: ctx.abort.signal, idempotencyKey: o.idempotencyKey as string | undefined };
-      const model = await ctx.defaultModel('image', o.model);
-      const params = { model, prompt, aspectRatio: o.aspect, imageSize: o.size, references: o.ref, system: o.system };
-      if (!o.wait) {
-        const sub = await ctx.kiln.tasks.create(params, submit);
-        ctx.out(sub);
-        ctx.say(sub.id);
-        return;
-      }
-      const progress = progressDisplay('image', !ctx.quiet);
-      try {
-        const task = await ctx.kiln.tasks.createAndWait(params, {
-          ...submit,
-          onSubmitted: (t) => {
-            progress.submitted(t.id);
-            ctx.waiting = t.id;
-          },
-          onProgress: (p) => progress.update(p),
-        });
-        progress.stop();
-        throw new ExitCode(await finish(ctx, task, o.out));
-      } finally {
-        progress.stop();
-      }
-    });
+    );
+  webhookOptions(image).action(async (prompt: string, o, cmd: Command) => {
+    const ctx = make(cmd);
+    const submit = {
+      signal: ctx.abort.signal,
+      idempotencyKey: o.idempotencyKey as string | undefined,
+      ...webhookSubmit(o),
+    };
+    const model = await ctx.defaultModel('image', o.model);
+    const params = { model, prompt, aspectRatio: o.aspect, imageSize: o.size, references: o.ref, system: o.system };
+    if (!o.wait) {
+      const sub = await ctx.kiln.tasks.create(params, submit);
+      ctx.out(sub);
+      ctx.say(sub.id);
+      return;
+    }
+    const progress = progressDisplay('image', !ctx.quiet);
+    try {
+      const task = await ctx.kiln.tasks.createAndWait(params, {
+        ...submit,
+        onSubmitted: (t) => {
+          progress.submitted(t.id);
+          ctx.waiting = t.id;
+        },
+        onProgress: (p) => progress.update(p),
+      });
+      progress.stop();
+      throw new ExitCode(await finish(ctx, task, o.out));
+    } finally {
+      progress.stop();
+    }
+  });
 
   const tasks = program.command('tasks').description('list, inspect, wait for and fetch image tasks');
 
@@ -132,6 +137,27 @@ export function registerTaskCommands(program: Command, make: Make): void {
         );
     });
 
+  program
+    .command('videos')
+    .description('video tasks')
+    .command('list')
+    .description('recent video tasks (GET /v1/videos), newest first')
+    .option('--limit <n>', 'videos per page, 1-100', integer('--limit'))
+    .option('--after <id>', 'start after this video (the last id of the previous page)')
+    .option('--all', 'follow the cursor through every page')
+    .action(async (o, cmd: Command) => {
+      const ctx = make(cmd);
+      const params = { limit: o.limit, after: o.after };
+      const signal = ctx.abort.signal;
+      const items = [];
+      if (o.all) for await (const v of ctx.kiln.videos.list(params, { signal })) items.push(v);
+      else items.push(...(await ctx.kiln.videos.listPage(params, { signal })).data);
+      ctx.out(items);
+      const time = (s?: number | null) => (s ? new Date(s * 1000).toISOString().replace('.000Z', 'Z') : '-');
+      for (const v of items)
+        ctx.say(`${v.id}  ${v.status.padEnd(11)}  ${v.model}  created ${time(v.created_at)}  ${v.seconds} s ${v.size}`);
+    });
+
   tasks
     .command('get')
     .description('one task (GET /v1/tasks/{id}); several ids use batch-get, 100 per request')
@@ -142,6 +168,7 @@ export function registerTaskCommands(program: Command, make: Make): void {
         const t = await ctx.kiln.tasks.get(ids[0], { signal: ctx.abort.signal });
         ctx.out(t);
         ctx.say(describe(t));
+        for (const line of taskTimingLines(t)) ctx.say(`  ${line}`);
         for (const url of imagesOf(t).flatMap((i) => (i.kind === 'url' ? [i.url] : []))) ctx.say(`  ${url}`);
         return;
       }

@@ -41,6 +41,8 @@ export class TaskFailedError extends KilnAPIError {}
 export class ConflictError extends KilnAPIError {}
 /** 422 `idempotency_key_reused`: the Idempotency-Key was used before for a different request. */
 export class IdempotencyKeyReusedError extends KilnAPIError {}
+/** 409 `canceled`: the task was canceled (a direct-form request that waited for it). */
+export class CanceledError extends KilnAPIError {}
 export class RequestTooLargeError extends KilnAPIError {}
 export class UnsupportedMediaTypeError extends KilnAPIError {}
 /** 429 `rate_limited`: polled too fast. `retryAfter` says how long to wait. */
@@ -79,6 +81,7 @@ const BY_CODE: Partial<Record<string, typeof KilnAPIError>> = {
   task_not_ready: TaskNotReadyError,
   task_failed: TaskFailedError,
   idempotency_key_reused: IdempotencyKeyReusedError,
+  canceled: CanceledError,
   rate_limited: RateLimitedError,
   queue_full: QueueFullError,
   service_unavailable: ServiceUnavailableError,

@@ -3,17 +3,20 @@ import { KilnCore, type ClientOptions } from './core.js';
 import { Chat } from './chat.js';
 import { Tasks } from './tasks.js';
 import { Videos } from './videos.js';
+import { Webhooks } from './webhooks.js';
 
 export class Kiln extends KilnCore {
   readonly tasks: Tasks;
   readonly chat: Chat;
   readonly videos: Videos;
+  readonly webhooks: Webhooks;
 
   constructor(opts: ClientOptions = {}) {
     super(opts);
     this.tasks = new Tasks(this);
     this.chat = new Chat(this);
     this.videos = new Videos(this);
+    this.webhooks = new Webhooks(this);
   }
 
   /**
@@ -61,5 +64,6 @@ export {
   type WaitOptions,
 } from './tasks.js';
 export { systemMessage, userMessage, streamText, type UserMessageInput } from './chat.js';
-export { UNFINISHED_VIDEO_STATUSES } from './videos.js';
-export { Tasks, Chat, Videos };
+export { UNFINISHED_VIDEO_STATUSES, type VideoListPage, type VideoListParams } from './videos.js';
+export { verifyWebhook, WebhookVerificationError, type VerifyWebhookOptions, type WebhookSecret } from './webhooks.js';
+export { Tasks, Chat, Videos, Webhooks };

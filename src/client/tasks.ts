@@ -11,6 +11,7 @@ import type {
   SubmitResponse,
   TaskListItem,
   TaskListPage,
+  WebhookEvents,
 } from './types.js';
 
 export interface ImageCreateParams {
@@ -33,6 +34,13 @@ export interface SubmitOptions {
    * that call's retries. Keep it to resubmit after an unknown outcome without a second task.
    */
   idempotencyKey?: string;
+  /**
+   * An https URL that receives the task object, signed (Standard Webhooks, see `verifyWebhook`),
+   * when the task ends; the server refuses a private or loopback address (400 `invalid_webhook_url`).
+   */
+  webhook?: string;
+  /** `terminal` (default): the final state only; `all`: also queued and running. */
+  webhookEvents?: WebhookEvents;
 }
 
 export interface WaitOptions {
@@ -109,7 +117,7 @@ export class Tasks {
     return (
       await this.core.request<SubmitResponse>('POST', path, {
         body,
-        query: { output: 'url' },
+        query: { output: 'url', webhook: opts.webhook, webhook_events: opts.webhookEvents },
         signal: opts.signal,
         headers,
       })
@@ -147,6 +155,17 @@ export class Tasks {
       maxRetries: 0,
       ...waitRequest(opts.wait ?? 0),
     });
+    return withPollHints(data, response);
+  }
+
+  /**
+   * `POST /v1/tasks/{id}/cancel`: the task ends `failed` with `error.code: "canceled"` (the answer
+   * usually shows that already; else poll on). A finished task comes back unchanged. Cancelling is
+   * idempotent, so retries after a lost answer are safe. Unknown id: NotFoundError.
+   */
+  async cancel(id: string, opts: { signal?: AbortSignal } = {}): Promise<ImageTask & { retryAfterMs?: number }> {
+    const path = `/v1/tasks/${encodeURIComponent(id)}/cancel`;
+    const { data, response } = await this.core.request<ImageTask>('POST', path, { signal: opts.signal });
     return withPollHints(data, response);
   }
 

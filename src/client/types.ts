@@ -9,10 +9,25 @@ export interface ErrorObject {
 
 // The result parts are the same shapes the server stores: one definition (src/shared is pure).
 import type { Candidate, Part } from '../shared/task.js';
+import type { WebhookState } from '../shared/webhook.js';
 export type { Part, Candidate } from '../shared/task.js';
+export type { WebhookEvents, WebhookState } from '../shared/webhook.js';
+
+/**
+ * Extension fields of image and video tasks (contract clients ignore them): where the time went,
+ * and the deliveries of a task submitted with a webhook.
+ */
+export interface TaskTiming {
+  /** When the upstream call began (epoch s); null before. `started_at - created_at` is the queue time. */
+  started_at?: number | null;
+  /** Upstream attempts made so far. */
+  attempts?: number;
+  /** Present when the task was submitted with a webhook: `{status, attempts, last_error}`. */
+  webhook?: WebhookState;
+}
 
 /** `image.task`: which fields are present depends on the status (see the contract). */
-export interface ImageTask {
+export interface ImageTask extends TaskTiming {
   id: string;
   object?: 'image.task';
   model?: string;
@@ -52,6 +67,8 @@ export interface TaskListItem {
   status: TaskStatus;
   created_at: number;
   finished_at: number | null;
+  started_at?: number | null;
+  attempts?: number;
   content_url: string;
 }
 
@@ -137,7 +154,7 @@ export interface VideoCreateParams {
   [k: string]: unknown;
 }
 
-export interface Video {
+export interface Video extends TaskTiming {
   id: string;
   object?: 'video';
   model?: string;

@@ -7,6 +7,22 @@ import { videoUrlsOf } from './results.js';
 import { withPollHints, type SubmitOptions, type WaitOptions } from './tasks.js';
 import type { Video, VideoCreateParams } from './types.js';
 
+/** `GET /v1/videos`: `limit` 1-100 (default 20), `after` the `last_id` of the previous page. */
+export interface VideoListParams {
+  limit?: number;
+  after?: string;
+  order?: 'desc' | 'asc';
+}
+
+/** One page of the caller's videos of the last 3 days (OpenAI list shape). */
+export interface VideoListPage {
+  object: 'list';
+  data: Video[];
+  first_id: string | null;
+  last_id: string | null;
+  has_more: boolean;
+}
+
 export const UNFINISHED_VIDEO_STATUSES: readonly string[] = ['queued', 'in_progress', 'accepted', 'running'];
 
 export class Videos {
@@ -17,7 +33,19 @@ export class Videos {
    */
   async create(params: VideoCreateParams, opts: SubmitOptions = {}): Promise<Video> {
     const headers = { 'idempotency-key': opts.idempotencyKey ?? newIdempotencyKey() };
-    return (await this.core.request<Video>('POST', '/v1/videos', { body: params, signal: opts.signal, headers })).data;
+    const body = {
+      ...params,
+      ...(opts.webhook !== undefined ? { webhook: opts.webhook } : {}),
+      ...(opts.webhookEvents !== undefined ? { webhook_events: opts.webhookEvents } : {}),
+    };
+    return (await this.core.request<Video>('POST', '/v1/videos', { body, signal: opts.signal, headers })).data;
+  }
+
+  /** `POST /v1/videos/{id}/cancel`, as `tasks.cancel`: the task ends `failed` with `error.code: "canceled"`. */
+  async cancel(id: string, opts: { signal?: AbortSignal } = {}): Promise<Video & { retryAfterMs?: number }> {
+    const path = `/v1/videos/${encodeURIComponent(id)}/cancel`;
+    const { data, response } = await this.core.request<Video>('POST', path, { signal: opts.signal });
+    return withPollHints(data, response);
   }
 
   /** One video task; `wait` (1-60 s) long-polls as for `tasks.get`. */
@@ -31,6 +59,23 @@ export class Videos {
       ...waitRequest(opts.wait ?? 0),
     });
     return withPollHints(data, response);
+  }
+
+  /** One page of the caller's videos, newest first unless `order: 'asc'`. */
+  async listPage(params: VideoListParams = {}, opts: { signal?: AbortSignal } = {}): Promise<VideoListPage> {
+    return (await this.core.request<VideoListPage>('GET', '/v1/videos', { query: { ...params }, signal: opts.signal }))
+      .data;
+  }
+
+  /** Every video of the window, page after page (`after` = the previous page's `last_id`, while `has_more`). */
+  async *list(params: VideoListParams = {}, opts: { signal?: AbortSignal } = {}): AsyncGenerator<Video> {
+    let after = params.after;
+    for (;;) {
+      const page = await this.listPage({ ...params, ...(after !== undefined ? { after } : {}) }, opts);
+      yield* page.data;
+      if (!page.has_more || page.last_id === null) return;
+      after = page.last_id;
+    }
   }
 
   /** Waits until completed, failed or uncertain; throws PollTimeoutError (with the id) after the total timeout. */

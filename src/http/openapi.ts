@@ -185,10 +185,10 @@ export function buildOpenApiDocument(
   for (const op of ops) registry.registerPath(toRouteConfig(op));
   registerWebhookDelivery(registry);
   const catalogue = Object.entries(ERROR_STATUS)
-    .map(
-      ([c, s]) =>
-        `| \`${c}\` | ${(TASK_FAILURE_CODES as readonly string[]).includes(c) && c !== 'invalid_request' ? `${s} (chat); a failed task's error.code` : s} |`,
-    )
+    .map(([c, s]) => {
+      const endsTasks = (TASK_FAILURE_CODES as readonly string[]).includes(c) && c !== 'invalid_request';
+      return `| \`${c}\` | ${endsTasks ? `${s} (chat); a failed task's error.code` : s} |`;
+    })
     .join('\n');
   return new OpenApiGeneratorV31(registry.definitions).generateDocument({
     openapi: '3.1.0',
@@ -208,4 +208,21 @@ export function buildOpenApiDocument(
 export const redirectResponse = (what: string, location: string): ResponseDoc => ({
   description: `Location: ${what}`,
   headers: { Location: { description: location, schema: { type: 'string' } } },
+});
+
+/** The `Idempotency-Key` request header of the submit operations, documented (their handlers check it). */
+export const IdempotencyKeyHeader = z.object({
+  'Idempotency-Key': z
+    .string()
+    .min(1)
+    .max(255)
+    .regex(/^[\x21-\x7e]+$/)
+    .optional()
+    .meta({
+      description:
+        'Makes the submit safe to retry: 1-255 visible ASCII characters (0x21-0x7E), scoped to the caller. ' +
+        'The same key with the same request returns the original task (`Idempotent-Replayed: true`); with ' +
+        'another request, 422 `idempotency_key_reused`. Use a fresh random key (a UUID) per logical submit.',
+      example: '3f1c8a2e-7d4b-4e8a-9c1f-2b6d5e0a7c93',
+    }),
 });

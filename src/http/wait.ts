@@ -10,18 +10,14 @@ export const MAX_WAIT_SECONDS = 60;
 
 const WAIT_RULE = `a whole number of seconds from 1 to ${MAX_WAIT_SECONDS}`;
 
+const waitSeconds = (description: string) => z.int().min(1).max(MAX_WAIT_SECONDS).optional().meta({ description });
+
 /** The documented query parameter (the handler checks it, together with Prefer). */
 export const WaitQuery = z.object({
-  wait: z
-    .int()
-    .min(1)
-    .max(MAX_WAIT_SECONDS)
-    .optional()
-    .meta({
-      description:
-        'Long-poll: answer as soon as the task changes status, or after this many seconds with its ' +
-        'current state (at once when it is finished). Same as `Prefer: wait=N`.',
-    }),
+  wait: waitSeconds(
+    'Long-poll: answer as soon as the task changes status, or after this many seconds with its ' +
+      'current state (at once when it is finished). Same as `Prefer: wait=N`.',
+  ),
 });
 
 /** What a poll's description says about waits. */
@@ -32,17 +28,11 @@ export const WAIT_DESCRIPTION =
   'the limiter refuses is held instead while the task is unfinished.';
 
 /** The batch body's field. */
-export const BatchWait = z
-  .int()
-  .min(1)
-  .max(MAX_WAIT_SECONDS)
-  .optional()
-  .meta({
-    description:
-      'Long-poll: answer as soon as any listed task changes status, or after this many seconds with ' +
-      'the current states; at once when a listed task is finished or not found (send only the ids ' +
-      'you still wait for). Same as `Prefer: wait=N`.',
-  });
+export const BatchWait = waitSeconds(
+  'Long-poll: answer as soon as any listed task changes status, or after this many seconds with ' +
+    'the current states; at once when a listed task is finished or not found (send only the ids ' +
+    'you still wait for). Same as `Prefer: wait=N`.',
+);
 
 /** The documented Prefer request header. */
 export const PreferHeader = z.object({

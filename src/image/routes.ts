@@ -1,35 +1,22 @@
 // The image routes' table: each entry is mounted, validated and documented from one declaration
 // (see http/route-table.ts). Handlers stay thin: call one service function, set status and body.
 import { z } from 'zod';
-import type { Model } from '../config.js';
 import { KilnError } from '../shared/errors.js';
 import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
-import type { FsBlobStore } from '../infra/blobs.js';
-import { EXT_BY_TYPE } from '../infra/blobs.js';
-import { modelList } from '../infra/models.js';
-import { jsonBody, redirectTo, sendJsonText, sendSubmitted, sendView } from '../http/body.js';
-import { redirectResponse } from '../http/openapi.js';
+import { jsonBody, redirectTo, sendJsonText, sendSubmitted } from '../http/body.js';
+import { IdempotencyKeyHeader, redirectResponse } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
 import { cancelRoute } from '../http/cancel-route.js';
-import {
-  BatchWait,
-  PREFERENCE_APPLIED,
-  PreferHeader,
-  sendWaitApplied,
-  WAIT_DESCRIPTION,
-  waitAsked,
-  WaitQuery,
-} from '../http/wait.js';
+import { listRoute, pollRoute } from '../http/poll-route.js';
+import { BatchWait, PREFERENCE_APPLIED, PreferHeader, sendWaitApplied, waitAsked } from '../http/wait.js';
 import type { TaskService } from './service.js';
 import { SubmitBody, validateSubmit } from './validate.js';
 import { WebhookQuery } from '../webhooks/openapi.js';
 import { validateDirect, type DirectService } from './direct.js';
-import { BatchList, ImageTask, ModelList, RecentList, SubmitResponse, TaskId } from './openapi.js';
+import { BatchList, ImageTask, RecentList, SubmitResponse, TaskId } from './openapi.js';
 
 export interface ImageRouteDeps {
-  models: Model[];
   tasks: TaskService;
-  blobs: FsBlobStore;
   pollAfterSeconds: number;
   /** Answers generateContent on `form: direct` models. */
   direct?: DirectService;
@@ -75,40 +62,8 @@ const REPLAYED = {
   },
 };
 
-const RETRY_AFTER = {
-  'Retry-After': {
-    description: 'While unfinished: seconds until the next useful poll.',
-    schema: { type: 'integer' as const },
-  },
-};
-
-export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: ImageRouteDeps): RouteDef[] {
+export function imageRoutes({ tasks, pollAfterSeconds, direct }: ImageRouteDeps): RouteDef[] {
   return [
-    route({
-      method: 'get',
-      route: '/healthz',
-      operationId: 'healthz',
-      tags: ['operations'],
-      auth: false,
-      summary: 'Liveness: the process is up',
-      responses: { 200: { description: 'Alive', schema: z.object({ status: z.literal('ok') }) } },
-      handler: (ctx) => {
-        ctx.body = { status: 'ok' };
-      },
-    }),
-
-    route({
-      method: 'get',
-      route: '/v1/models',
-      operationId: 'listModels',
-      tags: ['models'],
-      summary: 'Configured models and their kinds',
-      responses: { 200: { description: 'Models', schema: ModelList } },
-      handler: (ctx) => {
-        ctx.body = modelList(models);
-      },
-    }),
-
     route({
       method: 'post',
       route: '/v1beta/models/:modelAction',
@@ -127,6 +82,7 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
       request: {
         params: z.object({ model: z.string().meta({ description: 'Image model id (GET /v1/models)' }) }),
         query: z.object({ output: z.literal('url').optional(), ...WebhookQuery }),
+        headers: IdempotencyKeyHeader,
         body: SubmitBody,
         // Koa cannot split `{model}:generateContent`, direct-form models also take output=base64,
         // and validateSubmit answers with the contract's own error codes.
@@ -210,18 +166,15 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
       },
     }),
 
-    route({
-      method: 'get',
+    listRoute({
       route: '/v1/tasks',
       operationId: 'listTasks',
       tags: ['image tasks'],
       summary: 'Recent tasks of the caller, newest first',
-      request: { query: ListQuery },
-      responses: { 200: { description: 'Recent tasks', schema: RecentList } },
-      errors: ['invalid_request', 'service_unavailable'],
-      handler: async (ctx, { caller, query }) => {
-        sendJsonText(ctx, await tasks.list(caller, query));
-      },
+      query: ListQuery,
+      schema: RecentList,
+      answer: 'Recent tasks',
+      list: (caller, query) => tasks.list(caller, query),
     }),
 
     route({
@@ -256,33 +209,17 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
       },
     }),
 
-    route({
-      method: 'get',
+    pollRoute({
       route: '/v1/tasks/:id',
       operationId: 'getTask',
       tags: ['image tasks'],
       summary: 'One task',
-      description: WAIT_DESCRIPTION,
-      request: {
-        params: z.object({ id: TaskId }),
-        query: WaitQuery,
-        headers: PreferHeader,
-        checkedByHandler: ['query'],
-      },
-      responses: {
-        200: {
-          description: 'The task in its state-dependent form',
-          schema: ImageTask,
-          headers: { ...RETRY_AFTER, ...PREFERENCE_APPLIED },
-        },
-      },
-      errors: ['not_found', 'rate_limited', 'invalid_request'],
-      handler: async (ctx, { caller, params }) => {
-        const wait = waitAsked(ctx, ctx.query.wait, 'query');
-        const view = await tasks.get(caller, params.id, wait);
-        sendWaitApplied(ctx, wait, view.waited === true);
-        sendView(ctx, view, pollAfterSeconds);
-      },
+      id: TaskId,
+      schema: ImageTask,
+      answer: 'The task in its state-dependent form',
+      retryAfter: 'While unfinished: seconds until the next useful poll.',
+      pollAfterSeconds,
+      get: (caller, id, wait) => tasks.get(caller, id, wait),
     }),
 
     cancelRoute({
@@ -310,33 +247,6 @@ export function imageRoutes({ models, tasks, blobs, pollAfterSeconds, direct }: 
       handler: async (ctx, { caller, params }) => {
         const url = await tasks.contentUrl(caller, params.id);
         redirectTo(ctx, url);
-      },
-    }),
-
-    route({
-      method: 'get',
-      route: '/v1/files/:name',
-      operationId: 'getFile',
-      tags: ['files'],
-      auth: false,
-      summary: 'A generated file (unguessable name, immutable)',
-      request: { params: z.object({ name: z.string() }) },
-      responses: {
-        200: {
-          description: 'The file',
-          contentType: [...Object.keys(EXT_BY_TYPE), 'application/octet-stream'],
-          schema: z.string().meta({ format: 'binary' }),
-        },
-      },
-      errors: ['not_found'],
-      handler: async (ctx, { params }) => {
-        const file = await blobs.open(params.name);
-        if (!file) throw new KilnError('not_found', 'No such file.');
-        ctx.type = file.type;
-        ctx.length = file.size;
-        // Names are random and content never changes under a name.
-        ctx.set('Cache-Control', 'public, max-age=31536000, immutable');
-        ctx.body = file.stream;
       },
     }),
   ];

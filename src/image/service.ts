@@ -172,7 +172,8 @@ export class TaskService extends TaskServiceBase<'image'> {
     const share = `image\n${caller.owner}\n${unique.join(',')}`;
     const { views, applied } = await longPoll(this.waits, unique, wait, read, { share });
     const items = unique.map((id, i) => views[i]?.json ?? JSON.stringify(notFoundItem(id))).join(',');
-    const json = `{"object":"batch.task.list","items":[${items}],"next_poll_after_ms":${this.config.pollAfterSeconds * 1000}}`;
+    const pollAfterMs = this.config.pollAfterSeconds * 1000;
+    const json = `{"object":"batch.task.list","items":[${items}],"next_poll_after_ms":${pollAfterMs}}`;
     return { json, waited: applied };
   }
 

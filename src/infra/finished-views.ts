@@ -41,6 +41,11 @@ export class FinishedViews {
     return this.lru.size;
   }
 
+  /** Forgets every entry: what another API process, which never read these tasks, has. */
+  clear(): void {
+    this.lru.clear();
+  }
+
   /** The stored view as Redis would answer it, or undefined when Redis must be asked. */
   get(id: string, owner: string, kind: Kind): StoredView | undefined {
     const e = this.lru.get(id);

@@ -28,39 +28,31 @@ export async function pollViews(
   limiterKey: string | null,
   intervalMs: number,
 ): Promise<StoredView[]> {
+  const read = async (wanted: string[]): Promise<StoredView[]> => {
+    if (wanted.length === 0 && limiterKey === null) return [];
+    const polled = await store
+      .read(wanted, owner, kind, limiterKey, intervalMs)
+      .catch(() => ({ limited: false as const, views: wanted.map((): StoredView => 'absent') }));
+    if (polled.limited) {
+      throw new KilnError(
+        'rate_limited',
+        'Polling too fast: wait for Retry-After before asking again.',
+        Math.ceil(polled.retryAfterMs / 1000),
+      );
+    }
+    return polled.views;
+  };
   const cache = store.finished;
-  if (!cache) return readViews(store, ids, owner, kind, limiterKey, intervalMs);
+  if (!cache) return read(ids);
   // Finished tasks from memory; the rest (and the limiter, which always asks Redis) in one read.
   const views: (StoredView | undefined)[] = ids.map((id) => cache.get(id, owner, kind));
   const missing = ids.filter((_, i) => views[i] === undefined);
   if (missing.length === 0 && (limiterKey === null || intervalMs <= 0)) return views as StoredView[];
-  const read = await readViews(store, missing, owner, kind, limiterKey, intervalMs);
+  const fresh = await read(missing);
   for (let i = 0, j = 0; i < ids.length; i++) {
     if (views[i] !== undefined) continue;
-    views[i] = read[j++];
+    views[i] = fresh[j++];
     cache.remember(ids[i], views[i]!, owner, kind);
   }
   return views as StoredView[];
-}
-
-async function readViews(
-  store: TaskStore,
-  ids: string[],
-  owner: string,
-  kind: AnyTaskRecord['kind'],
-  limiterKey: string | null,
-  intervalMs: number,
-): Promise<StoredView[]> {
-  if (ids.length === 0 && limiterKey === null) return [];
-  const polled = await store
-    .read(ids, owner, kind, limiterKey, intervalMs)
-    .catch(() => ({ limited: false as const, views: ids.map((): StoredView => 'absent') }));
-  if (polled.limited) {
-    throw new KilnError(
-      'rate_limited',
-      'Polling too fast: wait for Retry-After before asking again.',
-      Math.ceil(polled.retryAfterMs / 1000),
-    );
-  }
-  return polled.views;
 }

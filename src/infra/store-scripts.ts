@@ -11,7 +11,8 @@
 export const TRANSITION = `
 local h = redis.call('HMGET', KEYS[1], 'r', 's')
 local cur = h[1]
-if cur and (tonumber(cur) > tonumber(ARGV[3]) or (tonumber(cur) == tonumber(ARGV[3]) and ARGV[8] == '1')) then return 0 end
+local rank = tonumber(ARGV[3])
+if cur and (tonumber(cur) > rank or (tonumber(cur) == rank and ARGV[8] == '1')) then return 0 end
 redis.call('HSET', KEYS[1], 'j', ARGV[1], 's', ARGV[2], 'r', ARGV[3], 'v', ARGV[9], 'o', ARGV[11], 'k', ARGV[12])
 if h[2] ~= ARGV[2] then redis.call('PUBLISH', ARGV[13], ARGV[7] .. ' ' .. ARGV[2]) end
 if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'l', ARGV[10]) end
@@ -145,3 +146,64 @@ export const RESERVE_SHARD = `
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 return 1`;
+
+// A cursor page of one owner index (GET /v1/videos), single node. KEYS: owner index. ARGV: window
+// start (inclusive lex bound), limit, task key prefix, cursor id ('' for none), 'asc' or 'desc',
+// owner, kind. The cursor's place comes from its own record (checked to be the owner's and this
+// kind), so a page is one round trip; one member past the limit says whether more follow. Replies
+// {-1} for a cursor that is not the owner's, else {0, 1 when more follow else 0, then per member:
+// id, 1 and the stored view | id, 3 and the record (written before views were stored)}.
+export const PAGE = `
+local lo, hi = ARGV[1], '+'
+if ARGV[4] ~= '' then
+  local h = redis.call('HMGET', ARGV[3] .. '{' .. ARGV[4] .. '}', 'o', 'k', 'v', 'j')
+  local doc = h[3] or h[4]
+  if not doc or h[1] ~= ARGV[6] or h[2] ~= ARGV[7] then return {-1} end
+  local m = string.format('%010d', cjson.decode(doc).created_at) .. ':' .. ARGV[4]
+  if ARGV[5] == 'asc' then
+    if m > string.sub(ARGV[1], 2) then lo = '(' .. m end
+  else hi = '(' .. m end
+end
+local members
+if ARGV[5] == 'asc' then members = redis.call('ZRANGE', KEYS[1], lo, hi, 'BYLEX', 'LIMIT', 0, tonumber(ARGV[2]) + 1)
+else members = redis.call('ZRANGE', KEYS[1], hi, lo, 'BYLEX', 'REV', 'LIMIT', 0, tonumber(ARGV[2]) + 1) end
+local n = math.min(#members, tonumber(ARGV[2]))
+local out = {0, #members > n and 1 or 0}
+for i = 1, n do
+  local id = string.sub(members[i], 12)
+  local h = redis.call('HMGET', ARGV[3] .. '{' .. id .. '}', 'v', 'j')
+  if h[1] then out[#out + 1] = id; out[#out + 1] = 1; out[#out + 1] = h[1]
+  elseif h[2] then out[#out + 1] = id; out[#out + 1] = 3; out[#out + 1] = h[2] end
+end
+return out`;
+
+// The same page in cluster mode, from the list items kept in the owner's slot. KEYS: owner index,
+// owner's list items. ARGV: window start, limit, cursor id, order. Replies {-1} for an unknown
+// cursor, else {0, more flag, then per member: id, item}; items past their record's expiry are
+// left out, as their records are gone.
+export const PAGE_ITEMS = `
+local lo, hi = ARGV[1], '+'
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+if ARGV[3] ~= '' then
+  local v = redis.call('HGET', KEYS[2], ARGV[3])
+  if not v or tonumber(string.sub(v, 3, 15)) <= now then return {-1} end
+  local m = string.format('%010d', cjson.decode(string.sub(v, 17)).created_at) .. ':' .. ARGV[3]
+  if ARGV[4] == 'asc' then
+    if m > string.sub(ARGV[1], 2) then lo = '(' .. m end
+  else hi = '(' .. m end
+end
+local members
+if ARGV[4] == 'asc' then members = redis.call('ZRANGE', KEYS[1], lo, hi, 'BYLEX', 'LIMIT', 0, tonumber(ARGV[2]) + 1)
+else members = redis.call('ZRANGE', KEYS[1], hi, lo, 'BYLEX', 'REV', 'LIMIT', 0, tonumber(ARGV[2]) + 1) end
+local n = math.min(#members, tonumber(ARGV[2]))
+if n == 0 then return {0, 0} end
+local ids = {}
+for i = 1, n do ids[i] = string.sub(members[i], 12) end
+local items = redis.call('HMGET', KEYS[2], unpack(ids))
+local out = {0, #members > n and 1 or 0}
+for i = 1, #ids do
+  local v = items[i]
+  if v and tonumber(string.sub(v, 3, 15)) > now then out[#out + 1] = ids[i]; out[#out + 1] = string.sub(v, 17) end
+end
+return out`;

@@ -84,8 +84,14 @@ export function videoView(r: VideoTaskRecord) {
   };
 }
 
-/** The serialised views stored with a record: `view` answers polls, `item` (images) list pages. */
+/**
+ * The serialised views stored with a record: `view` answers polls, `item` list pages. A video's
+ * list item is its view (GET /v1/videos lists the objects GET /v1/videos/{id} answers).
+ */
 export function storedViews(r: AnyTaskRecord): { view: string; item: string } {
-  if (r.kind === 'video') return { view: JSON.stringify(videoView(r)), item: '' };
+  if (r.kind === 'video') {
+    const view = JSON.stringify(videoView(r));
+    return { view, item: view };
+  }
   return { view: JSON.stringify(taskView(r)), item: JSON.stringify(listItem(r)) };
 }

@@ -35,3 +35,13 @@ export const Video = z
     webhook: WebhookStatus.optional(),
   })
   .meta({ id: 'Video' });
+
+export const VideoList = z
+  .object({
+    object: z.literal('list'),
+    data: z.array(Video),
+    first_id: z.string().nullable().meta({ description: 'The first video of the page; null when it is empty' }),
+    last_id: z.string().nullable().meta({ description: 'The last video of the page: `after` for the next one' }),
+    has_more: z.boolean(),
+  })
+  .meta({ id: 'VideoList' });

@@ -11,19 +11,13 @@ import { parseVideoBody, validateVideo, VideoBody } from './validate.js';
 import type { VideoService } from './service.js';
 import { KilnError } from '../shared/errors.js';
 import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
-import { jsonBody, redirectTo, sendSubmitted, sendView } from '../http/body.js';
-import { redirectResponse } from '../http/openapi.js';
+import { jsonBody, redirectTo, sendSubmitted } from '../http/body.js';
+import { IdempotencyKeyHeader, redirectResponse } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
 import { cancelRoute } from '../http/cancel-route.js';
-import {
-  PREFERENCE_APPLIED,
-  PreferHeader,
-  sendWaitApplied,
-  WAIT_DESCRIPTION,
-  waitAsked,
-  WaitQuery,
-} from '../http/wait.js';
-import { Video } from './openapi.js';
+import { listRoute, pollRoute } from '../http/poll-route.js';
+import { Video, VideoList } from './openapi.js';
+import { VIDEO_ID } from './service.js';
 
 export interface VideoRouteDeps {
   videos: VideoService;
@@ -88,12 +82,27 @@ const VideoId = z.object({
     .string()
     .meta({ description: 'Video id, `video_` and 32 hex digits.', example: 'video_0123456789abcdef0123456789abcdef' }),
 });
-const RETRY_AFTER = {
-  'Retry-After': {
-    description: 'While queued or in_progress: seconds until the next useful poll.',
-    schema: { type: 'integer' as const },
-  },
-};
+/** A whole number in a query string: digits only, so "1e1", " 5" or "5.0" are refused, not coerced. */
+const wholeNumber = (min: number, max: number) =>
+  z.preprocess((v, ctx) => {
+    if (typeof v !== 'string') ctx.addIssue({ code: 'invalid_type', expected: 'string', input: v });
+    else if (!/^\d{1,10}$/.test(v)) ctx.addIssue({ code: 'custom', message: 'must be a whole number', input: v });
+    else return Number(v);
+    return v;
+  }, z.number().int().min(min).max(max));
+
+const VideoListQuery = z.object({
+  limit: wholeNumber(1, 100).default(20).meta({ description: 'Videos returned, 1-100' }),
+  after: z
+    .string()
+    .regex(VIDEO_ID, 'must be a video id (video_ and 32 hex digits)')
+    .optional()
+    .meta({ description: 'Cursor: the `last_id` of the previous page (one of your videos); the page starts after it' }),
+  order: z
+    .enum(['desc', 'asc'])
+    .default('desc')
+    .meta({ description: '`desc` (newest first, the default) or `asc`, by created_at, then id' }),
+});
 
 export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): RouteDef[] {
   return [
@@ -113,7 +122,7 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
         '(200, header `Idempotent-Replayed: true`, the task as it is ' +
         'now); with another request, 422 `idempotency_key_reused`.',
       // Read as JSON or multipart by readBody; parseVideoBody validates with VideoBody.
-      request: { body: VideoBody, checkedByHandler: ['body'] },
+      request: { body: VideoBody, headers: IdempotencyKeyHeader, checkedByHandler: ['body'] },
       responses: {
         200: {
           description: 'The task, queued (or, for a repeated Idempotency-Key, the earlier task as it is now)',
@@ -168,24 +177,34 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
       },
     }),
 
-    route({
-      method: 'get',
+    listRoute({
+      route: '/v1/videos',
+      operationId: 'listVideos',
+      tags: ['videos'],
+      summary: "The caller's video tasks of the last 3 days",
+      description:
+        'OpenAI-videos list shape: `data` holds video objects exactly as `GET /v1/videos/{id}` answers them, ' +
+        'ordered by created_at, then id (newest first unless `order=asc`), so pages never repeat or skip ' +
+        'ties. The next page: `after` = `last_id`, while `has_more`. An `after` that is not one of your videos ' +
+        'of the window is refused (400). Image tasks are listed by `GET /v1/tasks`.',
+      query: VideoListQuery,
+      schema: VideoList,
+      answer: 'A page of videos',
+      list: (caller, query) => videos.list(caller, query),
+    }),
+
+    pollRoute({
       route: '/v1/videos/:id',
       operationId: 'getVideo',
       tags: ['videos'],
       summary: 'Poll a video task',
-      description: `${WAIT_DESCRIPTION} A video wakes when its OpenAI status changes.`,
-      request: { params: VideoId, query: WaitQuery, headers: PreferHeader, checkedByHandler: ['query'] },
-      responses: {
-        200: { description: 'The task', schema: Video, headers: { ...RETRY_AFTER, ...PREFERENCE_APPLIED } },
-      },
-      errors: ['not_found', 'rate_limited', 'invalid_request'],
-      handler: async (ctx, { caller, params }) => {
-        const wait = waitAsked(ctx, ctx.query.wait, 'query');
-        const view = await videos.get(caller, params.id, wait);
-        sendWaitApplied(ctx, wait, view.waited === true);
-        sendView(ctx, view, pollAfterSeconds);
-      },
+      description: 'A video wakes when its OpenAI status changes.',
+      id: VideoId.shape.id,
+      schema: Video,
+      answer: 'The task',
+      retryAfter: 'While queued or in_progress: seconds until the next useful poll.',
+      pollAfterSeconds,
+      get: (caller, id, wait) => videos.get(caller, id, wait),
     }),
 
     cancelRoute({

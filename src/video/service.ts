@@ -18,6 +18,12 @@ import { taskSummary } from '../temporal/summary.js';
 
 export const VIDEO_ID = /^video_[a-f0-9]{32}$/;
 
+export interface VideoListQuery {
+  limit: number;
+  after?: string;
+  order: 'asc' | 'desc';
+}
+
 const VIDEO_FALLBACK: FallbackKind<VideoTaskRecord> = {
   workflowType: 'videoTaskWorkflow',
   record: (f, m) => {
@@ -106,6 +112,28 @@ export class VideoService extends TaskServiceBase<'video'> {
     const share = `video\n${caller.owner}\n${id}`;
     const { views, applied } = await longPoll(this.waits, [id], wait, read, { label: videoStatus, share });
     return applied ? { ...views[0]!, waited: true } : views[0]!;
+  }
+
+  /**
+   * A page of the caller's videos (GET /v1/videos) as JSON text: the stored views joined, never
+   * parsed. `after` must be one of the caller's videos still in the list window.
+   */
+  async list(caller: Caller, q: VideoListQuery): Promise<string> {
+    const page = await this.store.page(caller.owner, 'video', q).catch(() => {
+      throw new KilnError('service_unavailable', 'Task storage is unavailable for a moment; retry shortly.', 1);
+    });
+    if (page === 'unknown_cursor') {
+      throw new KilnError(
+        'invalid_request',
+        `after: ${q.after} is not one of your videos of the last 3 days; pass the id of an item of an earlier page.`,
+      );
+    }
+    const { ids, items, hasMore } = page;
+    const edge = (id: string | undefined) => (id === undefined ? 'null' : `"${id}"`);
+    return (
+      `{"object":"list","data":[${items.join(',')}],"first_id":${edge(ids[0])},` +
+      `"last_id":${edge(ids[ids.length - 1])},"has_more":${hasMore}}`
+    );
   }
 
   /** Where the finished video is: the blob store's URL (never the upstream's expiring link). */

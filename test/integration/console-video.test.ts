@@ -5,13 +5,18 @@
 // UI when TEMPORAL_UI_URL is set; the CSP names the S3 origin only when S3 holds the blobs, and with
 // results in a real S3 server (moto) the page shows the image and plays the video from there.
 // Screenshots (desktop and 375 px phone) go to test-artifacts/.
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyStore } from '../../src/infra/auth.js';
-import { CHROMIUM, ensureConsoleBuilt, openConsolePage, seriousViolations } from '../support/browser.js';
+import {
+  CHROMIUM,
+  ensureConsoleBuilt,
+  expectAccessible as pageAccessible,
+  openConsolePage,
+} from '../support/browser.js';
 import { KEY_A, startKiln, type Kiln } from '../support/kiln.js';
 import { startMoto } from '../support/moto.js';
 
@@ -43,9 +48,8 @@ beforeAll(async () => {
   });
   key = (await new KeyStore(kiln.api.redis, kiln.config.redisPrefix).create('console-video')).key;
   if (!hasChromium) return;
-  browser = await openConsolePage();
+  browser = await openConsolePage(ARTIFACTS);
   page = browser.page;
-  mkdirSync(ARTIFACTS, { recursive: true });
 }, 120_000);
 
 afterAll(async () => {
@@ -53,9 +57,7 @@ afterAll(async () => {
   await kiln?.stop();
 });
 
-async function expectAccessible(what: string) {
-  expect(await seriousViolations(page), what).toEqual([]);
-}
+const expectAccessible = (what: string) => pageAccessible(page, what);
 
 /** The page at desktop width, then at a 375 px phone's (which must not scroll sideways). */
 async function shoot(name: string, fullPage = true) {
@@ -257,6 +259,99 @@ describe.skipIf(!hasChromium)('Kiln Console: videos, workflow nodes, keys mode',
       writeFileSync(join(ARTIFACTS, `console-${name}-phone.png`), await page.locator(section).screenshot());
       await page.setViewportSize({ width: 1280, height: 900 });
     }
+  });
+
+  it('still lists the videos after a reload (GET /v1/videos), merged with the images by created_at', async () => {
+    const ids = await page.$$eval('.task', (ts) => ts.map((t) => t.getAttribute('data-task-id')));
+    const listed = page.waitForResponse((r) => r.url() === `${kiln.baseUrl}/v1/videos?limit=20` && r.ok());
+    await page.reload({ waitUntil: 'networkidle' });
+    const videos = (await (await listed).json()).data as { id: string; created_at: number }[];
+    expect(videos).toHaveLength(2);
+    await page.locator('.task[data-kind=video][data-status=succeeded]').nth(1).waitFor();
+    // The same rows in the same order as before the reload: newest first, images and videos together.
+    expect(await page.$$eval('.task', (ts) => ts.map((t) => t.getAttribute('data-task-id')))).toEqual(ids);
+    for (const { id } of videos) await page.locator(`figure[data-task-id="${id}"]`).first().waitFor();
+    const pro = page.locator('.task[data-kind=video]', { hasText: 'a paper boat on a pond' });
+    expect(await pro.locator('.task-video').innerText()).toContain('10 s · 1024x1792');
+    const video = page.locator(`figure[data-task-id="${await pro.getAttribute('data-task-id')}"] video`);
+    expect(new URL((await video.getAttribute('src'))!).origin).toBe(kiln.baseUrl);
+  });
+
+  it('follows unfinished tasks with long-polls and shows a finished one within about a second', async () => {
+    const sent: { url: string; prefer?: string; body: string | null }[] = [];
+    const record = (r: import('playwright-core').Request) =>
+      sent.push({ url: r.url(), prefer: r.headers().prefer, body: r.postData() });
+    page.on('request', record);
+    try {
+      await page.click('#tab-video');
+      await page.selectOption('#video-model', 'kiln-video-1');
+      await page.fill('#video-prompt', 'a slow tide');
+      const created = page.waitForResponse((r) => r.url() === `${kiln.baseUrl}/v1/videos` && r.ok());
+      await page.click('#video-submit');
+      const id = (await (await created).json()).id as string;
+      // The test watches the API itself: the page must show the end within about a second of it.
+      let doneAt = 0;
+      for (const t0 = Date.now(); Date.now() - t0 < 60_000 && !doneAt;) {
+        const v = await (
+          await fetch(`${kiln.baseUrl}/v1/videos/${id}`, { headers: { authorization: `Bearer ${key}` } })
+        ).json();
+        if (v.status === 'completed') doneAt = Date.now();
+        else await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(doneAt).toBeGreaterThan(0);
+      const row = page.locator(`.task[data-task-id="${id}"]`);
+      await expect.poll(() => row.getAttribute('data-status'), { timeout: 5_000, interval: 50 }).toBe('succeeded');
+      expect(Date.now() - doneAt).toBeLessThan(1_500);
+      const polls = sent.filter((r) => r.url === `${kiln.baseUrl}/v1/videos/${id}`);
+      expect(polls.length).toBeGreaterThan(0);
+      for (const p of polls) expect(p.prefer).toBe('wait=25');
+
+      // An image task is followed by batch-get long-polls: "wait" in the body.
+      await page.click('#tab-image');
+      await page.fill('#prompt', 'a tide pool');
+      const submitted = page.waitForResponse((r) => r.url().includes(':generateContent') && r.ok());
+      await page.click('#create-submit');
+      const imageId = (await (await submitted).json()).id as string;
+      const image = page.locator(`.task[data-task-id="${imageId}"]`);
+      await expect.poll(() => image.getAttribute('data-status'), { timeout: 30_000 }).toBe('succeeded');
+      const batches = sent.filter((r) => r.url === `${kiln.baseUrl}/v1/tasks/batch-get`);
+      expect(batches.length).toBeGreaterThan(0);
+      for (const b of batches) expect(JSON.parse(b.body!)).toEqual({ ids: [imageId], wait: 25 });
+    } finally {
+      page.off('request', record);
+    }
+  });
+
+  it('pages back through older videos with "Load older tasks"', async () => {
+    // The key's owner, as the records of its videos name it.
+    const mine = await page.locator('.task[data-kind=video]').first().getAttribute('data-task-id');
+    const owner = (await kiln.api.store.get(mine!))!.owner;
+    const t = Math.floor(Date.now() / 1000) - 3600;
+    const old = Array.from({ length: 21 }, (_, i) => ({
+      id: `video_${i.toString(16).padStart(2, '0')}${'ab'.repeat(15)}`,
+      kind: 'video' as const,
+      owner,
+      model: 'kiln-video-1',
+      status: 'failed' as const,
+      progress: 0,
+      prompt: `old ${i}`,
+      seconds: '2',
+      size: '320x180',
+      created_at: t - i,
+      completed_at: t - i,
+      error: { code: 'upstream_error', message: 'The generator refused.' },
+    }));
+    for (const r of old) await kiln.api.store.transition(r);
+    const shown = () => page.locator('.task[data-kind=video]').count();
+    const before = await page.locator('.task[data-kind=video]').count();
+    await page.reload({ waitUntil: 'networkidle' });
+    await expect.poll(shown).toBe(20);
+    const older = page.waitForResponse((r) => r.url().startsWith(`${kiln.baseUrl}/v1/videos?limit=20&after=`));
+    await page.click('button.more');
+    expect((await older).status()).toBe(200);
+    await expect.poll(shown).toBe(before + old.length);
+    expect(await page.locator('.task[data-kind=video][data-status=failed] .error-code').count()).toBe(old.length);
+    await expect.poll(() => page.locator('button.more').count()).toBe(0);
   });
 
   it('never puts the key in a URL, and no request leaves Kiln', () => {

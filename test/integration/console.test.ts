@@ -2,11 +2,16 @@
 // image, watch it succeed, see it in the gallery; refusals show the API's own error; another owner's
 // key sees none of it; the key never travels in a URL and no request leaves Kiln's origin.
 // Screenshots (desktop and 375 px phone) go to test-artifacts/ for a person to look at.
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHROMIUM, ensureConsoleBuilt, openConsolePage, seriousViolations } from '../support/browser.js';
+import {
+  CHROMIUM,
+  ensureConsoleBuilt,
+  expectAccessible as pageAccessible,
+  openConsolePage,
+} from '../support/browser.js';
 import { KEY_A, KEY_B, startKiln, type Kiln } from '../support/kiln.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -30,9 +35,8 @@ beforeAll(async () => {
     // The console polls by the server's guidance (next_poll_after_ms): 1 s keeps this test short.
     env: { POLL_AFTER_SECONDS: '1' },
   });
-  browser = await openConsolePage();
+  browser = await openConsolePage(ARTIFACTS);
   page = browser.page;
-  mkdirSync(ARTIFACTS, { recursive: true });
 }, 120_000);
 
 afterAll(async () => {
@@ -40,10 +44,7 @@ afterAll(async () => {
   await kiln?.stop();
 });
 
-/** axe-core on the page as it is now: no serious or critical violation. */
-async function expectAccessible(what: string) {
-  expect(await seriousViolations(page), what).toEqual([]);
-}
+const expectAccessible = (what: string) => pageAccessible(page, what);
 
 async function signIn(key: string, remember = false) {
   await page.fill('#api-key', key);
@@ -207,9 +208,13 @@ describe.skipIf(!hasChromium)('Kiln Console', () => {
         },
       }),
     );
-    await page.route(`${kiln.baseUrl}/v1/tasks/batch-get`, (r) =>
-      r.fulfill({ json: { object: 'batch.task.list', items, next_poll_after_ms: 60_000 } }),
-    );
+    // Answers without Preference-Applied, as from a server that cannot wait: the page asks for a
+    // long-poll, then falls back to next_poll_after_ms (60 s) instead of asking again at once.
+    const batches: unknown[] = [];
+    await page.route(`${kiln.baseUrl}/v1/tasks/batch-get`, (r) => {
+      batches.push(r.request().postDataJSON());
+      return r.fulfill({ json: { object: 'batch.task.list', items, next_poll_after_ms: 60_000 } });
+    });
     try {
       await signIn('test-key-owner-c-states');
       await page.locator('.task[data-status=failed] .error').waitFor();
@@ -221,6 +226,8 @@ describe.skipIf(!hasChromium)('Kiln Console', () => {
       const uncertain = await page.locator('.task[data-status=uncertain] .uncertain').innerText();
       expect(uncertain).toContain('Check before submitting the same prompt again');
       expect(uncertain).toContain('The generator did not answer in 120 s.');
+      await page.waitForTimeout(1_500);
+      expect(batches).toEqual([{ ids: items.map((i) => i.id).reverse(), wait: 25 }]);
     } finally {
       await page.unrouteAll();
       await page.click('text=Sign out');

@@ -165,6 +165,8 @@ describe('durability', () => {
 
     // Lose the record entirely: the next poll answers from Temporal and writes the record back.
     await k.api.redis.del(k.api.store.taskKey(id));
+    // The API process keeps finished views: ask as one that has not seen this task.
+    k.api.store.finished?.clear();
     const repaired = await waitForStatus(
       () => api(`/v1/tasks/${id}`),
       (s) => s === 'succeeded',

@@ -116,6 +116,48 @@ describe('OpenAPI document', () => {
   });
 });
 
+describe('issue 13 operations', () => {
+  const headerOf = (op: any, name: string) => op.parameters?.find((p: any) => p.in === 'header' && p.name === name);
+
+  it('documents Idempotency-Key as a header parameter of both submits, beside their descriptions', () => {
+    const submit = doc.paths['/v1beta/models/{model}:generateContent'].post;
+    const video = doc.paths['/v1/videos'].post;
+    for (const op of [submit, video]) {
+      const key = headerOf(op, 'Idempotency-Key');
+      expect(key, op.operationId).toBeDefined();
+      expect(key.required).not.toBe(true);
+      expect(key.schema).toMatchObject({ type: 'string', minLength: 1, maxLength: 255 });
+      expect(key.description).toContain('idempotency_key_reused');
+      // The operation's own text about the header stays.
+      expect(op.description).toContain('Idempotent-Replayed: true');
+      expect(op.responses['422'].content['application/json'].schema.properties.error.properties.code.enum).toContain(
+        'idempotency_key_reused',
+      );
+    }
+    // Only the submits take it.
+    expect(headerOf(doc.paths['/v1/tasks/{id}'].get, 'Idempotency-Key')).toBeUndefined();
+    const webhookQuery = submit.parameters.filter((p: any) => p.in === 'query').map((p: any) => p.name);
+    expect(webhookQuery).toEqual(expect.arrayContaining(['webhook', 'webhook_events']));
+  });
+
+  it('has the cancel operations and the webhook secret endpoints', () => {
+    for (const [path, id] of [
+      ['/v1/tasks/{id}/cancel', 'cancelTask'],
+      ['/v1/videos/{id}/cancel', 'cancelVideo'],
+    ]) {
+      const op = doc.paths[path]?.post;
+      expect(op?.operationId, path).toBe(id);
+      expect(Object.keys(op.responses)).toEqual(expect.arrayContaining(['200', '202', '404']));
+    }
+    expect(doc.paths['/v1/webhooks/secret'].get.operationId).toBe('getWebhookSecret');
+    expect(doc.paths['/v1/webhooks/secret/rotate'].post.operationId).toBe('rotateWebhookSecret');
+    expect(doc.components.schemas.WebhookSecret.properties).toHaveProperty('secret');
+    expect(doc.webhooks.taskStatus.post.parameters.map((p: any) => p.name)).toEqual(
+      expect.arrayContaining(['webhook-id', 'webhook-timestamp', 'webhook-signature']),
+    );
+  });
+});
+
 describe('/docs', () => {
   const hasChromium = existsSync(CHROMIUM);
   if (!hasChromium) {

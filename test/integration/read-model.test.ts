@@ -99,7 +99,7 @@ describe('reads from stored views', () => {
     expect((await api('/v1/tasks?limit=100')).json.items.some((i: { id: string }) => i.id === r.id)).toBe(false);
   });
 
-  it("answers a finished task's repeat poll from memory, never an unfinished one's, and only to its owner", async () => {
+  it("answers a finished task's repeat poll from memory, never an unfinished one's; only its owner's", async () => {
     const api = http(kiln.baseUrl);
     const { redis, store } = kiln.api;
     const running = image('running');

@@ -13,6 +13,7 @@ import { ownerOfKey } from '../../src/config.js';
 import { keySlot } from '../../src/infra/slots.js';
 import { indexMember, TaskStore } from '../../src/infra/store.js';
 import type { TaskRecord } from '../../src/shared/task.js';
+import type { VideoTaskRecord } from '../../src/shared/video.js';
 import {
   eventually,
   http,
@@ -111,6 +112,8 @@ describe('Kiln on a Redis Cluster', () => {
     // The workflow's result must be visible to Temporal before the record goes.
     await kiln.api.client.workflow.getHandle(id).result();
     expect(await redis.del(store.taskKey(id))).toBe(1);
+    // The API process keeps finished views: ask as one that has not seen this task.
+    kiln.api.store.finished?.clear();
     const poll = await eventually(
       () => api(`/v1/tasks/${id}`),
       (r) => r.json?.status === 'succeeded',
@@ -332,4 +335,55 @@ describe('Kiln on a Redis Cluster', () => {
     },
     180_000,
   );
+
+  it('pages the videos exactly across ties and primaries, as their polls answer them, owner by owner', async () => {
+    const key = newKey();
+    const owner = ownerOf(key);
+    const t = now();
+    const videos: VideoTaskRecord[] = Array.from({ length: 20 }, (_, i) => ({
+      id: `video_${randomBytes(16).toString('hex')}`,
+      kind: 'video',
+      owner,
+      model: 'kiln-video-1',
+      status: 'running',
+      progress: i,
+      prompt: `boat ${i}`,
+      seconds: '4',
+      size: '320x180',
+      created_at: t - (i % 3),
+      completed_at: null,
+      error: null,
+    }));
+    expect(new Set(videos.map((v) => primaryOf(store.taskKey(v.id)))).size).toBe(3);
+    for (const v of videos) expect(await store.transition(v)).toBe(true);
+    // A later state replaces the list item too.
+    expect(await store.transition({ ...videos[0], status: 'succeeded', progress: 100, completed_at: t })).toBe(true);
+    const desc = [...videos].sort((a, b) => b.created_at - a.created_at || (a.id < b.id ? 1 : -1)).map((v) => v.id);
+    const api = http(kiln.baseUrl, key);
+    for (const [order, expected] of [
+      ['desc', desc],
+      ['asc', [...desc].reverse()],
+    ] as const) {
+      const seen: any[] = [];
+      let after = '';
+      for (let pages = 0; pages < 10; pages++) {
+        const page = await api(`/v1/videos?limit=6&order=${order}${after}`);
+        expect(page.status, page.text).toBe(200);
+        seen.push(...page.json.data);
+        if (!page.json.has_more) break;
+        after = `&after=${page.json.last_id}`;
+      }
+      expect(seen.map((v) => v.id)).toEqual(expected);
+      for (const v of seen.slice(0, 3)) expect(v).toEqual((await api(`/v1/videos/${v.id}`)).json);
+    }
+    expect((await api('/v1/videos?limit=100')).json.data.find((v: any) => v.id === videos[0].id)).toMatchObject({
+      status: 'completed',
+      progress: 100,
+    });
+    // Another owner: none of them, and none of them as a cursor.
+    const other = http(kiln.baseUrl, KEY_B);
+    const theirs = (await other('/v1/videos?limit=100')).json.data.map((v: any) => v.id);
+    expect(theirs.filter((id: string) => desc.includes(id))).toEqual([]);
+    expect((await other(`/v1/videos?after=${videos[0].id}`)).status).toBe(400);
+  });
 });

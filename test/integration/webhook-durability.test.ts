@@ -67,7 +67,7 @@ describe('webhook durability', () => {
     });
   }
 
-  it('a receiver failing 3 times then accepting gets exactly one accepted, signed delivery across a worker kill', async () => {
+  it('3 failures, then one accepted and signed delivery, across a worker kill', async () => {
     const k = await startKiln({
       models: MODELS,
       workers: false,

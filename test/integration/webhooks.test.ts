@@ -62,7 +62,7 @@ async function decodedPayloads(events: unknown): Promise<Buffer[]> {
 const settle = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('webhooks', () => {
-  it('delivers one signed terminal delivery whose body is the poll answer, and the poll shows it delivered', async () => {
+  it('delivers one signed terminal delivery (body = the poll answer); the poll shows it delivered', async () => {
     const id = await submitWithWebhook({ webhook: receiver.url('/terminal') });
     const accepted = await api()(`/v1/tasks/${id}`);
     expect(accepted.json.webhook).toEqual({ status: 'pending', attempts: 0, last_error: null });

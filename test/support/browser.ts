@@ -20,8 +20,11 @@ export async function launchChromium(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
 }
 
-/** A fresh Chromium profile on a desktop-sized page, recording every request and every page error. */
-export async function openConsolePage(): Promise<{
+/**
+ * A fresh Chromium profile on a desktop-sized page, recording every request and every page error;
+ * `artifacts`: the folder screenshots go to, created if missing.
+ */
+export async function openConsolePage(artifacts?: string): Promise<{
   context: import('playwright-core').BrowserContext;
   page: import('playwright-core').Page;
   requests: { url: string; headers: Record<string, string> }[];
@@ -29,9 +32,10 @@ export async function openConsolePage(): Promise<{
   close: () => Promise<void>;
 }> {
   const { chromium } = await import('playwright-core');
-  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { mkdirSync, mkdtempSync, rmSync } = await import('node:fs');
   const { tmpdir } = await import('node:os');
   const { join } = await import('node:path');
+  if (artifacts) mkdirSync(artifacts, { recursive: true });
   const profile = mkdtempSync(join(tmpdir(), 'kiln-console-chromium-'));
   // A persistent context on a fresh profile directory: storage starts empty and is this test's own.
   const context = await chromium.launchPersistentContext(profile, {
@@ -58,6 +62,12 @@ export async function openConsolePage(): Promise<{
       rmSync(profile, { recursive: true, force: true });
     },
   };
+}
+
+/** axe-core on the page as it is now: no serious or critical violation. */
+export async function expectAccessible(page: import('playwright-core').Page, what: string): Promise<void> {
+  const { expect } = await import('vitest');
+  expect(await seriousViolations(page), what).toEqual([]);
 }
 
 /** axe-core's violations of serious or critical impact on the page as it is now. */

@@ -1,6 +1,6 @@
 // Task records written straight into the read model by tests that check how it is read.
 import { randomBytes } from 'node:crypto';
-import type { TaskRecord } from '../../src/shared/task.js';
+import type { ImageTaskInput, TaskRecord } from '../../src/shared/task.js';
 
 export const nowSeconds = () => Math.floor(Date.now() / 1000);
 
@@ -39,4 +39,14 @@ export const succeededRecord = (r: TaskRecord): TaskRecord => ({
       index: 0,
     },
   ],
+});
+
+let inputs = 0;
+/** A workflow input for an image task of `model`, with a fresh sequential id (unit tests). */
+export const imageTaskInput = (model: string): ImageTaskInput => ({
+  id: `task_${String(++inputs).padStart(32, '0')}`,
+  owner: 'o1',
+  model,
+  created_at: 1_700_000_000,
+  request: { contents: [{ parts: [{ text: 'hi' }] }] },
 });

@@ -105,3 +105,16 @@ export async function startWorker(
 
 /** A task queue for one test file. */
 export const unitQueue = (name: string) => `unit-${name}-${process.pid}`;
+
+/** Runs `workflowType` to its end as workflow `id` on `queue`: its result, description and history. */
+export async function runToEnd<R>(
+  env: TestWorkflowEnvironment,
+  workflowType: string,
+  id: string,
+  queue: string,
+  input: unknown,
+) {
+  const handle = await env.client.workflow.start(workflowType, { workflowId: id, taskQueue: queue, args: [input] });
+  const result = (await handle.result()) as R;
+  return { result, description: await handle.describe(), history: await handle.fetchHistory() };
+}

@@ -14,6 +14,7 @@ import { modelsOfKind, parseModels } from '../../src/config.js';
 import type { GenerationResult, ImageTaskInput, TaskRecord } from '../../src/shared/task.js';
 import type { VideoTaskInput } from '../../src/shared/video.js';
 import { MemoryStore } from '../support/unit-store.js';
+import { imageTaskInput } from '../support/records.js';
 
 const models = parseModels(
   {
@@ -38,13 +39,7 @@ const RESULT: GenerationResult = {
 };
 
 let n = 0;
-const imageTask = (model: string): ImageTaskInput => ({
-  id: `task_${String(++n).padStart(32, '0')}`,
-  owner: 'o1',
-  model,
-  created_at: 1_700_000_000,
-  request: { contents: [{ parts: [{ text: 'hi' }] }] },
-});
+const imageTask = imageTaskInput;
 const videoTask = (model: string): VideoTaskInput => ({
   id: `video_${String(++n).padStart(32, '0')}`,
   owner: 'o1',

@@ -10,7 +10,7 @@ import type { GenerationResult, ImageTaskInput, TaskRecord } from '../../src/sha
 import { SEARCH_ATTRIBUTES } from '../../src/shared/task.js';
 import { readModelSinks, settle } from '../../activities/read-model.js';
 import { MemoryStore } from '../support/unit-store.js';
-import { startWorker, timeSkippingEnv, unitQueue } from '../support/unit-temporal.js';
+import { runToEnd, startWorker, timeSkippingEnv, unitQueue } from '../support/unit-temporal.js';
 
 // CommonJS package: read its namespace from the default export.
 const EventType = proto.temporal.api.enums.v1.EventType;
@@ -112,14 +112,10 @@ async function run(generate: Case['generate'], store = new MemoryStore(), opts: 
     policy: { timeoutMs: 30_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3 },
     activityQueue: QUEUE,
   };
-  const handle = await env.client.workflow.start('imageTaskWorkflow', {
-    workflowId: task.id,
-    taskQueue: QUEUE,
-    args: [input],
-  });
-  const record = (await handle.result()) as TaskRecord;
-  const status = (await handle.describe()).searchAttributes[SEARCH_ATTRIBUTES.status];
-  const { events } = await handle.fetchHistory();
+  const run = await runToEnd<TaskRecord>(env, 'imageTaskWorkflow', task.id, QUEUE, input);
+  const record = run.result;
+  const status = run.description.searchAttributes[SEARCH_ATTRIBUTES.status];
+  const { events } = run.history;
   const history = (events ?? []).map((e) => String(EventType[e.eventType ?? 0]).replace(/^EVENT_TYPE_/, ''));
   return { task, record, status, calls: c.calls, store, history };
 }

@@ -8,9 +8,10 @@ import type { ImageProvider } from '../../activities/image/types.js';
 import { createVideoActivities } from '../../activities/video/index.js';
 import type { VideoProvider } from '../../activities/video/types.js';
 import { modelsOfKind, parseModels } from '../../src/config.js';
-import { newImageRecord, type GenerationResult, type ImageTaskInput } from '../../src/shared/task.js';
+import { newImageRecord, type GenerationResult } from '../../src/shared/task.js';
 import { newVideoRecord, type VideoTaskInput } from '../../src/shared/video.js';
 import { MemoryStore } from '../support/unit-store.js';
+import { imageTaskInput } from '../support/records.js';
 
 const models = parseModels(
   {
@@ -25,13 +26,7 @@ const models = parseModels(
 const RESULT: GenerationResult = { response_id: 'r1', model_version: 'v1', candidates: [] };
 
 let n = 0;
-const imageTask = (model: string): ImageTaskInput => ({
-  id: `task_${String(++n).padStart(32, '0')}`,
-  owner: 'o1',
-  model,
-  created_at: 1_700_000_000,
-  request: { contents: [{ parts: [{ text: 'hi' }] }] },
-});
+const imageTask = imageTaskInput;
 const videoTask = (): VideoTaskInput => ({
   id: `video_${String(++n).padStart(32, '0')}`,
   owner: 'o1',

@@ -17,7 +17,7 @@ import {
   type VideoTaskRecord,
 } from '../../src/shared/video.js';
 import { MemoryStore } from '../support/unit-store.js';
-import { startWorker, timeSkippingEnv, unitQueue } from '../support/unit-temporal.js';
+import { runToEnd, startWorker, timeSkippingEnv, unitQueue } from '../support/unit-temporal.js';
 
 interface Case {
   create: (input: VideoTaskInput) => Promise<VideoJob>;
@@ -114,14 +114,13 @@ async function run(
     activityQueue: QUEUE,
     results: false,
   };
-  const handle = await env.client.workflow.start('videoTaskWorkflow', {
-    workflowId: task.id,
-    taskQueue: QUEUE,
-    args: [input],
-  });
-  const result = (await handle.result()) as VideoTaskRecord;
-  const description = await handle.describe();
-  const history = await handle.fetchHistory();
+  const { result, description, history } = await runToEnd<VideoTaskRecord>(
+    env,
+    'videoTaskWorkflow',
+    task.id,
+    QUEUE,
+    input,
+  );
   const timers = (history.events ?? [])
     .filter((e) => e.timerStartedEventAttributes)
     .map((e) => Number(e.timerStartedEventAttributes!.startToFireTimeout!.seconds));
