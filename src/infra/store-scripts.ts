@@ -147,26 +147,36 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 return 1`;
 
+// Lua shared by both list pages: up to `limit` + 1 members of a lex-ordered owner index from the
+// window start, after the cursor (its id and created_at) when there is one, in either order.
+const PAGE_MEMBERS = `
+local function page_members(index, start, limit, order, cursor, created)
+  local lo, hi = start, '+'
+  if cursor ~= '' then
+    local m = string.format('%010d', created) .. ':' .. cursor
+    if order == 'asc' then
+      if m > string.sub(start, 2) then lo = '(' .. m end
+    else hi = '(' .. m end
+  end
+  if order == 'asc' then return redis.call('ZRANGE', index, lo, hi, 'BYLEX', 'LIMIT', 0, limit + 1) end
+  return redis.call('ZRANGE', index, hi, lo, 'BYLEX', 'REV', 'LIMIT', 0, limit + 1)
+end`;
+
 // A cursor page of one owner index (GET /v1/videos), single node. KEYS: owner index. ARGV: window
 // start (inclusive lex bound), limit, task key prefix, cursor id ('' for none), 'asc' or 'desc',
 // owner, kind. The cursor's place comes from its own record (checked to be the owner's and this
 // kind), so a page is one round trip; one member past the limit says whether more follow. Replies
 // {-1} for a cursor that is not the owner's, else {0, 1 when more follow else 0, then per member:
 // id, 1 and the stored view | id, 3 and the record (written before views were stored)}.
-export const PAGE = `
-local lo, hi = ARGV[1], '+'
+export const PAGE = `${PAGE_MEMBERS}
+local created
 if ARGV[4] ~= '' then
   local h = redis.call('HMGET', ARGV[3] .. '{' .. ARGV[4] .. '}', 'o', 'k', 'v', 'j')
   local doc = h[3] or h[4]
   if not doc or h[1] ~= ARGV[6] or h[2] ~= ARGV[7] then return {-1} end
-  local m = string.format('%010d', cjson.decode(doc).created_at) .. ':' .. ARGV[4]
-  if ARGV[5] == 'asc' then
-    if m > string.sub(ARGV[1], 2) then lo = '(' .. m end
-  else hi = '(' .. m end
+  created = cjson.decode(doc).created_at
 end
-local members
-if ARGV[5] == 'asc' then members = redis.call('ZRANGE', KEYS[1], lo, hi, 'BYLEX', 'LIMIT', 0, tonumber(ARGV[2]) + 1)
-else members = redis.call('ZRANGE', KEYS[1], hi, lo, 'BYLEX', 'REV', 'LIMIT', 0, tonumber(ARGV[2]) + 1) end
+local members = page_members(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[5], ARGV[4], created)
 local n = math.min(#members, tonumber(ARGV[2]))
 local out = {0, #members > n and 1 or 0}
 for i = 1, n do
@@ -181,21 +191,16 @@ return out`;
 // owner's list items. ARGV: window start, limit, cursor id, order. Replies {-1} for an unknown
 // cursor, else {0, more flag, then per member: id, item}; items past their record's expiry are
 // left out, as their records are gone.
-export const PAGE_ITEMS = `
-local lo, hi = ARGV[1], '+'
+export const PAGE_ITEMS = `${PAGE_MEMBERS}
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local created
 if ARGV[3] ~= '' then
   local v = redis.call('HGET', KEYS[2], ARGV[3])
   if not v or tonumber(string.sub(v, 3, 15)) <= now then return {-1} end
-  local m = string.format('%010d', cjson.decode(string.sub(v, 17)).created_at) .. ':' .. ARGV[3]
-  if ARGV[4] == 'asc' then
-    if m > string.sub(ARGV[1], 2) then lo = '(' .. m end
-  else hi = '(' .. m end
+  created = cjson.decode(string.sub(v, 17)).created_at
 end
-local members
-if ARGV[4] == 'asc' then members = redis.call('ZRANGE', KEYS[1], lo, hi, 'BYLEX', 'LIMIT', 0, tonumber(ARGV[2]) + 1)
-else members = redis.call('ZRANGE', KEYS[1], hi, lo, 'BYLEX', 'REV', 'LIMIT', 0, tonumber(ARGV[2]) + 1) end
+local members = page_members(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[4], ARGV[3], created)
 local n = math.min(#members, tonumber(ARGV[2]))
 if n == 0 then return {0, 0} end
 local ids = {}

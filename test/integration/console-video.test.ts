@@ -11,12 +11,7 @@ import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyStore } from '../../src/infra/auth.js';
-import {
-  CHROMIUM,
-  ensureConsoleBuilt,
-  expectAccessible as pageAccessible,
-  openConsolePage,
-} from '../support/browser.js';
+import { CHROMIUM, consoleHooks, expectAccessible as pageAccessible, openConsolePage } from '../support/browser.js';
 import { KEY_A, startKiln, type Kiln } from '../support/kiln.js';
 import { startMoto } from '../support/moto.js';
 
@@ -33,28 +28,28 @@ let page: Page;
 let key: string;
 const BAD_KEY = 'kiln_this-key-was-never-issued-0000';
 
-beforeAll(async () => {
-  await ensureConsoleBuilt();
-  // The local renderer (frames, then ffmpeg) takes seconds on a loaded machine: not what this is about.
-  const local = { kind: 'video', provider: 'local', idempotent: true, pollIntervalMs: 200, timeoutMs: 60_000 };
-  kiln = await startKiln({
-    models: [
-      { id: 'kiln-image-1', provider: 'local', latencyMs: 0, idempotent: true },
-      { ...local, id: 'kiln-video-1', latencyMs: 300, seconds: ['2', '4'], sizes: ['320x180', '180x320'] },
-      { ...local, id: 'kiln-video-pro', latencyMs: 300, strict: true },
-      { ...local, id: 'kiln-video-node', latencyMs: 100, form: 'workflow-node', seconds: ['2'] },
-    ],
-    env: { POLL_AFTER_SECONDS: '1', AUTH_MODE: 'keys', TEMPORAL_UI_URL: `${UI}/` },
-  });
-  key = (await new KeyStore(kiln.api.redis, kiln.config.redisPrefix).create('console-video')).key;
-  if (!hasChromium) return;
-  browser = await openConsolePage(ARTIFACTS);
-  page = browser.page;
-}, 120_000);
-
-afterAll(async () => {
-  await browser?.close();
-  await kiln?.stop();
+consoleHooks({
+  artifacts: ARTIFACTS,
+  withBrowser: hasChromium,
+  start: async () => {
+    // The local renderer (frames, then ffmpeg) takes seconds on a loaded machine: not what this is about.
+    const local = { kind: 'video', provider: 'local', idempotent: true, pollIntervalMs: 200, timeoutMs: 60_000 };
+    kiln = await startKiln({
+      models: [
+        { id: 'kiln-image-1', provider: 'local', latencyMs: 0, idempotent: true },
+        { ...local, id: 'kiln-video-1', latencyMs: 300, seconds: ['2', '4'], sizes: ['320x180', '180x320'] },
+        { ...local, id: 'kiln-video-pro', latencyMs: 300, strict: true },
+        { ...local, id: 'kiln-video-node', latencyMs: 100, form: 'workflow-node', seconds: ['2'] },
+      ],
+      env: { POLL_AFTER_SECONDS: '1', AUTH_MODE: 'keys', TEMPORAL_UI_URL: `${UI}/` },
+    });
+    key = (await new KeyStore(kiln.api.redis, kiln.config.redisPrefix).create('console-video')).key;
+    return kiln;
+  },
+  opened: (b) => {
+    browser = b;
+    page = b.page;
+  },
 });
 
 const expectAccessible = (what: string) => pageAccessible(page, what);

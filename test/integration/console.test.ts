@@ -5,13 +5,8 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  CHROMIUM,
-  ensureConsoleBuilt,
-  expectAccessible as pageAccessible,
-  openConsolePage,
-} from '../support/browser.js';
+import { describe, expect, it } from 'vitest';
+import { CHROMIUM, consoleHooks, expectAccessible as pageAccessible, openConsolePage } from '../support/browser.js';
 import { KEY_A, KEY_B, startKiln, type Kiln } from '../support/kiln.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -24,24 +19,24 @@ let kiln: Kiln;
 let browser: Awaited<ReturnType<typeof openConsolePage>>;
 let page: Page;
 
-beforeAll(async () => {
-  if (!hasChromium) return;
-  await ensureConsoleBuilt();
-  kiln = await startKiln({
-    models: [
-      { id: 'kiln-image-1', provider: 'local', latencyMs: 300, idempotent: true },
-      { id: 'kiln-chat-1', kind: 'chat', provider: 'local' },
-    ],
-    // The console polls by the server's guidance (next_poll_after_ms): 1 s keeps this test short.
-    env: { POLL_AFTER_SECONDS: '1' },
-  });
-  browser = await openConsolePage(ARTIFACTS);
-  page = browser.page;
-}, 120_000);
-
-afterAll(async () => {
-  await browser?.close();
-  await kiln?.stop();
+consoleHooks({
+  artifacts: ARTIFACTS,
+  withBrowser: hasChromium,
+  start: async () => {
+    kiln = await startKiln({
+      models: [
+        { id: 'kiln-image-1', provider: 'local', latencyMs: 300, idempotent: true },
+        { id: 'kiln-chat-1', kind: 'chat', provider: 'local' },
+      ],
+      // The console polls by the server's guidance (next_poll_after_ms): 1 s keeps this test short.
+      env: { POLL_AFTER_SECONDS: '1' },
+    });
+    return kiln;
+  },
+  opened: (b) => {
+    browser = b;
+    page = b.page;
+  },
 });
 
 const expectAccessible = (what: string) => pageAccessible(page, what);

@@ -1,6 +1,7 @@
 // Debian's Chromium for the browser tests, started the way this machine needs it: headless, and
 // without the background services whose connections the closed network refuses.
 import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, expect } from 'vitest';
 
 export const CHROMIUM = process.env.CHROMIUM_BIN ?? '/usr/bin/chromium';
 
@@ -66,7 +67,6 @@ export async function openConsolePage(artifacts?: string): Promise<{
 
 /** axe-core on the page as it is now: no serious or critical violation. */
 export async function expectAccessible(page: import('playwright-core').Page, what: string): Promise<void> {
-  const { expect } = await import('vitest');
   expect(await seriousViolations(page), what).toEqual([]);
 }
 
@@ -95,5 +95,32 @@ export async function ensureConsoleBuilt(): Promise<void> {
   execFileSync(process.execPath, [`${root}/node_modules/vite/bin/vite.js`, 'build', 'console'], {
     cwd: root,
     stdio: 'ignore',
+  });
+}
+
+type ConsolePage = Awaited<ReturnType<typeof openConsolePage>>;
+
+/**
+ * The hooks of a console test file: the console built, `start` (its Kiln), then the page in
+ * Chromium when there is one (`opened` receives it); both closed after the file.
+ */
+export function consoleHooks(o: {
+  artifacts: string;
+  withBrowser: boolean;
+  start: () => Promise<{ stop(): Promise<void> }>;
+  opened: (b: ConsolePage) => void;
+}): void {
+  let kiln: { stop(): Promise<void> } | undefined;
+  let browser: ConsolePage | undefined;
+  beforeAll(async () => {
+    await ensureConsoleBuilt();
+    kiln = await o.start();
+    if (!o.withBrowser) return;
+    browser = await openConsolePage(o.artifacts);
+    o.opened(browser);
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await kiln?.stop();
   });
 }
