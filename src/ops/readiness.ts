@@ -50,6 +50,8 @@ async function timed(fn: () => Promise<string | void>): Promise<CheckResult> {
   }
 }
 
+const NO_BEACON = 'no running worker process (its beacon stopped)';
+
 export async function checkReadiness(d: ReadinessDeps) {
   const deadline = () => Date.now() + CHECK_TIMEOUT_MS;
   const [redis, temporalCheck, worker] = await Promise.all([
@@ -79,10 +81,14 @@ export async function checkReadiness(d: ReadinessDeps) {
             POLLER_WINDOW_MS,
       );
       if (polling.length === 0) throw new Error(`no worker polls task queue ${d.taskQueue}`);
-      if (beacons === 0) throw new Error('no running worker process (its beacon stopped)');
+      if (beacons === 0) throw new Error(NO_BEACON);
       return `${beacons} worker process(es); ${polling.length} poller(s)`;
     }),
   ]);
+  // The beacons live in Redis: while Redis does not answer, their absence says nothing of the workers.
+  if (!redis.ok && !worker.ok && worker.detail === NO_BEACON) {
+    worker.detail = `worker processes unconfirmed: their beacons are in Redis, which does not answer (${redis.detail})`;
+  }
   return { ready: redis.ok && temporalCheck.ok && worker.ok, checks: { redis, temporal: temporalCheck, worker } };
 }
 
