@@ -6,8 +6,7 @@ import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
 import { jsonBody, redirectTo, sendJsonText, sendSubmitted } from '../http/body.js';
 import { IdempotencyKeyHeader, redirectResponse } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
-import { cancelRoute } from '../http/cancel-route.js';
-import { listRoute, pollRoute } from '../http/poll-route.js';
+import { collectionRoutes, wholeNumber, type Collection } from '../http/collection-routes.js';
 import { BatchWait, PREFERENCE_APPLIED, PreferHeader, sendWaitApplied, waitAsked } from '../http/wait.js';
 import type { TaskService } from './service.js';
 import { SubmitBody, validateSubmit } from './validate.js';
@@ -27,16 +26,6 @@ const BatchBody = z.object({
   wait: BatchWait,
 });
 
-// A whole number written in a query string. A preprocess (not a string pipe) so the document
-// shows the integer a client sends, with the same bounds this enforces.
-const wholeNumber = (min: number, max: number) =>
-  z.preprocess((v, ctx) => {
-    if (typeof v !== 'string') ctx.addIssue({ code: 'invalid_type', expected: 'string', input: v });
-    else if (!/^\d{1,10}$/.test(v)) ctx.addIssue({ code: 'custom', message: 'must be a whole number', input: v });
-    else return Number(v);
-    return v;
-  }, z.number().int().min(min).max(max));
-
 const ListQuery = z
   .object({
     days: wholeNumber(1, 3).default(3).meta({ description: 'Look-back window in days' }),
@@ -54,6 +43,26 @@ const ListQuery = z
     message: 'before_id must be sent together with before_created_at',
     path: ['before_id'],
   });
+
+const TASKS: Collection<z.output<typeof ListQuery>> = {
+  path: '/v1/tasks',
+  noun: 'Task',
+  plural: 'Tasks',
+  tag: 'image tasks',
+  id: TaskId,
+  item: ImageTask,
+  list: {
+    summary: 'Recent tasks of the caller, newest first',
+    query: ListQuery,
+    schema: RecentList,
+    answer: 'Recent tasks',
+  },
+  poll: {
+    summary: 'One task',
+    answer: 'The task in its state-dependent form',
+    retryAfter: 'While unfinished: seconds until the next useful poll.',
+  },
+};
 
 const REPLAYED = {
   [REPLAYED_HEADER]: {
@@ -166,17 +175,6 @@ export function imageRoutes({ tasks, pollAfterSeconds, direct }: ImageRouteDeps)
       },
     }),
 
-    listRoute({
-      route: '/v1/tasks',
-      operationId: 'listTasks',
-      tags: ['image tasks'],
-      summary: 'Recent tasks of the caller, newest first',
-      query: ListQuery,
-      schema: RecentList,
-      answer: 'Recent tasks',
-      list: (caller, query) => tasks.list(caller, query),
-    }),
-
     route({
       method: 'post',
       route: '/v1/tasks/batch-get',
@@ -209,29 +207,7 @@ export function imageRoutes({ tasks, pollAfterSeconds, direct }: ImageRouteDeps)
       },
     }),
 
-    pollRoute({
-      route: '/v1/tasks/:id',
-      operationId: 'getTask',
-      tags: ['image tasks'],
-      summary: 'One task',
-      id: TaskId,
-      schema: ImageTask,
-      answer: 'The task in its state-dependent form',
-      retryAfter: 'While unfinished: seconds until the next useful poll.',
-      pollAfterSeconds,
-      get: (caller, id, wait) => tasks.get(caller, id, wait),
-    }),
-
-    cancelRoute({
-      route: '/v1/tasks/:id/cancel',
-      operationId: 'cancelTask',
-      tags: ['image tasks'],
-      id: TaskId,
-      schema: ImageTask,
-      pollOperationId: 'getTask',
-      pollAfterSeconds,
-      cancel: (caller, id) => tasks.cancel(caller, id),
-    }),
+    ...collectionRoutes(TASKS, tasks, pollAfterSeconds),
 
     route({
       method: 'get',

@@ -14,8 +14,7 @@ import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
 import { jsonBody, redirectTo, sendSubmitted } from '../http/body.js';
 import { IdempotencyKeyHeader, redirectResponse } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
-import { cancelRoute } from '../http/cancel-route.js';
-import { listRoute, pollRoute } from '../http/poll-route.js';
+import { collectionRoutes, wholeNumber, type Collection } from '../http/collection-routes.js';
 import { Video, VideoList } from './openapi.js';
 import { VIDEO_ID } from './service.js';
 
@@ -82,15 +81,6 @@ const VideoId = z.object({
     .string()
     .meta({ description: 'Video id, `video_` and 32 hex digits.', example: 'video_0123456789abcdef0123456789abcdef' }),
 });
-/** A whole number in a query string: digits only, so "1e1", " 5" or "5.0" are refused, not coerced. */
-const wholeNumber = (min: number, max: number) =>
-  z.preprocess((v, ctx) => {
-    if (typeof v !== 'string') ctx.addIssue({ code: 'invalid_type', expected: 'string', input: v });
-    else if (!/^\d{1,10}$/.test(v)) ctx.addIssue({ code: 'custom', message: 'must be a whole number', input: v });
-    else return Number(v);
-    return v;
-  }, z.number().int().min(min).max(max));
-
 const VideoListQuery = z.object({
   limit: wholeNumber(1, 100).default(20).meta({ description: 'Videos returned, 1-100' }),
   after: z
@@ -103,6 +93,32 @@ const VideoListQuery = z.object({
     .default('desc')
     .meta({ description: '`desc` (newest first, the default) or `asc`, by created_at, then id' }),
 });
+
+const VIDEOS: Collection<z.output<typeof VideoListQuery>> = {
+  path: '/v1/videos',
+  noun: 'Video',
+  plural: 'Videos',
+  tag: 'videos',
+  id: VideoId.shape.id,
+  item: Video,
+  list: {
+    summary: "The caller's video tasks of the last 3 days",
+    description:
+      'OpenAI-videos list shape: `data` holds video objects exactly as `GET /v1/videos/{id}` answers them, ' +
+      'ordered by created_at, then id (newest first unless `order=asc`), so pages never repeat or skip ' +
+      'ties. The next page: `after` = `last_id`, while `has_more`. An `after` that is not one of your videos ' +
+      'of the window is refused (400). Image tasks are listed by `GET /v1/tasks`.',
+    query: VideoListQuery,
+    schema: VideoList,
+    answer: 'A page of videos',
+  },
+  poll: {
+    summary: 'Poll a video task',
+    description: 'A video wakes when its OpenAI status changes.',
+    answer: 'The task',
+    retryAfter: 'While queued or in_progress: seconds until the next useful poll.',
+  },
+};
 
 export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): RouteDef[] {
   return [
@@ -177,46 +193,7 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
       },
     }),
 
-    listRoute({
-      route: '/v1/videos',
-      operationId: 'listVideos',
-      tags: ['videos'],
-      summary: "The caller's video tasks of the last 3 days",
-      description:
-        'OpenAI-videos list shape: `data` holds video objects exactly as `GET /v1/videos/{id}` answers them, ' +
-        'ordered by created_at, then id (newest first unless `order=asc`), so pages never repeat or skip ' +
-        'ties. The next page: `after` = `last_id`, while `has_more`. An `after` that is not one of your videos ' +
-        'of the window is refused (400). Image tasks are listed by `GET /v1/tasks`.',
-      query: VideoListQuery,
-      schema: VideoList,
-      answer: 'A page of videos',
-      list: (caller, query) => videos.list(caller, query),
-    }),
-
-    pollRoute({
-      route: '/v1/videos/:id',
-      operationId: 'getVideo',
-      tags: ['videos'],
-      summary: 'Poll a video task',
-      description: 'A video wakes when its OpenAI status changes.',
-      id: VideoId.shape.id,
-      schema: Video,
-      answer: 'The task',
-      retryAfter: 'While queued or in_progress: seconds until the next useful poll.',
-      pollAfterSeconds,
-      get: (caller, id, wait) => videos.get(caller, id, wait),
-    }),
-
-    cancelRoute({
-      route: '/v1/videos/:id/cancel',
-      operationId: 'cancelVideo',
-      tags: ['videos'],
-      id: VideoId.shape.id,
-      schema: Video,
-      pollOperationId: 'getVideo',
-      pollAfterSeconds,
-      cancel: (caller, id) => videos.cancel(caller, id),
-    }),
+    ...collectionRoutes(VIDEOS, videos, pollAfterSeconds),
 
     route({
       method: 'get',

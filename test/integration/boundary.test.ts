@@ -53,10 +53,7 @@ describe('task as operators see it', () => {
       const api = http(kiln.baseUrl);
       const id = (await api('/v1beta/models/kiln-image-1:generateContent', { method: 'POST', json: submitBody() })).json
         .id;
-      await waitForStatus(
-        () => api(`/v1/tasks/${id}`),
-        (s) => s === 'succeeded',
-      );
+      await waitForStatus(() => api(`/v1/tasks/${id}`), 'succeeded');
       const handle = kiln.api.client.workflow.getHandle(id);
       // The final record is written by a local activity inside the last workflow task, so Redis can
       // say succeeded a moment before Temporal has committed the search-attribute upsert.

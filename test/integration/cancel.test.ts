@@ -7,17 +7,7 @@ import { ownerOfKey } from '../../src/config.js';
 import { FakeServer, readBody } from '../support/fake-server.js';
 import { fail, ok, startFakeGemini, type FakeGemini } from '../support/fake-gemini.js';
 import type { FakeVideos } from '../support/fake-videos.js';
-import {
-  eventually,
-  http,
-  imageSteps,
-  KEY_A,
-  KEY_B,
-  startKiln,
-  submitBody,
-  waitForStatus,
-  type Kiln,
-} from '../support/kiln.js';
+import { eventually, http, imageSteps, KEY_A, KEY_B, startKiln, submitBody, type Kiln } from '../support/kiln.js';
 import { useVideoKiln, type VideoKilnFile } from '../support/video-kiln.js';
 
 // CommonJS package: read its namespace from the default export.
@@ -75,10 +65,7 @@ async function hangingTask(): Promise<{ id: string; call: Held }> {
   const before = hanging.requests.length;
   const id = await steps.submit('hang');
   const [call] = (await hanging.waitForRequests(before + 1)).slice(before);
-  await waitForStatus(
-    () => api()(`/v1/tasks/${id}`),
-    (s) => s === 'running',
-  );
+  await steps.until(id, 'running');
   return { id, call };
 }
 
@@ -235,10 +222,7 @@ describe('cancel a video task', () => {
       async () => fake.creates().length,
       (n) => n === 1,
     );
-    await waitForStatus(
-      () => file.calls.api()(`/v1/videos/${id}`),
-      (s) => s === 'in_progress',
-    );
+    await file.calls.until(id, 'in_progress');
     return id;
   }
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { mkdtempSync } from 'node:fs';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { startRedis, startTemporal, ROOT } from '../../scripts/services.js';
-import { startKiln, http, submitBody, waitForStatus, type Kiln } from '../support/kiln.js';
+import { startKiln, http, submitBody, waitForStatus, TERMINAL, type Kiln } from '../support/kiln.js';
 
 const MODELS = [
   { id: 'kiln-image-1', provider: 'local', latencyMs: 300, idempotent: true, heartbeatTimeoutMs: 1000 },
@@ -48,10 +48,7 @@ describe('durability', () => {
     const k = await kilnWith();
     const api = http(k.baseUrl);
     const done = await submit(k);
-    await waitForStatus(
-      () => api(`/v1/tasks/${done}`),
-      (s) => s === 'succeeded',
-    );
+    await waitForStatus(() => api(`/v1/tasks/${done}`), 'succeeded');
     await k.stopWorker();
     const pending = await submit(k);
 
@@ -77,10 +74,7 @@ describe('durability', () => {
     expect(list.json.items.map((i: { id: string }) => i.id)).toEqual(expected);
 
     await k.startWorker();
-    await waitForStatus(
-      () => api(`/v1/tasks/${pending}`),
-      (s) => s === 'succeeded',
-    );
+    await waitForStatus(() => api(`/v1/tasks/${pending}`), 'succeeded');
   });
 
   it('finishes a task whose worker was killed mid-upstream-call, once a worker is back', async () => {
@@ -88,20 +82,13 @@ describe('durability', () => {
     const api = http(k.baseUrl);
     const first = await workerProcess(k);
     const id = await submit(k, 'slow-local');
-    await waitForStatus(
-      () => api(`/v1/tasks/${id}`),
-      (s) => s === 'running',
-    );
+    await waitForStatus(() => api(`/v1/tasks/${id}`), 'running');
     first.kill('SIGKILL');
     await new Promise((r) => first.once('exit', r));
     const during = await api(`/v1/tasks/${id}`);
     expect(during.json.status).toBe('running');
     await workerProcess(k);
-    const end = await waitForStatus(
-      () => api(`/v1/tasks/${id}`),
-      (s) => s === 'succeeded' || s === 'failed' || s === 'uncertain',
-      45_000,
-    );
+    const end = await waitForStatus(() => api(`/v1/tasks/${id}`), TERMINAL, 45_000);
     // The local provider is idempotent, so the lost attempt is simply retried.
     expect(end.status).toBe('succeeded');
   }, 90_000);
@@ -119,12 +106,7 @@ describe('durability', () => {
     expect(down.json.items.map((i: { status: string }) => i.status)).toEqual(['accepted', 'accepted', 'accepted']);
     await temporal.start();
     await k.startWorker();
-    for (const id of ids)
-      await waitForStatus(
-        () => api(`/v1/tasks/${id}`),
-        (s) => s === 'succeeded',
-        45_000,
-      );
+    for (const id of ids) await waitForStatus(() => api(`/v1/tasks/${id}`), 'succeeded', 45_000);
     // Visibility is eventually consistent: give it a moment to show all three closed.
     let closed = 0;
     for (let i = 0; i < 50 && closed < 3; i++) {
@@ -144,10 +126,7 @@ describe('durability', () => {
     const k = await kilnWith({ redisUrl: redis.url });
     const api = http(k.baseUrl);
     const id = await submit(k, 'slow-local');
-    await waitForStatus(
-      () => api(`/v1/tasks/${id}`),
-      (s) => s === 'running',
-    );
+    await waitForStatus(() => api(`/v1/tasks/${id}`), 'running');
     await redis.stop('SIGKILL');
     // Redis down: the poll is answered from Temporal instead of failing or hanging.
     const t0 = Date.now();
@@ -156,22 +135,14 @@ describe('durability', () => {
     expect(during.status).toBe(200);
     expect(['accepted', 'queued', 'running']).toContain(during.json.status);
     await redis.start();
-    const end = await waitForStatus(
-      () => api(`/v1/tasks/${id}`),
-      (s) => s === 'succeeded',
-      45_000,
-    );
+    const end = await waitForStatus(() => api(`/v1/tasks/${id}`), 'succeeded', 45_000);
     expect(end.candidates[0].content.parts[0].inlineData.data).toMatch(/^http/);
 
     // Lose the record entirely: the next poll answers from Temporal and writes the record back.
     await k.api.redis.del(k.api.store.taskKey(id));
     // The API process keeps finished views: ask as one that has not seen this task.
     k.api.store.finished?.clear();
-    const repaired = await waitForStatus(
-      () => api(`/v1/tasks/${id}`),
-      (s) => s === 'succeeded',
-      15_000,
-    );
+    const repaired = await waitForStatus(() => api(`/v1/tasks/${id}`), 'succeeded', 15_000);
     expect(repaired).toEqual(end);
     expect(await k.api.store.get(id)).toMatchObject({ id, status: 'succeeded' });
   }, 120_000);

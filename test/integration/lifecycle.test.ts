@@ -34,10 +34,7 @@ describe('image task lifecycle', () => {
     expect(early.status).toBe(409);
     expect(early.json.error.code).toBe('task_not_ready');
 
-    const done = await waitForStatus(
-      () => api(`/v1/tasks/${id}`),
-      (s) => s === 'succeeded',
-    );
+    const done = await waitForStatus(() => api(`/v1/tasks/${id}`), 'succeeded');
     expect(done).toMatchObject({ id, object: 'image.task', model: 'kiln-image-1', status: 'succeeded', error: null });
     expect(Number.isInteger(done.created_at)).toBe(true);
     expect(Number.isInteger(done.finished_at)).toBe(true);
@@ -70,10 +67,7 @@ describe('owner isolation', () => {
       json: submitBody('owner a only'),
     });
     const id = sub.json.id;
-    await waitForStatus(
-      () => a(`/v1/tasks/${id}`),
-      (s) => s === 'succeeded',
-    );
+    await waitForStatus(() => a(`/v1/tasks/${id}`), 'succeeded');
     const missing = `task_${'0'.repeat(32)}`;
 
     for (const probe of [id, missing]) {

@@ -161,10 +161,7 @@ describe('tracing', () => {
           json: submitBody('traced'),
         });
         expect(sub.status).toBe(202);
-        await waitForStatus(
-          () => call(`/v1/tasks/${sub.json.id}`),
-          (s) => s === 'succeeded',
-        );
+        await waitForStatus(() => call(`/v1/tasks/${sub.json.id}`), 'succeeded');
         const spans = exporter.getFinishedSpans();
         const httpSpan = spans.find((s) => s.name === 'POST /v1beta/models/:modelAction');
         expect(httpSpan).toBeDefined();

@@ -22,10 +22,7 @@ beforeAll(async () => {
     json: submitBody('a lighthouse at dusk, "quoted" ✨'),
   });
   taskId = sub.json.id;
-  await waitForStatus(
-    () => api(`/v1/tasks/${taskId}`),
-    (s) => s === 'succeeded',
-  );
+  await waitForStatus(() => api(`/v1/tasks/${taskId}`), 'succeeded');
   owner = (await kiln.api.store.get(taskId))!.owner;
 });
 afterAll(async () => {

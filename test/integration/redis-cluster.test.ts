@@ -14,17 +14,7 @@ import { keySlot } from '../../src/infra/slots.js';
 import { indexMember, TaskStore } from '../../src/infra/store.js';
 import type { TaskRecord } from '../../src/shared/task.js';
 import type { VideoTaskRecord } from '../../src/shared/video.js';
-import {
-  eventually,
-  http,
-  imageSteps,
-  KEY_A,
-  KEY_B,
-  startKiln,
-  submitBody,
-  waitForStatus,
-  type Kiln,
-} from '../support/kiln.js';
+import { eventually, http, imageSteps, KEY_A, KEY_B, startKiln, submitBody, type Kiln } from '../support/kiln.js';
 import { imageRecord, succeededRecord } from '../support/records.js';
 
 let cluster: RedisCluster;
@@ -102,20 +92,16 @@ describe('Kiln on a Redis Cluster', () => {
   });
 
   it('repairs a lost record from Temporal', async () => {
-    const api = http(kiln.baseUrl, KEY_A);
-    const sub = await api('/v1beta/models/kiln-image-1:generateContent', { method: 'POST', json: submitBody('lost') });
-    const id: string = sub.json.id;
-    await waitForStatus(
-      () => api(`/v1/tasks/${id}`),
-      (s) => s === 'succeeded',
-    );
+    const { api, submit, until } = imageSteps(() => kiln.baseUrl);
+    const id = await submit('kiln-image-1', submitBody('lost'));
+    await until(id, 'succeeded');
     // The workflow's result must be visible to Temporal before the record goes.
     await kiln.api.client.workflow.getHandle(id).result();
     expect(await redis.del(store.taskKey(id))).toBe(1);
     // The API process keeps finished views: ask as one that has not seen this task.
     kiln.api.store.finished?.clear();
     const poll = await eventually(
-      () => api(`/v1/tasks/${id}`),
+      () => api()(`/v1/tasks/${id}`),
       (r) => r.json?.status === 'succeeded',
     );
     expect(poll.json.status).toBe('succeeded');

@@ -8,7 +8,7 @@ import { createSafeFetch, refusedAddress, UnusableUrl } from '../../src/infra/sa
 import { REFERENCE_TYPES } from '../../activities/image/references.js';
 import { startFakeGemini, fakeGeminiModel, TINY_PNG, type FakeGemini } from '../support/fake-gemini.js';
 import { FakeImageHost } from '../support/fake-images.js';
-import { startKiln, http, submitBody, waitForStatus, KEY_A, type Kiln } from '../support/kiln.js';
+import { startKiln, http, submitBody, waitForStatus, TERMINAL, KEY_A, type Kiln } from '../support/kiln.js';
 
 const PUBLIC = '127.0.0.2';
 let host: FakeImageHost; // "public", on 127.0.0.2
@@ -216,10 +216,7 @@ describe('reference images through Kiln', () => {
   async function run(model: string, ...urls: string[]) {
     const res = await api()(`/v1beta/models/${model}:generateContent`, { method: 'POST', json: withRefs(...urls) });
     expect(res.status, res.text).toBe(202);
-    return waitForStatus(
-      () => api()(`/v1/tasks/${res.json.id}`),
-      (s) => s === 'succeeded' || s === 'failed' || s === 'uncertain',
-    );
+    return waitForStatus(() => api()(`/v1/tasks/${res.json.id}`), TERMINAL);
   }
 
   it('by default forwards reference URLs as they are, without fetching them', async () => {

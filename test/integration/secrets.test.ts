@@ -32,10 +32,7 @@ describe('secrets', () => {
       json: submitBody('secret test'),
     });
     expect(sub.status).toBe(202);
-    await waitForStatus(
-      () => api(`/v1/tasks/${sub.json.id}`),
-      (s) => s === 'succeeded',
-    );
+    await waitForStatus(() => api(`/v1/tasks/${sub.json.id}`), 'succeeded');
     // Some failing requests too, so error paths log.
     await api('/v1/tasks/task_nope');
     await http(kiln.baseUrl, `${KEY} extra`)('/v1/tasks');

@@ -49,10 +49,7 @@ describe('worker SIGTERM', () => {
         method: 'POST',
         json: submitBody('quick'),
       });
-      await waitForStatus(
-        () => api(`/v1/tasks/${quick.json.id}`),
-        (s) => s === 'succeeded',
-      );
+      await waitForStatus(() => api(`/v1/tasks/${quick.json.id}`), 'succeeded');
       const owner = (await k.api.store.get(quick.json.id))!.owner;
       // The worker's log: task lines carry the task id and owner hash, never the key or prompt.
       await vi.waitFor(
@@ -73,10 +70,7 @@ describe('worker SIGTERM', () => {
       expect(metrics).toMatch(/^temporal_activity_execution_latency_count\{[^}]*activity_type="generateImage"/m);
 
       const slow = await api('/v1beta/models/slow-local:generateContent', { method: 'POST', json: submitBody('slow') });
-      await waitForStatus(
-        () => api(`/v1/tasks/${slow.json.id}`),
-        (s) => s === 'running',
-      );
+      await waitForStatus(() => api(`/v1/tasks/${slow.json.id}`), 'running');
       const t0 = Date.now();
       w.child.kill('SIGTERM');
       expect(await w.exited).toBe(0);

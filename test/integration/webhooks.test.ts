@@ -66,10 +66,7 @@ describe('webhooks', () => {
     const id = await submitWithWebhook({ webhook: receiver.url('/terminal') });
     const accepted = await api()(`/v1/tasks/${id}`);
     expect(accepted.json.webhook).toEqual({ status: 'pending', attempts: 0, last_error: null });
-    await waitForStatus(
-      () => api()(`/v1/tasks/${id}`),
-      (s) => s === 'succeeded',
-    );
+    await waitForStatus(() => api()(`/v1/tasks/${id}`), 'succeeded');
     const polled = await eventually(
       () => api()(`/v1/tasks/${id}`),
       (r) => r.json.webhook?.status === 'delivered',
@@ -152,11 +149,7 @@ describe('webhooks', () => {
     expect(res.status, res.text).toBe(200);
     const id = res.json.id as string;
     expect(res.json.webhook).toEqual({ status: 'pending', attempts: 0, last_error: null });
-    await waitForStatus(
-      () => api()(`/v1/videos/${id}`),
-      (s) => s === 'completed',
-      30_000,
-    );
+    await waitForStatus(() => api()(`/v1/videos/${id}`), 'completed', 30_000);
     const polled = await eventually(
       () => api()(`/v1/videos/${id}`),
       (r) => r.json.webhook?.status === 'delivered',

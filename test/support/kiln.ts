@@ -124,16 +124,18 @@ export const submitBody = (prompt = 'a red fox in the snow', extra: Record<strin
   ...extra,
 });
 
+/** Polls `get` until the task's status is `done` (a status, or a test of it). */
 export async function waitForStatus(
   get: () => Promise<{ json: any }>,
-  done: (s: string) => boolean,
+  done: string | ((s: string) => boolean),
   timeoutMs = 30_000,
 ) {
+  const isDone = typeof done === 'string' ? (s: string) => s === done : done;
   const deadline = Date.now() + timeoutMs;
   let last: any;
   while (Date.now() < deadline) {
     last = (await get()).json;
-    if (last && done(last.status)) return last;
+    if (last && isDone(last.status)) return last;
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`timed out waiting; last: ${JSON.stringify(last)}`);
@@ -172,7 +174,9 @@ export function imageSteps(baseUrl: () => string, key: string = KEY_A) {
       expect(res.status, res.text).toBe(202);
       return res.json.id as string;
     },
-    finish: (id: string) => waitForStatus(() => api()(`/v1/tasks/${id}`), TERMINAL, 30_000),
+    finish: (id: string) => waitForStatus(() => api()(`/v1/tasks/${id}`), TERMINAL),
+    /** Polls until the task is `status` and returns its view. */
+    until: (id: string, status: string) => waitForStatus(() => api()(`/v1/tasks/${id}`), status),
     status: async (id: string) => (await api()(`/v1/tasks/${id}`)).json.status as string,
     contentLocation: async (id: string) => (await api()(`/v1/tasks/${id}/content`)).headers.get('location'),
   };

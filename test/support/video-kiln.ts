@@ -69,6 +69,8 @@ export function videoApi(kiln: Kiln) {
       return res.json.id;
     },
     finish: (id: string, timeoutMs = 30_000) => waitForStatus(() => api()(`/v1/videos/${id}`), DONE, timeoutMs),
+    /** Polls until the video's (OpenAI) status is `status` and returns it. */
+    until: (id: string, status: string) => waitForStatus(() => api()(`/v1/videos/${id}`), status),
   };
 }
 
