@@ -1,6 +1,6 @@
 // Benchmark plumbing: processes, load runs, percentiles, resident memory.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { ROOT } from '../scripts/services.js';
@@ -44,8 +44,8 @@ let built = false;
  * The API as production runs it: compiled JavaScript (`npm run build:server`, once per run), not
  * through tsx, whose loader thread alone costs ~35 MiB per process.
  */
-export function spawnApi(env: NodeJS.ProcessEnv, nodeArgs: string[] = []): ChildProcess {
-  return spawnCompiled('dist/server/src/server.js', env, nodeArgs);
+export function spawnApi(env: NodeJS.ProcessEnv, nodeArgs: string[] = [], logFile?: string): ChildProcess {
+  return spawnCompiled('dist/server/src/server.js', env, nodeArgs, logFile);
 }
 
 /** The worker as production runs it (`npm run start:worker`): compiled, glibc arenas capped at 2. */
@@ -53,7 +53,8 @@ export function spawnWorker(env: NodeJS.ProcessEnv, nodeArgs: string[] = []): Ch
   return spawnCompiled('dist/server/src/worker.js', { MALLOC_ARENA_MAX: '2', ...env }, nodeArgs);
 }
 
-function spawnCompiled(file: string, env: NodeJS.ProcessEnv, nodeArgs: string[]): ChildProcess {
+/** `logFile`: where the process's log lines go (appended), as a production log file or pipe would take them. */
+function spawnCompiled(file: string, env: NodeJS.ProcessEnv, nodeArgs: string[], logFile?: string): ChildProcess {
   if (!built) {
     execFileSync(
       process.execPath,
@@ -66,7 +67,7 @@ function spawnCompiled(file: string, env: NodeJS.ProcessEnv, nodeArgs: string[])
   }
   const child = spawn(process.execPath, [...nodeArgs, join(ROOT, file)], {
     env: { ...process.env, ...env },
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: ['ignore', logFile ? openSync(logFile, 'a') : 'ignore', 'inherit'],
   });
   process.once('exit', () => child.kill('SIGKILL'));
   return child;

@@ -102,7 +102,7 @@ async function main() {
   const out: { s: Scenario; load: LoadResult; cpuUs: number; prof: ProfileSummary }[] = [];
   for (const s of scenarios) {
     const profDir = join(dir, `prof-${out.length}`);
-    const api = spawnApi(env, ['--cpu-prof', `--cpu-prof-dir=${profDir}`]);
+    const api = spawnApi(env, ['--cpu-prof', `--cpu-prof-dir=${profDir}`], join(dir, 'api.log'));
     await waitHttp(`${base}/healthz`);
     const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
     const run = (seconds: number) =>

@@ -34,12 +34,13 @@ const KEY = 'bench-key-owner-0000000000';
 const OTHER_KEY = 'bench-key-other-0000000000';
 
 async function main() {
-  const stack = await startBenchStack('bench', { MAX_UNFINISHED_TASKS: '1000000' });
-  const { redis: redisSvc, temporal, base, env } = stack;
+  // The production default log level: every request writes its log line (to a file, as in production).
+  const stack = await startBenchStack('bench', { MAX_UNFINISHED_TASKS: '1000000', LOG_LEVEL: 'info' });
+  const { dir, redis: redisSvc, temporal, base, env } = stack;
   const barePort = await freePort();
   const config = loadConfig({ ...process.env, ...env });
   const worker = spawnWorker(env);
-  const api = spawnApi(env);
+  const api = spawnApi(env, [], join(dir, 'api.log'));
   await waitHttp(`${base}/healthz`);
   await sleep(2000);
   const redis = new Redis(redisSvc.url);

@@ -60,7 +60,7 @@ export function jsonBody({ limitBytes = LIMITS.bodyBytes, keepRaw = false }: Jso
 }
 
 /** Answers with JSON that is already serialised (stored views): no parse, no stringify. */
-export function sendJsonText(ctx: Context, json: string): void {
+export function sendJsonText(ctx: Context, json: string | Buffer): void {
   ctx.type = 'application/json; charset=utf-8';
   ctx.body = json;
 }

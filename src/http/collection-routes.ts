@@ -13,8 +13,8 @@ import { PREFERENCE_APPLIED, PreferHeader, sendWaitApplied, WAIT_DESCRIPTION, wa
 /** What a service answers for a collection's operations. */
 export interface CollectionService<Q> {
   get(caller: Caller, id: string, wait?: WaitAsk): Promise<ViewText & { waited?: boolean }>;
-  /** The page as JSON text (stored items joined, never parsed). */
-  list(caller: Caller, query: Q): Promise<string>;
+  /** The page as JSON text or its UTF-8 bytes (stored items joined, never parsed). */
+  list(caller: Caller, query: Q): Promise<string | Buffer>;
   cancel(caller: Caller, id: string): Promise<CancelAnswer>;
 }
 
@@ -140,8 +140,8 @@ interface ListRouteSpec<Q> {
   query: z.ZodType<Q>;
   schema: z.ZodType;
   answer: string;
-  /** The page as JSON text (stored items joined, never parsed). */
-  list(caller: Caller, query: Q): Promise<string>;
+  /** The page as JSON text or its UTF-8 bytes (stored items joined, never parsed). */
+  list(caller: Caller, query: Q): Promise<string | Buffer>;
 }
 
 function listRoute<Q>(spec: ListRouteSpec<Q>): RouteDef {

@@ -87,6 +87,8 @@ export interface ListQuery {
   before_id?: string;
 }
 
+const LIST_END = Buffer.from(']}');
+
 export class TaskService extends TaskServiceBase<'image'> {
   protected readonly kind = 'image';
 
@@ -177,8 +179,8 @@ export class TaskService extends TaskServiceBase<'image'> {
     return { json, waited: applied };
   }
 
-  /** A page of the owner's tasks as JSON text, from the list items stored with the records. */
-  async list(caller: Caller, q: ListQuery): Promise<string> {
+  /** A page of the owner's tasks as JSON (UTF-8), from the list items stored with the records. */
+  async list(caller: Caller, q: ListQuery): Promise<Buffer> {
     const now = Math.floor(Date.now() / 1000);
     const days = Math.min(q.days, LIST_MAX_DAYS);
     const min = `[${indexMember(now - days * 86400, '')}`;
@@ -186,7 +188,7 @@ export class TaskService extends TaskServiceBase<'image'> {
     const items = await this.store.list(caller.owner, max, min, q.limit).catch((err) => {
       throw this.storeDown(err);
     });
-    return `{"object":"list","days":${days},"items":[${items.join(',')}]}`;
+    return Buffer.concat([Buffer.from(`{"object":"list","days":${days},"items":[`), items, LIST_END]);
   }
 
   /** The first image's URL of a finished task. */

@@ -60,20 +60,23 @@ redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 return 1`;
 
 // KEYS: owner index. ARGV: max (exclusive or inclusive lex bound), min, limit, task key prefix.
-// Replies pairs: 1 and the stored list item, or 3 and the record (written before items were stored).
+// Replies the stored list items joined with commas, as one string: one bulk reply instead of 100
+// for the client to decode. When a record written before items were stored is on the page, it
+// replies pairs instead: 1 and the stored list item, or 3 and the record (the API makes its item).
 export const LIST = `
 local members = redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'BYLEX', 'REV', 'LIMIT', 0, tonumber(ARGV[3]))
-local out = {}
+local out, items, legacy = {}, {}, false
 for _, m in ipairs(members) do
   local key = ARGV[4] .. '{' .. string.sub(m, 12) .. '}'
   local l = redis.call('HGET', key, 'l')
-  if l then out[#out + 1] = 1; out[#out + 1] = l
+  if l then items[#items + 1] = l; out[#out + 1] = 1; out[#out + 1] = l
   else
     local j = redis.call('HGET', key, 'j')
-    if j then out[#out + 1] = 3; out[#out + 1] = j end
+    if j then legacy = true; out[#out + 1] = 3; out[#out + 1] = j end
   end
 end
-return out`;
+if legacy then return out end
+return table.concat(items, ',')`;
 
 // Cluster mode, step 1 of a transition. KEYS: task hash. ARGV: json, status, rank, ttl, terminal
 // flag, public view, list item, owner, kind, wait channel, id. The same forward-only rule and status

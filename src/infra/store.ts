@@ -284,29 +284,30 @@ export class TaskStore {
     return { limited: false, views };
   }
 
-  /** Newest first, between two lex bounds of the owner index: the stored list items (JSON text). */
-  async list(owner: string, max: string, min: string, limit: number): Promise<string[]> {
+  /**
+   * Newest first, between two lex bounds of the owner index: the stored list items, joined with
+   * commas, as UTF-8 bytes (the page goes out as it came from Redis).
+   */
+  async list(owner: string, max: string, min: string, limit: number): Promise<Buffer> {
     if (this.cluster) {
-      return (await this.scripts.kilnListItems(
+      const items = (await this.scripts.kilnListItems(
         this.ownerKey(owner),
         this.ownerItemsKey(owner),
         max,
         min,
         limit,
       )) as string[];
+      return Buffer.from(items.join(','));
     }
-    const reply = (await this.scripts.kilnList(this.ownerKey(owner), max, min, limit, `${this.prefix}task:`)) as (
-      number | string
-    )[];
+    const reply = (await this.scripts.kilnListBuffer(this.ownerKey(owner), max, min, limit, `${this.prefix}task:`)) as
+      Buffer | (number | Buffer)[];
+    if (Buffer.isBuffer(reply)) return reply;
     const items: string[] = [];
     for (let i = 0; i < reply.length; i += 2) {
-      items.push(
-        reply[i] === 1
-          ? (reply[i + 1] as string)
-          : JSON.stringify(listItem(JSON.parse(reply[i + 1] as string) as TaskRecord)),
-      );
+      const text = (reply[i + 1] as Buffer).toString();
+      items.push(reply[i] === 1 ? text : JSON.stringify(listItem(JSON.parse(text) as TaskRecord)));
     }
-    return items;
+    return Buffer.from(items.join(','));
   }
 
   /**
@@ -463,6 +464,8 @@ interface Scripts {
   kilnTransition(...args: (string | number)[]): Promise<number>;
   kilnReserve(...args: (string | number)[]): Promise<number>;
   kilnList(...args: (string | number)[]): Promise<unknown>;
+  /** kilnList with its reply as bytes: a page is sent as it came, never decoded and encoded again. */
+  kilnListBuffer(...args: (string | number)[]): Promise<unknown>;
   kilnRead(...args: (string | number)[]): Promise<unknown>;
   kilnRecord(...args: (string | number)[]): Promise<unknown>;
   kilnOwnerStep(...args: (string | number)[]): Promise<number>;

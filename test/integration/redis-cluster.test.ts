@@ -22,6 +22,9 @@ let kiln: Kiln;
 let redis: Cluster;
 let store: TaskStore;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The owner's newest list items, as the store joins them for a page. */
+const listItems = async (owner: string, limit: number) =>
+  JSON.parse(`[${await store.list(owner, '+', '-', limit)}]`) as { id: string; status: string }[];
 
 beforeAll(async () => {
   const ports = await freePorts(12);
@@ -162,8 +165,7 @@ describe('Kiln on a Redis Cluster', () => {
         return out.limited ? null : out.views[0];
       };
       expect(await read()).toMatchObject({ status: 'succeeded' });
-      const listed = async () =>
-        (await store.list(owner, '+', '-', 10)).map((j) => (JSON.parse(j) as { status: string }).status);
+      const listed = async () => (await listItems(owner, 10)).map((i) => i.status);
       expect(await listed()).toEqual(['succeeded']);
 
       // As if the owner step and the gauge step of the terminal write had failed after its record step.
@@ -191,14 +193,14 @@ describe('Kiln on a Redis Cluster', () => {
     const kept = succeeded(image(owner, 'accepted'));
     await short.transition(gone);
     await store.transition(kept);
-    expect((await store.list(owner, '+', '-', 10)).length).toBe(2);
+    expect(await listItems(owner, 10)).toHaveLength(2);
     await sleep(1500);
     const out = await store.read([gone.id, kept.id], owner, 'image', null, 0);
     expect(out.limited ? null : out.views.map((v) => (typeof v === 'object' ? v.status : v))).toEqual([
       'absent',
       'succeeded',
     ]);
-    expect((await store.list(owner, '+', '-', 10)).map((j) => JSON.parse(j).id)).toEqual([kept.id]);
+    expect((await listItems(owner, 10)).map((i) => i.id)).toEqual([kept.id]);
   });
 
   it('counts unfinished tasks over the gauge shards and refuses past the limit', async () => {
@@ -310,9 +312,7 @@ describe('Kiln on a Redis Cluster', () => {
         );
         expect(stored?.status).toBe(result.status);
       }
-      const items = (await store.list(owner, '+', '-', 100)).map(
-        (j) => JSON.parse(j) as { id: string; status: string },
-      );
+      const items = await listItems(owner, 100);
       for (const id of ids) expect(items.find((i) => i.id === id)?.status).toBe('succeeded');
       expect(await store.unfinishedCount()).toBe(0);
       const up = await eventually(readyz, (r) => r.status === 200, 15_000);

@@ -104,14 +104,15 @@ export class MemoryStore implements StoreApi {
     };
   }
 
-  /** Newest first: the stored list items (JSON text) of the owner's image tasks. */
-  async list(owner: string, _max: string, _min: string, limit: number): Promise<string[]> {
+  /** Newest first: the stored list items of the owner's image tasks, joined with commas. */
+  async list(owner: string, _max: string, _min: string, limit: number): Promise<Buffer> {
     this.check();
-    return [...this.records.values()]
+    const items = [...this.records.values()]
       .filter((r) => r.owner === owner && r.kind === 'image')
       .sort((a, b) => b.created_at - a.created_at || b.id.localeCompare(a.id))
       .slice(0, limit)
       .map((r) => storedViews(r).item);
+    return Buffer.from(items.join(','));
   }
 
   async markDispatched(id: string, attempt: number): Promise<void> {
