@@ -1,8 +1,8 @@
 // One workflow per image task; workflow id = task id. It owns the state machine
 // accepted → queued → running → succeeded | failed | uncertain and records every transition
-// through the worker (never Redis from here). History of a successful task: 12 events (README,
-// "How it works"): `queued` goes through a sink and `succeeded` is written by the upstream
-// activity itself, so the only commands are the activity, the KilnStatus upsert and completion.
+// through the worker (never Redis from here). History of a successful task: 11 events (README,
+// "How it works"): `queued` goes through a sink, `succeeded` is written by the upstream activity
+// itself and leaves KilnStatus unset, so the only commands are the activity and completion.
 import {
   CancellationScope,
   defineQuery,
@@ -10,21 +10,14 @@ import {
   proxyLocalActivities,
   proxySinks,
   setHandler,
-  upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/image/index.js';
 import type { ReadModelSinks } from '../activities/read-model.js';
 import { IMAGE_CALL } from '../src/shared/upstream.js';
 import { LOCAL_ACTIVITY, upstreamActivity } from './activity-policy.js';
-import { canceled, canceledByOwner, cancelable, classify, lostAfterSending } from './task-outcome.js';
+import { canceled, canceledByOwner, cancelable, classify, endStatus, lostAfterSending } from './task-outcome.js';
 import { startWebhookDelivery } from './webhook-delivery.js';
-import {
-  newImageRecord,
-  SEARCH_ATTRIBUTES,
-  type ActivityPolicy,
-  type ImageTaskInput,
-  type TaskRecord,
-} from '../src/shared/task.js';
+import { newImageRecord, type ActivityPolicy, type ImageTaskInput, type TaskRecord } from '../src/shared/task.js';
 
 export const getTaskQuery = defineQuery<TaskRecord>('getTask');
 
@@ -42,6 +35,7 @@ const { readModel } = proxySinks<ReadModelSinks>();
 export async function imageTaskWorkflow({ task, policy, activityQueue }: ImageTaskWorkflowInput): Promise<TaskRecord> {
   let record: TaskRecord = newImageRecord(task, 'queued');
   setHandler(getTaskQuery, () => record);
+  const setEndStatus = endStatus();
   // Written by the worker before this workflow task completes, so before the upstream activity can
   // start; no marker in history (see activities/read-model.ts).
   readModel.queued(record);
@@ -89,7 +83,7 @@ export async function imageTaskWorkflow({ task, policy, activityQueue }: ImageTa
       return (await recordOutcome(ended)).record;
     });
   }
-  upsertSearchAttributes({ [SEARCH_ATTRIBUTES.status]: [record.status] });
+  setEndStatus(record.status);
   if (task.webhook)
     await startWebhookDelivery(task.webhook, record, task.webhook.events === 'all' ? 'running' : undefined);
   return record;

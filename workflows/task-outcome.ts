@@ -6,9 +6,12 @@ import {
   CancellationScope,
   isCancellation,
   TimeoutFailure,
+  upsertSearchAttributes,
+  workflowInfo,
   type ActivityOptions,
 } from '@temporalio/workflow';
 import { TASK_FAILURE_CODES, UNCERTAIN_FAILURE_TYPE, type ErrorBody } from '../src/shared/errors.js';
+import { SEARCH_ATTRIBUTES, type TaskStatus } from '../src/shared/task.js';
 import { notResent, type CallWording } from '../src/shared/upstream.js';
 import type { Reach } from '../activities/upstream-call.js';
 
@@ -109,4 +112,23 @@ export function canceledJob(stopped: boolean): Outcome {
     : 'Canceled by its owner after the upstream had started the job, which may keep running there ' +
       '(Kiln could not ask it to stop): the work may still be billed.';
   return { status: 'failed', error: { code: 'canceled', message } };
+}
+
+const kilnStatus = (): readonly unknown[] | undefined => workflowInfo().searchAttributes?.[SEARCH_ATTRIBUTES.status];
+
+/**
+ * What sets KilnStatus at a task's end; call it when the workflow starts. Every task's workflow
+ * completes, so KilnStatus names the outcomes ExecutionStatus does not tell apart: `failed` (with
+ * canceled) and `uncertain`. A succeeded task leaves it unset (`ExecutionStatus = "Completed" AND
+ * KilnStatus IS NULL`), which saves an image task its one search-attribute upsert: a history event
+ * and a visibility write. A workflow started by the previous release (KilnStatus `accepted` from its
+ * start) upserts every outcome as that release did, so its history still replays.
+ */
+export function endStatus(): (status: TaskStatus) => void {
+  const previousRelease = kilnStatus()?.[0] === 'accepted';
+  return (status) => {
+    if (status !== 'succeeded' || previousRelease) upsertSearchAttributes({ [SEARCH_ATTRIBUTES.status]: [status] });
+    // A video's `running` is taken back.
+    else if (kilnStatus()?.length) upsertSearchAttributes({ [SEARCH_ATTRIBUTES.status]: [] });
+  };
 }

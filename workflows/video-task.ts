@@ -30,6 +30,7 @@ import {
   canceledJob,
   cancelable,
   classify,
+  endStatus,
   lostAfterSending,
   type Outcome,
 } from './task-outcome.js';
@@ -77,6 +78,7 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
     await recordVideoTransition(record);
   };
   const status = (s: TaskStatus) => upsertSearchAttributes({ [SEARCH_ATTRIBUTES.status]: [s] });
+  const setEndStatus = endStatus();
   // Non-cancellable: a cancel already waiting when the first worker runs must not skip `queued`'s
   // write and the outcome's (the try below records it); no command of its own.
   if (!input.resume) await CancellationScope.nonCancellable(() => write(record));
@@ -144,7 +146,7 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
         ? { ...record, ...finished(), status: 'uncertain', error: null, uncertain_reason: outcome.error.message }
         : { ...record, ...finished(), status: 'failed', error: outcome.error };
   }
-  status(record.status);
+  setEndStatus(record.status);
   // Non-cancellable (no command of its own): a cancel arriving now must not keep the outcome from Redis.
   await CancellationScope.nonCancellable(() => write(record));
   // With every event, the end follows `running` when the upstream job was created, else `queued`.

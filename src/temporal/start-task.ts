@@ -41,7 +41,7 @@ export interface ExistingTask {
   createdAt: number;
   model: string | undefined;
   running: boolean;
-  /** KilnStatus search attribute (accepted, queued, running, then the outcome). */
+  /** KilnStatus search attribute: unset, `running` (videos), then an outcome other than success. */
   statusAttr: string | undefined;
   /** Temporal's status name: RUNNING, COMPLETED, FAILED, TERMINATED, … */
   temporalStatus: string;
@@ -92,7 +92,6 @@ export async function startTask(deps: Deps, t: StartTask): Promise<StartOutcome>
     typedSearchAttributes: [
       { key: SA.owner, value: t.owner },
       { key: SA.model, value: t.model },
-      { key: SA.status, value: 'accepted' },
     ],
     ...(Object.keys(memo).length ? { memo } : {}),
     // A closed workflow keeps its id while Temporal retains it: a keyed submit must not re-run it.

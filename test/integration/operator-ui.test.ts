@@ -84,7 +84,10 @@ describe('search attributes', () => {
   it('find tasks with the filters the README shows', async () => {
     const found = await eventually(
       () =>
-        listIds(kiln.api.client, `KilnOwner = "${owner}" AND KilnStatus = "succeeded" AND KilnModel = "kiln-image-1"`),
+        listIds(
+          kiln.api.client,
+          `KilnOwner = "${owner}" AND ExecutionStatus = "Completed" AND KilnStatus IS NULL AND KilnModel = "kiln-image-1"`,
+        ),
       (ids) => ids.includes(taskId),
     );
     expect(found).toContain(taskId);

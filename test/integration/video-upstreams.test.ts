@@ -86,7 +86,6 @@ describe('openai-videos upstream', () => {
     ).toEqual([
       ['KilnModel', 'v-oa'],
       ['KilnOwner', expect.stringMatching(/^[a-f0-9]{64}$/)],
-      ['KilnStatus', 'succeeded'],
     ]);
     const { events } = await h.fetchHistory();
     const timers = (events ?? []).filter((e) => e.timerStartedEventAttributes).length;
