@@ -10,7 +10,7 @@ import { loadConfig, ownerOfKey } from '../src/config.js';
 import { TaskStore } from '../src/infra/store.js';
 import type { TaskRecord } from '../src/shared/task.js';
 import type { VideoTaskRecord } from '../src/shared/video.js';
-import { load, sleep, spawnApi, startBenchStack, waitHttp, type LoadResult } from './lib.js';
+import { fmt, load, rssMiB, sleep, spawnApi, startBenchStack, waitHttp, type LoadResult } from './lib.js';
 import { summarise, type ProfileSummary } from './profile-summary.js';
 
 /** CPU time a process has used so far (user + system), from /proc, in ms. */
@@ -112,6 +112,7 @@ async function main() {
     const t0 = performance.now();
     const r = await run(SECONDS);
     const cpu = cpuMs(api.pid!) - cpuBefore;
+    console.error(`${s.name}: API RSS after the load ${fmt(rssMiB(api.pid!))} MiB`);
     const exited = new Promise((res) => api.once('exit', res));
     api.kill('SIGTERM');
     await exited;
