@@ -7,13 +7,15 @@ import type { Logger } from 'pino';
 import { errorMiddleware } from './http/errors.js';
 import { chatRoutes } from './chat/routes.js';
 import type { ChatService } from './chat/service.js';
-import { videoRoutes } from './video/routes.js';
+import { VIDEOS, videoRoutes } from './video/routes.js';
 import type { VideoService } from './video/service.js';
-import { imageRoutes, type ImageRouteDeps } from './image/routes.js';
+import { imageRoutes, TASKS, type ImageRouteDeps } from './image/routes.js';
 import { commonRoutes, type CommonRouteDeps } from './http/common-routes.js';
 import { codecCors, codecRoutes, type CodecDeps } from './http/codec-routes.js';
 import { consoleStatic, type ConsoleOptions } from './http/console.js';
-import { observe } from './http/observe.js';
+import { withFastReads } from './http/fast-reads.js';
+import { fastPoll } from './http/collection-routes.js';
+import { observe, requestObserver } from './http/observe.js';
 import { opsRoutes, type OpsDeps } from './http/ops-routes.js';
 import { mountRoutes, type RouteDef } from './http/route-table.js';
 import { currentRequest } from './ops/request-context.js';
@@ -46,9 +48,9 @@ export type KilnApp = Koa & {
 export function buildApp(deps: AppDeps): KilnApp {
   const app = new Koa({ proxy: true });
   app.silent = true;
-  app.use(
-    observe({ log: deps.log, metrics: deps.ops?.metrics, tracer: deps.ops?.tracer, stopping: deps.ops?.stopping }),
-  );
+  const observer = requestObserver({ log: deps.log, metrics: deps.ops?.metrics, stopping: deps.ops?.stopping });
+  const tracer = deps.ops?.tracer;
+  app.use(observe(observer, tracer));
   app.use(errorMiddleware(deps.log));
   // The caller's owner hash goes on the request's log line.
   const inner = deps.auth;
@@ -77,5 +79,17 @@ export function buildApp(deps: AppDeps): KilnApp {
   app.use(router.routes());
   // Not thrown: the router then sets the Allow header, and the error middleware writes the JSON body.
   app.use(router.allowedMethods());
+  // Single-task polls below Koa (src/http/fast-reads.ts); with tracing on, every request is Koa's.
+  if (!tracer) {
+    const koa = app.callback.bind(app);
+    const reads = [
+      fastPoll(TASKS, deps.tasks, deps.pollAfterSeconds),
+      fastPoll(VIDEOS, deps.videos, deps.pollAfterSeconds),
+    ];
+    // Kiln listens with node:http (HTTP/1.1), never http2: the listener's requests are IncomingMessages.
+    type KoaListener = ReturnType<typeof koa>;
+    app.callback = () =>
+      withFastReads({ auth: inner, observer, log: deps.log, reads }, koa() as never) as unknown as KoaListener;
+  }
   return Object.assign(app, { router, operations });
 }

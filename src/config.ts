@@ -63,6 +63,10 @@ export const EnvSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // Operability (src/ops/): log format, operator endpoints, worker metrics, tracing.
   LOG_FORMAT: z.enum(['json', 'pretty']).default('json'),
+  LOG_BUFFER_BYTES: int(2048).refine(
+    (n) => n <= 2048,
+    'LOG_BUFFER_BYTES must be at most 2048 (0: write every line at once)',
+  ),
   KILN_OPERATOR_TOKEN: unsetIfEmpty(
     z.string().min(32, 'KILN_OPERATOR_TOKEN must be at least 32 characters (e.g. `openssl rand -hex 32`)').optional(),
   ),
@@ -303,6 +307,8 @@ export interface Config {
   logLevel: string;
   ops: {
     logFormat: 'json' | 'pretty';
+    /** The API's log lines are written in batches of this many bytes (or every 250 ms); 0: each at once. */
+    logBufferBytes: number;
     /** Protects the codec endpoints; they are off when unset. */
     operatorToken?: string;
     /** Origins (the Temporal Web UI) allowed to call the codec endpoints from a browser. */
@@ -460,6 +466,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: e.LOG_LEVEL,
     ops: {
       logFormat: e.LOG_FORMAT,
+      logBufferBytes: e.LOG_BUFFER_BYTES,
       ...(e.KILN_OPERATOR_TOKEN ? { operatorToken: e.KILN_OPERATOR_TOKEN } : {}),
       codecCorsOrigins: e.CODEC_CORS_ORIGINS.split(',')
         .map((o) => o.trim().replace(/\/+$/, ''))

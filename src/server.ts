@@ -11,7 +11,7 @@ const SHUTDOWN_GRACE_MS = 30_000;
 
 async function main() {
   const config = loadConfig();
-  const log = createLogger(config.logLevel, 'kiln-api', config.ops.logFormat);
+  const log = createLogger(config.logLevel, 'kiln-api', config.ops.logFormat, config.ops.logBufferBytes);
   if (cluster.isPrimary && config.apiProcesses > 1) {
     superviseApiProcesses(config.apiProcesses, log, SHUTDOWN_GRACE_MS);
     return;

@@ -7,6 +7,7 @@ import type { ViewText } from '../infra/poll.js';
 import type { WaitAsk } from '../infra/waits.js';
 import type { CancelAnswer } from '../temporal/cancel.js';
 import { sendJsonText, sendView } from './body.js';
+import type { FastRead } from './fast-reads.js';
 import { route, type RouteDef } from './route-table.js';
 import { PREFERENCE_APPLIED, PreferHeader, sendWaitApplied, WAIT_DESCRIPTION, waitAsked, WaitQuery } from './wait.js';
 
@@ -65,6 +66,14 @@ export function collectionRoutes<Q>(c: Collection<Q>, service: CollectionService
     }),
   ];
 }
+
+/** A collection's poll as the fast read path serves it (same route template, same service call). */
+export const fastPoll = <Q>(c: Collection<Q>, service: CollectionService<Q>, pollAfterSeconds: number): FastRead => ({
+  prefix: `${c.path}/`,
+  route: `${c.path}/:id`,
+  get: (caller, id) => service.get(caller, id),
+  pollAfterSeconds,
+});
 
 /**
  * A whole number written in a query string: digits only, so "1e1", " 5" or "5.0" are refused, not

@@ -37,6 +37,21 @@ export function toKilnError(err: unknown): KilnError | null {
   return new KilnError('invalid_request', 'The request body is not valid JSON.');
 }
 
+/**
+ * What a failure is answered with. Anything not known to be the client's doing is logged and
+ * masked as internal_error. `route` is the template, not the path: a codec path carries the
+ * operator token.
+ */
+export function errorAnswer(err: unknown, log: Logger, method: string, route: string): KilnError {
+  const known = toKilnError(err);
+  if (!known) log.error({ err, method, route }, 'unhandled error');
+  return known ?? new KilnError('internal_error', 'Internal error; it has been logged.');
+}
+
+/** Retry-After for an error that names one: whole seconds, at least 1. */
+export const retryAfterHeader = (e: KilnError): string | undefined =>
+  e.retryAfterSeconds === undefined ? undefined : String(Math.max(1, Math.ceil(e.retryAfterSeconds)));
+
 export function errorMiddleware(log: Logger): Middleware {
   return async (ctx, next) => {
     try {
@@ -49,18 +64,12 @@ export function errorMiddleware(log: Logger): Middleware {
         throw new KilnError('method_not_allowed', `${ctx.method} is not allowed here; allowed: ${allow}.`);
       }
     } catch (err) {
-      const known = toKilnError(err);
-      // The route template, not the path: a codec path carries the operator token.
-      if (!known)
-        log.error(
-          { err, method: ctx.method, route: (ctx as { _matchedRoute?: string })._matchedRoute ?? '(unmatched)' },
-          'unhandled error',
-        );
-      const e = known ?? new KilnError('internal_error', 'Internal error; it has been logged.');
+      const route = (ctx as { _matchedRoute?: string })._matchedRoute ?? '(unmatched)';
+      const e = errorAnswer(err, log, ctx.method, route);
       ctx.status = e.status;
       ctx.body = e.toBody();
-      if (e.retryAfterSeconds !== undefined)
-        ctx.set('Retry-After', String(Math.max(1, Math.ceil(e.retryAfterSeconds))));
+      const retryAfter = retryAfterHeader(e);
+      if (retryAfter !== undefined) ctx.set('Retry-After', retryAfter);
     }
   };
 }

@@ -1,6 +1,8 @@
 // The outermost middleware: request id, one log line per request, metrics, an HTTP span, and the
 // drain flag during shutdown. Routes are named by their template (`/v1/tasks/:id`), never by the
 // raw path: paths carry task ids (unbounded metric labels) and, for the codec, a token.
+// `requestObserver` is the part without Koa: the fast read path (fast-reads.ts) records its
+// requests through the same one, so their log lines and metric series are the same.
 import { context, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
 import type { Context, Middleware } from 'koa';
 import type { Logger } from 'pino';
@@ -12,6 +14,30 @@ export interface ObserveDeps {
   metrics?: ApiMetrics;
   tracer?: Tracer;
   stopping?: () => boolean;
+}
+
+/** A request being served: its context (what its log lines carry) and when it started. */
+export interface ObservedRequest {
+  rc: RequestContext;
+  start: number;
+}
+
+/** What a finished request is recorded by. */
+export interface Outcome {
+  method: string;
+  /** The route template, or `(unmatched)`. */
+  route: string;
+  status: number;
+  /** The answer's body when it is an object (a submit's 202 counts by its model). */
+  body?: unknown;
+}
+
+export interface RequestObserver {
+  begin(requestIdHeader: string | undefined): ObservedRequest;
+  /** Metrics and the request's log line; returns the seconds it took. */
+  end(req: ObservedRequest, outcome: Outcome): number;
+  /** Whether the process is draining (answers then close keep-alive connections). */
+  stopping(): boolean;
 }
 
 const routeOf = (ctx: Context): string => (ctx as Context & { _matchedRoute?: string })._matchedRoute ?? '(unmatched)';
@@ -42,17 +68,54 @@ function boundSeries(metrics: ApiMetrics) {
   };
 }
 
-export function observe({ log, metrics, tracer, stopping }: ObserveDeps): Middleware {
+export function requestObserver({ log, metrics, stopping }: Omit<ObserveDeps, 'tracer'>): RequestObserver {
   // The request line holds only the fields chosen below (never a header, query or body), so it
   // skips the redaction pass every other line gets (about half of a line's cost on a poll).
   const requestLog = log.child({}, { redact: { paths: [] } });
   const series = metrics && boundSeries(metrics);
+  return {
+    begin: (header) => ({ rc: { requestId: requestIdFrom(header) }, start: performance.now() }),
+    stopping: () => stopping?.() ?? false,
+    end({ rc, start }, { method, route, status, body }) {
+      const seconds = (performance.now() - start) / 1000;
+      if (metrics && series) {
+        const bound = series(method, route, status);
+        bound.count();
+        bound.time(seconds);
+        if (status === 429) metrics.rateLimited.inc({ route });
+        const b = body as { id?: unknown; model?: unknown; object?: unknown } | null | undefined;
+        if (status === 202 && b && typeof b.model === 'string' && typeof b.id === 'string') {
+          const kind = typeof b.object === 'string' ? b.object.split('.')[0] : 'task';
+          metrics.submitted.inc({ model: b.model, kind });
+        }
+      }
+      // Route template only: queries and headers may carry keys.
+      // Probes and scrapes arrive every few seconds: their lines only at debug.
+      const quiet = route === '/healthz' || route === '/readyz' || route === '/metrics';
+      requestLog[quiet ? 'debug' : 'info'](
+        {
+          reqId: rc.requestId,
+          method,
+          route,
+          status,
+          ms: Math.round(seconds * 1000),
+          ...(rc.taskId ? { taskId: rc.taskId } : {}),
+          ...(rc.owner ? { owner: rc.owner } : {}),
+        },
+        'request',
+      );
+      return seconds;
+    },
+  };
+}
+
+export function observe(observer: RequestObserver, tracer?: Tracer): Middleware {
   return async (ctx, next) => {
-    const rc: RequestContext = { requestId: requestIdFrom(ctx.get('x-request-id') || undefined) };
+    const req = observer.begin(ctx.get('x-request-id') || undefined);
+    const { rc } = req;
     ctx.set('X-Request-Id', rc.requestId);
     // While draining, answer what is in flight but tell keep-alive clients to go elsewhere.
-    if (stopping?.()) ctx.set('Connection', 'close');
-    const start = performance.now();
+    if (observer.stopping()) ctx.set('Connection', 'close');
     const span = tracer?.startSpan(`${ctx.method} request`, {
       kind: SpanKind.SERVER,
       // No raw path: the route template is added once routing has matched.
@@ -63,7 +126,6 @@ export function observe({ log, metrics, tracer, stopping }: ObserveDeps): Middle
     } finally {
       const route = routeOf(ctx);
       const status = ctx.status;
-      const seconds = (performance.now() - start) / 1000;
       rc.taskId ??= taskIdOf(ctx);
       if (span) {
         span.updateName(`${ctx.method} ${route}`);
@@ -75,32 +137,7 @@ export function observe({ log, metrics, tracer, stopping }: ObserveDeps): Middle
         if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
         span.end();
       }
-      if (metrics && series) {
-        const bound = series(ctx.method, route, status);
-        bound.count();
-        bound.time(seconds);
-        if (status === 429) metrics.rateLimited.inc({ route });
-        const body = ctx.body as { id?: unknown; model?: unknown; object?: unknown } | null;
-        if (status === 202 && body && typeof body.model === 'string' && typeof body.id === 'string') {
-          const kind = typeof body.object === 'string' ? body.object.split('.')[0] : 'task';
-          metrics.submitted.inc({ model: body.model, kind });
-        }
-      }
-      // Route template only: queries and headers may carry keys.
-      // Probes and scrapes arrive every few seconds: their lines only at debug.
-      const quiet = route === '/healthz' || route === '/readyz' || route === '/metrics';
-      requestLog[quiet ? 'debug' : 'info'](
-        {
-          reqId: rc.requestId,
-          method: ctx.method,
-          route,
-          status,
-          ms: Math.round(seconds * 1000),
-          ...(rc.taskId ? { taskId: rc.taskId } : {}),
-          ...(rc.owner ? { owner: rc.owner } : {}),
-        },
-        'request',
-      );
+      observer.end(req, { method: ctx.method, route, status, body: ctx.body });
     }
   };
 }

@@ -44,7 +44,7 @@ const ListQuery = z
     path: ['before_id'],
   });
 
-const TASKS: Collection<z.output<typeof ListQuery>> = {
+export const TASKS: Collection<z.output<typeof ListQuery>> = {
   path: '/v1/tasks',
   noun: 'Task',
   plural: 'Tasks',

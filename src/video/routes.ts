@@ -94,7 +94,7 @@ const VideoListQuery = z.object({
     .meta({ description: '`desc` (newest first, the default) or `asc`, by created_at, then id' }),
 });
 
-const VIDEOS: Collection<z.output<typeof VideoListQuery>> = {
+export const VIDEOS: Collection<z.output<typeof VideoListQuery>> = {
   path: '/v1/videos',
   noun: 'Video',
   plural: 'Videos',

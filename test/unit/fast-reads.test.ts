@@ -1,0 +1,249 @@
+// Single-task polls are answered below Koa (src/http/fast-reads.ts). Two things must hold: the fast
+// path takes only the requests it is meant for (everything else reaches Koa untouched), and what it
+// answers is byte for byte what Koa answers for the same request (status, body, headers, log line).
+// A poll with an Origin header is Koa's (no CORS applies to /v1), so each case is asked both ways.
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import { ownerOfKey } from '../../src/config.js';
+import { withFastReads, type FastRead } from '../../src/http/fast-reads.js';
+import { requestObserver } from '../../src/http/observe.js';
+import { PassthroughAuth } from '../../src/infra/auth.js';
+import { KilnError } from '../../src/shared/errors.js';
+import type { TaskRecord } from '../../src/shared/task.js';
+import type { VideoTaskRecord } from '../../src/shared/video.js';
+import {
+  EXPLODING_KEY,
+  INTERNAL_DETAIL,
+  KEY,
+  request,
+  startUnitApp,
+  type Reply,
+  type UnitApp,
+} from '../support/unit-app.js';
+
+const hex = () => randomBytes(16).toString('hex');
+/** Headers that differ between any two answers whatever path served them. */
+const VARYING = new Set(['date', 'x-request-id']);
+/** Sent to make a request Koa's. */
+const KOA_ORIGIN = 'http://koa.example';
+
+function headersOf(r: Reply): Record<string, string> {
+  return Object.fromEntries([...r.headers].filter(([k]) => !VARYING.has(k)));
+}
+
+/** The same GET through the fast path and through Koa: the two answers must not differ. */
+async function same(app: UnitApp, path: string, opts: Parameters<typeof request>[3] = {}): Promise<Reply> {
+  const fast = await request(app, 'GET', path, opts);
+  const koa = await request(app, 'GET', path, { ...opts, headers: { ...opts.headers, origin: KOA_ORIGIN } });
+  expect(fast.status, fast.text).toBe(koa.status);
+  expect(fast.text).toBe(koa.text);
+  expect(headersOf(fast)).toEqual(headersOf(koa));
+  expect(fast.headers.get('x-request-id')).toBeTruthy();
+  return fast;
+}
+
+describe('answers of the fast path and of Koa', () => {
+  let app: UnitApp;
+  let owner: string;
+  const now = Math.floor(Date.now() / 1000);
+  beforeAll(async () => {
+    app = await startUnitApp({ RATE_LIMIT_TASK_MS: '0' });
+    owner = ownerOfKey(app.config.ownerKey, KEY);
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+  const image = (status: TaskRecord['status'], who = owner): TaskRecord => ({
+    id: `task_${hex()}`,
+    kind: 'image',
+    owner: who,
+    model: 'kiln-image-1',
+    status,
+    created_at: now,
+    finished_at: status === 'succeeded' ? now : null,
+    candidates: [],
+    error: null,
+  });
+
+  it('a finished task: 200, the stored view, no Retry-After', async () => {
+    const t = image('succeeded');
+    await app.store.transition(t);
+    const r = await same(app, `/v1/tasks/${t.id}`);
+    expect(r.status).toBe(200);
+    expect(r.json).toMatchObject({ id: t.id, status: 'succeeded' });
+    expect(r.headers.get('retry-after')).toBeNull();
+    expect(r.headers.get('content-type')).toBe('application/json; charset=utf-8');
+  });
+
+  it('an unfinished task: Retry-After', async () => {
+    const t = image('running');
+    await app.store.transition(t);
+    const r = await same(app, `/v1/tasks/${t.id}`);
+    expect(r.json).toMatchObject({ id: t.id, status: 'running' });
+    expect(r.headers.get('retry-after')).toBe(String(app.config.pollAfterSeconds));
+  });
+
+  it('a video, finished and unfinished', async () => {
+    const video = (status: VideoTaskRecord['status']): VideoTaskRecord => ({
+      id: `video_${hex()}`,
+      kind: 'video',
+      owner,
+      model: 'kiln-video-1',
+      status,
+      progress: status === 'succeeded' ? 100 : 10,
+      prompt: 'a kiln',
+      seconds: '4',
+      size: '720x1280',
+      created_at: now,
+      completed_at: status === 'succeeded' ? now : null,
+      error: null,
+    });
+    for (const v of [video('succeeded'), video('running')]) {
+      await app.store.transition(v);
+      const r = await same(app, `/v1/videos/${v.id}`);
+      expect(r.status, r.text).toBe(200);
+      expect(r.json).toMatchObject({ id: v.id });
+    }
+  });
+
+  it("another owner's task, an unknown id and a malformed one: the same 404", async () => {
+    const theirs = image('succeeded', ownerOfKey(app.config.ownerKey, 'another-owner-key-000000'));
+    await app.store.transition(theirs);
+    for (const path of [
+      `/v1/tasks/${theirs.id}`,
+      `/v1/tasks/task_${hex()}`,
+      '/v1/tasks/not-a-task-id',
+      '/v1/videos/x',
+    ]) {
+      const r = await same(app, path);
+      expect(r.status, path).toBe(404);
+      expect(r.json.error.code).toBe('not_found');
+    }
+  });
+
+  it('no key, a malformed key, and an authentication that fails inside: 401, 401, masked 500', async () => {
+    const t = image('succeeded');
+    await app.store.transition(t);
+    expect((await same(app, `/v1/tasks/${t.id}`, { key: null })).status).toBe(401);
+    expect((await same(app, `/v1/tasks/${t.id}`, { headers: { authorization: 'Bearer a b' }, key: null })).status).toBe(
+      401,
+    );
+    const boom = await same(app, `/v1/tasks/${t.id}`, { key: EXPLODING_KEY });
+    expect(boom.status).toBe(500);
+    expect(boom.json.error.code).toBe('internal_error');
+    expect(boom.text).not.toContain(INTERNAL_DETAIL);
+  });
+
+  it("echoes a sane X-Request-Id, replaces an odd one, and logs the same request line as Koa's", async () => {
+    const t = image('succeeded');
+    await app.store.transition(t);
+    const sane = await request(app, 'GET', `/v1/tasks/${t.id}`, { headers: { 'x-request-id': 'poll-1.a:b' } });
+    expect(sane.headers.get('x-request-id')).toBe('poll-1.a:b');
+    const odd = await request(app, 'GET', `/v1/tasks/${t.id}`, { headers: { 'x-request-id': 'a b' } });
+    expect(odd.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    await request(app, 'GET', `/v1/tasks/${t.id}`, { headers: { 'x-request-id': 'poll-2', origin: KOA_ORIGIN } });
+    const lines = app.logs().filter((l) => l.msg === 'request' && (l.reqId === 'poll-1.a:b' || l.reqId === 'poll-2'));
+    expect(lines).toHaveLength(2);
+    const [fast, koa] = lines.map(({ time: _t, ms: _ms, reqId: _r, pid: _p, ...rest }) => rest);
+    expect(fast).toEqual(koa);
+    expect(fast).toMatchObject({ method: 'GET', route: '/v1/tasks/:id', status: 200, taskId: t.id, owner });
+  });
+});
+
+describe('the poll limiter on the fast path', () => {
+  let app: UnitApp;
+  beforeAll(async () => {
+    app = await startUnitApp({ RATE_LIMIT_TASK_MS: '600000' });
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it('a second poll within the window: the same 429 with Retry-After on both paths', async () => {
+    const submit = async () =>
+      (
+        await request(app, 'POST', '/v1beta/models/kiln-image-1:generateContent?output=url', {
+          body: { contents: [{ role: 'user', parts: [{ text: 'a kiln' }] }] },
+        })
+      ).json.id as string;
+    const [a, b] = [await submit(), await submit()];
+    expect((await request(app, 'GET', `/v1/tasks/${a}`)).status).toBe(200);
+    const koaPoll = { headers: { origin: KOA_ORIGIN } };
+    expect((await request(app, 'GET', `/v1/tasks/${b}`, koaPoll)).status).toBe(200);
+    const fast = await request(app, 'GET', `/v1/tasks/${a}`);
+    const koa = await request(app, 'GET', `/v1/tasks/${b}`, koaPoll);
+    expect(fast.status, fast.text).toBe(429);
+    expect(fast.json.error.code).toBe('rate_limited');
+    expect(fast.text.replace(a, 'ID')).toBe(koa.text.replace(b, 'ID'));
+    expect(headersOf(fast)).toEqual(headersOf(koa));
+    expect(Number(fast.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe('which requests the fast path takes', () => {
+  let url: string;
+  const slow: string[] = [];
+  const close: (() => void)[] = [];
+  beforeAll(async () => {
+    const log = pino({ level: 'silent' });
+    const read: FastRead = {
+      prefix: '/v1/tasks/',
+      route: '/v1/tasks/:id',
+      pollAfterSeconds: 10,
+      get: async (_caller, id) => {
+        if (id === 'task_missing') throw new KilnError('not_found', `Task ${id} was not found.`);
+        return { status: 'succeeded', json: `{"id":"${id}"}` };
+      },
+    };
+    const listener = withFastReads(
+      { auth: new PassthroughAuth(Buffer.alloc(32, 1)), observer: requestObserver({ log }), log, reads: [read] },
+      (req: IncomingMessage, res: ServerResponse) => {
+        slow.push(`${req.method} ${req.url}`);
+        res.writeHead(299).end('slow');
+      },
+    );
+    const server = createServer(listener);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    close.push(() => server.close());
+  });
+  afterAll(() => close.forEach((c) => c()));
+
+  const ask = (path: string, init: RequestInit = {}) =>
+    fetch(url + path, { ...init, headers: { authorization: `Bearer ${KEY}`, ...(init.headers ?? {}) } });
+
+  it('takes a plain GET of one task, and answers its errors itself', async () => {
+    const ok = await ask('/v1/tasks/task_abc');
+    expect(ok.status).toBe(200);
+    expect(await ok.text()).toBe('{"id":"task_abc"}');
+    const missing = await ask('/v1/tasks/task_missing');
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toEqual({ error: { code: 'not_found', message: 'Task task_missing was not found.' } });
+    expect(slow).toEqual([]);
+  });
+
+  it('leaves to Koa: other methods, queries, long-poll preferences, browsers, odd ids, sub-resources', async () => {
+    slow.length = 0;
+    const cases: [string, RequestInit][] = [
+      ['/v1/tasks/task_abc', { method: 'POST' }],
+      ['/v1/tasks/task_abc', { method: 'HEAD' }],
+      ['/v1/tasks/task_abc?wait=5', {}],
+      ['/v1/tasks/task_abc?x=1', {}],
+      ['/v1/tasks/task_abc', { headers: { prefer: 'wait=5' } }],
+      ['/v1/tasks/task_abc', { headers: { origin: 'http://example.test' } }],
+      ['/v1/tasks/task_%61bc', {}],
+      ['/v1/tasks/task_abc/', {}],
+      ['/v1/tasks/task_abc/content', {}],
+      ['/v1/tasks/', {}],
+      [`/v1/tasks/task_${'a'.repeat(260)}`, {}],
+      ['/v1/tasksx/task_abc', {}],
+    ];
+    for (const [path, init] of cases)
+      expect((await ask(path, init)).status, `${init.method ?? 'GET'} ${path}`).toBe(299);
+    expect(slow).toHaveLength(cases.length);
+  });
+});
