@@ -14,6 +14,14 @@ FROM node:20-slim
 ENV NODE_ENV=production
 WORKDIR /app
 
+# jemalloc for the API and the worker (bin/kiln-run preloads it; README, "Memory"): glibc's malloc
+# kept tens of MiB of freed buffers (images, list pages) in holes of its heap after load; jemalloc
+# hands them back within seconds. Linked to one path whatever the architecture.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libjemalloc2 \
+    && ln -s "$(dpkg -L libjemalloc2 | grep '/libjemalloc\.so\.2$')" /usr/local/lib/libjemalloc.so.2 \
+    && rm -rf /var/lib/apt/lists/*
+
 # Dependencies first, so this layer is cached until package*.json change. API and worker run the
 # compiled output; the worker's workflow bundle is built from workflows/*.ts at its start.
 COPY package.json package-lock.json ./
@@ -29,13 +37,11 @@ COPY --from=build /app/console/dist ./console/dist
 RUN mkdir -p /data/blobs && chown -R node:node /data
 USER node
 
-# MALLOC_ARENA_MAX: the worker's native core runs many threads, and glibc's default of one malloc
-# arena per thread costs the worker tens of MiB of RSS (README, "Worker memory").
 ENV PORT=8080 \
-    BLOB_DIR=/data/blobs \
-    MALLOC_ARENA_MAX=2
+    BLOB_DIR=/data/blobs
 EXPOSE 8080
 
-# `node` directly rather than through npm or npx: one process, so SIGTERM from `docker stop`
-# reaches Kiln's graceful shutdown (and the API's supervisor forwards it to its processes).
-CMD ["node", "dist/server/src/server.js"]
+# bin/kiln-run (the worker: `bin/kiln-run worker`, docker-compose.yml) sets the allocator and heap
+# settings, then `exec`s node: one process, not npm or npx, so SIGTERM from `docker stop` reaches
+# Kiln's graceful shutdown (and the API's supervisor forwards it to its processes).
+CMD ["sh", "bin/kiln-run", "api"]

