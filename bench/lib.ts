@@ -44,15 +44,15 @@ let built = false;
  * The API as production runs it: `bin/kiln-run api` (what `npm run start:api` and the Docker image
  * run): compiled JavaScript (`npm run build:server`, once per run; not tsx, whose loader thread
  * alone costs ~35 MiB per process), jemalloc when installed, 4 MiB semi-spaces. `nodeArgs` (e.g.
- * the CPU profiler's) go through NODE_OPTIONS, so the API's processes get them too.
+ * the CPU profiler's, which NODE_OPTIONS refuses) go on node's command line (KILN_NODE_FLAGS).
  */
 export function spawnApi(env: NodeJS.ProcessEnv, nodeArgs: string[] = [], logFile?: string): ChildProcess {
-  return spawnLaunched('api', nodeArgs.length ? { ...env, NODE_OPTIONS: nodeArgs.join(' ') } : env, logFile);
+  return spawnLaunched('api', nodeArgs.length ? { ...env, KILN_NODE_FLAGS: nodeArgs.join(' ') } : env, logFile);
 }
 
-/** The worker as production runs it: `bin/kiln-run worker` (`npm run start:worker`, the compose file). */
-export function spawnWorker(env: NodeJS.ProcessEnv): ChildProcess {
-  return spawnLaunched('worker', env);
+/** The worker as production runs it (`bin/kiln-run worker`), with more node flags when given. */
+export function spawnWorker(env: NodeJS.ProcessEnv, nodeArgs: string[] = []): ChildProcess {
+  return spawnLaunched('worker', nodeArgs.length ? { ...env, KILN_NODE_FLAGS: nodeArgs.join(' ') } : env);
 }
 
 /** Whether a process has jemalloc mapped (bin/kiln-run preloads it when installed). */

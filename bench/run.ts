@@ -39,8 +39,11 @@ async function main() {
   const { dir, redis: redisSvc, temporal, base, env } = stack;
   const barePort = await freePort();
   const config = loadConfig({ ...process.env, ...env });
-  const worker = spawnWorker(env);
-  const api = spawnApi(env, [], join(dir, 'api.log'));
+  // BENCH_CPU_PROF_DIR: the API's processes and the worker write CPU profiles there (on exit).
+  const profDir = process.env.BENCH_CPU_PROF_DIR;
+  const prof = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [];
+  const worker = spawnWorker(env, prof);
+  const api = spawnApi(env, prof, join(dir, 'api.log'));
   await waitHttp(`${base}/healthz`);
   await sleep(2000);
   const redis = new Redis(redisSvc.url);

@@ -67,6 +67,13 @@ describe('bin/kiln-run', () => {
     }
   });
 
+  it('adds the flags of KILN_NODE_FLAGS to node (those NODE_OPTIONS refuses, like the profiler)', () => {
+    const seen = launch({ KILN_NODE_FLAGS: '--stack-size=2000 --no-warnings' }, 'api');
+    expect(seen.execArgv).toEqual(
+      expect.arrayContaining(['--max-semi-space-size=4', '--stack-size=2000', '--no-warnings']),
+    );
+  });
+
   it('refuses anything but api or worker, saying how to call it', () => {
     const r = spawnSync('sh', [LAUNCHER, 'server']);
     expect(r.status).toBe(64);
