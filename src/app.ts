@@ -14,7 +14,7 @@ import { commonRoutes, type CommonRouteDeps } from './http/common-routes.js';
 import { codecCors, codecRoutes, type CodecDeps } from './http/codec-routes.js';
 import { consoleStatic, type ConsoleOptions } from './http/console.js';
 import { withFastReads } from './http/fast-reads.js';
-import { fastPoll } from './http/collection-routes.js';
+import { fastList, fastPoll } from './http/collection-routes.js';
 import { observe, requestObserver } from './http/observe.js';
 import { opsRoutes, type OpsDeps } from './http/ops-routes.js';
 import { mountRoutes, type RouteDef } from './http/route-table.js';
@@ -79,17 +79,18 @@ export function buildApp(deps: AppDeps): KilnApp {
   app.use(router.routes());
   // Not thrown: the router then sets the Allow header, and the error middleware writes the JSON body.
   app.use(router.allowedMethods());
-  // Single-task polls below Koa (src/http/fast-reads.ts); with tracing on, every request is Koa's.
+  // Polls and list pages below Koa (src/http/fast-reads.ts); with tracing on, every request is Koa's.
   if (!tracer) {
     const koa = app.callback.bind(app);
     const reads = [
       fastPoll(TASKS, deps.tasks, deps.pollAfterSeconds),
       fastPoll(VIDEOS, deps.videos, deps.pollAfterSeconds),
     ];
+    const lists = [fastList(TASKS, deps.tasks), fastList(VIDEOS, deps.videos)];
     // Kiln listens with node:http (HTTP/1.1), never http2: the listener's requests are IncomingMessages.
     type KoaListener = ReturnType<typeof koa>;
     app.callback = () =>
-      withFastReads({ auth: inner, observer, log: deps.log, reads }, koa() as never) as unknown as KoaListener;
+      withFastReads({ auth: inner, observer, log: deps.log, reads, lists }, koa() as never) as unknown as KoaListener;
   }
   return Object.assign(app, { router, operations });
 }

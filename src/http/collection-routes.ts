@@ -7,7 +7,7 @@ import type { ViewText } from '../infra/poll.js';
 import type { WaitAsk } from '../infra/waits.js';
 import type { CancelAnswer } from '../temporal/cancel.js';
 import { sendJsonText, sendView } from './body.js';
-import type { FastRead } from './fast-reads.js';
+import type { FastList, FastRead } from './fast-reads.js';
 import { route, type RouteDef } from './route-table.js';
 import { PREFERENCE_APPLIED, PreferHeader, sendWaitApplied, WAIT_DESCRIPTION, waitAsked, WaitQuery } from './wait.js';
 
@@ -66,6 +66,13 @@ export function collectionRoutes<Q>(c: Collection<Q>, service: CollectionService
     }),
   ];
 }
+
+/** A collection's list page as the fast read path serves it (same query schema, same service call). */
+export const fastList = <Q>(c: Collection<Q>, service: CollectionService<Q>): FastList => ({
+  path: c.path,
+  query: c.list.query,
+  list: (caller, query: Q) => service.list(caller, query),
+});
 
 /** A collection's poll as the fast read path serves it (same route template, same service call). */
 export const fastPoll = <Q>(c: Collection<Q>, service: CollectionService<Q>, pollAfterSeconds: number): FastRead => ({

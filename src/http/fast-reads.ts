@@ -1,19 +1,24 @@
 // A poll of one task (`GET /v1/tasks/{id}`, `GET /v1/videos/{id}`) is the most frequent request a
-// gateway like this serves. Koa's context objects, the middleware chain and the router's matching
-// cost a poll about as much CPU as everything else Kiln does for it (BENCHMARKS.md), so these two
-// routes are answered here, below Koa, by the same service functions, with the same answers,
-// headers, request log line and metric series. Anything unusual goes to Koa untouched: another
-// method, a query string or Prefer header (long-polls), an Origin header, an id with characters
-// outside a task id's, a trailing slash, and every request while tracing is on (spans are Koa's).
+// gateway like this serves, and a list page (`GET /v1/tasks`, `GET /v1/videos`) the heaviest read.
+// Koa's context objects, the middleware chain and the router's matching cost a poll about as much
+// CPU as everything else Kiln does for it (BENCHMARKS.md), so these routes are answered here, below
+// Koa, by the same service functions, with the same answers, headers, request log line and metric
+// series; a list's query is parsed as Koa parses it and checked with the route's own schema.
+// Anything unusual goes to Koa untouched: another method, a poll's query string or a Prefer header
+// (long-polls), an Origin header, an id with characters outside a task id's, a trailing slash, and
+// every request while tracing is on (spans are Koa's).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
+import type { z } from 'zod';
 import type { Authenticator, Caller } from '../infra/auth.js';
 import type { ViewText } from '../infra/poll.js';
-import { runWithRequest } from '../ops/request-context.js';
+import { runWithRequest, type RequestContext } from '../ops/request-context.js';
 import { UNFINISHED_STATUSES } from '../shared/task.js';
 import { errorAnswer, retryAfterHeader } from './errors.js';
-import type { ObservedRequest, RequestObserver } from './observe.js';
+import type { RequestObserver } from './observe.js';
+import { parseInput } from './route-table.js';
 
+/** One task's poll: `<prefix><id>`. */
 export interface FastRead {
   /** The path prefix before the id, e.g. `/v1/tasks/`. */
   prefix: string;
@@ -23,73 +28,121 @@ export interface FastRead {
   pollAfterSeconds: number;
 }
 
+/** A collection's list page: `<path>` with its query. */
+export interface FastList {
+  /** The path and route template, e.g. `/v1/tasks`. */
+  path: string;
+  query: z.ZodType;
+  list(caller: Caller, query: never): Promise<string | Buffer>;
+}
+
 export interface FastReadDeps {
   auth: Authenticator;
   observer: RequestObserver;
   log: Logger;
   reads: FastRead[];
+  lists: FastList[];
 }
 
 type Listener = (req: IncomingMessage, res: ServerResponse) => unknown;
+/** What a matched request is answered with: the JSON text, and Retry-After for an unfinished task. */
+type Serve = (caller: Caller) => Promise<{ json: string | Buffer; retryAfter?: number }>;
 
 /** What a task or video id can hold; anything else (e.g. `%`-escapes, `/`) is Koa's to decode. */
 const PLAIN_ID = /^[A-Za-z0-9_-]{1,256}$/;
 const JSON_TYPE = 'application/json; charset=utf-8';
 
-/** Wraps Koa's request listener: the polls above are answered here, everything else by `slow`. */
+/** Wraps Koa's request listener: the reads above are answered here, everything else by `slow`. */
 export function withFastReads(deps: FastReadDeps, slow: Listener): Listener {
-  const { reads } = deps;
   return (req, res) => {
-    const read = req.method === 'GET' ? match(reads, req) : undefined;
-    if (!read) return slow(req, res);
-    void answer(deps, read, req, res);
+    const h = req.headers;
+    const matched =
+      req.method === 'GET' && h.prefer === undefined && h.origin === undefined ? match(deps, req.url ?? '') : undefined;
+    if (!matched) return slow(req, res);
+    void answer(deps, matched, req, res);
   };
 }
 
-function match(reads: FastRead[], req: IncomingMessage): { read: FastRead; id: string } | undefined {
-  const url = req.url ?? '';
-  const h = req.headers;
-  if (h.prefer !== undefined || h.origin !== undefined) return undefined;
+function match(
+  { reads, lists }: FastReadDeps,
+  url: string,
+): { route: string; rc: RequestContext; serve: Serve } | undefined {
   for (const read of reads) {
     if (!url.startsWith(read.prefix)) continue;
     const id = url.slice(read.prefix.length);
-    return PLAIN_ID.test(id) ? { read, id } : undefined;
+    if (!PLAIN_ID.test(id)) return undefined;
+    const serve: Serve = async (caller) => {
+      const view = await read.get(caller, id);
+      return {
+        json: view.json,
+        retryAfter: UNFINISHED_STATUSES.includes(view.status) ? read.pollAfterSeconds : undefined,
+      };
+    };
+    return { route: read.route, rc: { requestId: '', ...(id.startsWith('task_') ? { taskId: id } : {}) }, serve };
+  }
+  for (const l of lists) {
+    if (url !== l.path && !url.startsWith(`${l.path}?`)) continue;
+    const search = url.slice(l.path.length + 1);
+    const serve: Serve = async (caller) => ({
+      json: await l.list(caller, parseInput(l.query, parseQuery(search), 'query') as never),
+    });
+    return { route: l.path, rc: { requestId: '' }, serve };
   }
   return undefined;
 }
 
+/**
+ * A query string as Koa's `ctx.query` has it (koa/lib/search-params.js): WHATWG form decoding, a
+ * repeated key as an array, every key an own property (`__proto__` included).
+ */
+export function parseQuery(search: string): Record<string, string | string[]> {
+  const params = new URLSearchParams(search);
+  const out: Record<string, string | string[]> = {};
+  for (const key of new Set(params.keys())) {
+    const values = params.getAll(key);
+    Object.defineProperty(out, key, {
+      value: values.length <= 1 ? values[0] : values,
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    });
+  }
+  return out;
+}
+
 async function answer(
   { auth, observer, log }: FastReadDeps,
-  { read, id }: { read: FastRead; id: string },
+  { route, rc: matched, serve }: { route: string; rc: RequestContext; serve: Serve },
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<void> {
   const header = req.headers['x-request-id'];
-  const observed: ObservedRequest = observer.begin(typeof header === 'string' && header ? header : undefined);
+  const observed = observer.begin(typeof header === 'string' && header ? header : undefined);
   const { rc } = observed;
-  if (id.startsWith('task_')) rc.taskId = id;
+  if (matched.taskId) rc.taskId = matched.taskId;
   const headers: Record<string, string> = { 'X-Request-Id': rc.requestId, 'Content-Type': JSON_TYPE };
   // While draining, answer what is in flight but tell keep-alive clients to go elsewhere.
   if (observer.stopping()) headers.Connection = 'close';
   let status = 200;
-  let body: string;
+  let body: string | Buffer;
   try {
-    const view = await runWithRequest(rc, async () => {
+    const answered = await runWithRequest(rc, async () => {
+      // Authentication first, as on Koa's routes: an unauthenticated caller learns nothing of input rules.
       const caller = await auth.authenticate(req.headers.authorization || undefined);
       rc.owner = caller.owner;
-      return read.get(caller, id);
+      return serve(caller);
     });
-    if (UNFINISHED_STATUSES.includes(view.status)) headers['Retry-After'] = String(read.pollAfterSeconds);
-    body = view.json;
+    if (answered.retryAfter !== undefined) headers['Retry-After'] = String(answered.retryAfter);
+    body = answered.json;
   } catch (err) {
-    const e = errorAnswer(err, log, 'GET', read.route);
+    const e = errorAnswer(err, log, 'GET', route);
     status = e.status;
     body = JSON.stringify(e.toBody());
     const retryAfter = retryAfterHeader(e);
     if (retryAfter !== undefined) headers['Retry-After'] = retryAfter;
   }
-  headers['Content-Length'] = String(Buffer.byteLength(body));
+  headers['Content-Length'] = String(typeof body === 'string' ? Buffer.byteLength(body) : body.length);
   res.writeHead(status, headers);
   res.end(body);
-  observer.end(observed, { method: 'GET', route: read.route, status });
+  observer.end(observed, { method: 'GET', route, status });
 }

@@ -3,13 +3,17 @@
 // answers is byte for byte what Koa answers for the same request (status, body, headers, log line).
 // A poll with an Origin header is Koa's (no CORS applies to /v1), so each case is asked both ways.
 import { randomBytes } from 'node:crypto';
+import { createRequire } from 'node:module';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
+import { z } from 'zod';
+// Koa's own query parser (an internal module, pinned by the lockfile): the fast path must parse alike.
+const koaSearchParams = createRequire(import.meta.url)('koa/lib/search-params.js') as { parse(s: string): object };
 import { ownerOfKey } from '../../src/config.js';
-import { withFastReads, type FastRead } from '../../src/http/fast-reads.js';
+import { parseQuery, withFastReads, type FastList, type FastRead } from '../../src/http/fast-reads.js';
 import { requestObserver } from '../../src/http/observe.js';
 import { PassthroughAuth } from '../../src/infra/auth.js';
 import { KilnError } from '../../src/shared/errors.js';
@@ -138,6 +142,33 @@ describe('answers of the fast path and of Koa', () => {
     expect(boom.text).not.toContain(INTERNAL_DETAIL);
   });
 
+  it('list pages of tasks and videos, and every refusal of their queries', async () => {
+    for (let i = 0; i < 3; i++) await app.store.transition(image('succeeded'));
+    const paths = [
+      '/v1/tasks',
+      '/v1/tasks?',
+      '/v1/tasks?limit=2',
+      '/v1/tasks?limit=0',
+      '/v1/tasks?limit=101',
+      '/v1/tasks?limit=abc',
+      '/v1/tasks?limit=1&limit=2',
+      '/v1/tasks?days=4',
+      '/v1/tasks?before_id=task_x',
+      `/v1/tasks?before_created_at=${now + 1}&before_id=task_x`,
+      '/v1/tasks?__proto__=1&limit=%32',
+      '/v1/tasks?unknown=1',
+      '/v1/videos',
+      '/v1/videos?limit=1&order=asc',
+      '/v1/videos?after=not-a-video',
+      '/v1/videos?order=sideways',
+    ];
+    const statuses = [];
+    for (const path of paths) statuses.push((await same(app, path)).status);
+    expect(statuses).toContain(200);
+    expect(statuses).toContain(400);
+    expect((await same(app, '/v1/tasks?limit=2', { key: null })).status).toBe(401);
+  });
+
   it("echoes a sane X-Request-Id, replaces an odd one, and logs the same request line as Koa's", async () => {
     const t = image('succeeded');
     await app.store.transition(t);
@@ -184,6 +215,27 @@ describe('the poll limiter on the fast path', () => {
   });
 });
 
+describe("a list's query string", () => {
+  it('is parsed exactly as Koa parses it', () => {
+    const koaParse = (q: string) => koaSearchParams.parse(q);
+    for (const q of [
+      '',
+      'limit=5',
+      'limit=1&limit=2',
+      'a=%20b+c',
+      '__proto__=1',
+      'x',
+      'x=&y',
+      'k=%E2%9C%93',
+      'a[b]=1',
+      '&&=&',
+    ]) {
+      expect(parseQuery(q), q).toEqual(koaParse(q));
+      expect(Object.keys(parseQuery(q)), q).toEqual(Object.keys(koaParse(q) as object));
+    }
+  });
+});
+
 describe('which requests the fast path takes', () => {
   let url: string;
   const slow: string[] = [];
@@ -199,8 +251,19 @@ describe('which requests the fast path takes', () => {
         return { status: 'succeeded', json: `{"id":"${id}"}` };
       },
     };
+    const list: FastList = {
+      path: '/v1/tasks',
+      query: z.object({ limit: z.string().optional() }),
+      list: async (_caller, q: { limit?: string }) => `{"limit":${JSON.stringify(q.limit ?? null)}}`,
+    };
     const listener = withFastReads(
-      { auth: new PassthroughAuth(Buffer.alloc(32, 1)), observer: requestObserver({ log }), log, reads: [read] },
+      {
+        auth: new PassthroughAuth(Buffer.alloc(32, 1)),
+        observer: requestObserver({ log }),
+        log,
+        reads: [read],
+        lists: [list],
+      },
       (req: IncomingMessage, res: ServerResponse) => {
         slow.push(`${req.method} ${req.url}`);
         res.writeHead(299).end('slow');
@@ -215,6 +278,13 @@ describe('which requests the fast path takes', () => {
 
   const ask = (path: string, init: RequestInit = {}) =>
     fetch(url + path, { ...init, headers: { authorization: `Bearer ${KEY}`, ...(init.headers ?? {}) } });
+
+  it('takes a list page with its query', async () => {
+    expect(await (await ask('/v1/tasks')).text()).toBe('{"limit":null}');
+    expect(await (await ask('/v1/tasks?limit=5')).text()).toBe('{"limit":"5"}');
+    expect(await (await ask('/v1/tasks?')).text()).toBe('{"limit":null}');
+    expect(slow).toEqual([]);
+  });
 
   it('takes a plain GET of one task, and answers its errors itself', async () => {
     const ok = await ask('/v1/tasks/task_abc');
@@ -241,6 +311,9 @@ describe('which requests the fast path takes', () => {
       ['/v1/tasks/', {}],
       [`/v1/tasks/task_${'a'.repeat(260)}`, {}],
       ['/v1/tasksx/task_abc', {}],
+      ['/v1/tasksx', {}],
+      ['/v1/tasks', { method: 'POST' }],
+      ['/v1/tasks?limit=5', { headers: { origin: 'http://example.test' } }],
     ];
     for (const [path, init] of cases)
       expect((await ask(path, init)).status, `${init.method ?? 'GET'} ${path}`).toBe(299);
