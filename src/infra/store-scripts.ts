@@ -1,27 +1,71 @@
 // The read model's Lua scripts (src/infra/store.ts runs them). Each one is atomic in Redis; in
 // cluster mode only the single-slot ones are used.
 
-// KEYS: task hash, owner index, unfinished gauge. ARGV: json, status, rank, ttl, index member,
-// trim bound, id, terminal flag, public view, list item, owner, kind. A write that would move a task
-// backwards is ignored, so replays, retries and the API/worker race never regress a record; the
-// first terminal write wins. Writes of the same unfinished state go through (progress updates of a
-// running task). The record, its serialised views and its owner change together, so a read of the
-// view is exactly as fresh as a read of the record. ARGV[13], the wait channel: a write that changes
-// the status publishes "<id> <status>" there, after the write, so a woken waiter reads the new view.
-export const TRANSITION = `
+// Lua shared by the scripts that keep or read an owner's list items: a hash in the owner's slot,
+// id -> "<rank>:<expiry ms, 13 digits>:<item>", beside the owner index (a sorted set of
+// "<created_at, 10 digits>:<id>" members). An item outlives its record until the hash expires or
+// the member is trimmed, so readers leave out items past their expiry: their records are gone.
+// add_member puts a member in the index and trims the members before the window, with their items.
+// each_item reads the entries of members[1..n] with one HMGET and calls found(id, entry) for each
+// entry and missing(id), when given, for each member with none. Readers reply whole entries, and
+// the caller (store.ts, liveItem) leaves out expired ones and cuts the item out: cutting, parsing
+// or joining 100 entries here costs Redis more than the HMGET saves over reading each task hash.
+const OWNER_ITEMS = `
+local function now_ms()
+  local t = redis.call('TIME')
+  return t[1] * 1000 + math.floor(t[2] / 1000)
+end
+local function entry(rank, expiry, item) return rank .. ':' .. string.format('%013d', expiry) .. ':' .. item end
+local function entry_rank(v) return tonumber(string.sub(v, 1, 1)) end
+local function entry_expiry(v) return tonumber(string.sub(v, 3, 15)) end
+local function entry_item(v) return string.sub(v, 17) end
+local function add_member(index, items, member, bound, ttl)
+  redis.call('ZADD', index, 0, member)
+  local old = redis.call('ZRANGE', index, '-', bound, 'BYLEX', 'LIMIT', 0, 200)
+  if #old > 0 then
+    local ids = {}
+    for i, m in ipairs(old) do ids[i] = string.sub(m, 12) end
+    redis.call('ZREM', index, unpack(old))
+    redis.call('HDEL', items, unpack(ids))
+  end
+  redis.call('EXPIRE', index, ttl)
+  redis.call('EXPIRE', items, ttl)
+end
+local function list_members(index, max, min, limit)
+  return redis.call('ZRANGE', index, max, min, 'BYLEX', 'REV', 'LIMIT', 0, tonumber(limit))
+end
+local function each_item(items, members, n, found, missing)
+  if n == 0 then return end
+  local ids = {}
+  for i = 1, n do ids[i] = string.sub(members[i], 12) end
+  local vals = redis.call('HMGET', items, unpack(ids))
+  for i = 1, n do
+    local v = vals[i]
+    if v then found(ids[i], v) elseif missing then missing(ids[i]) end
+  end
+end`;
+
+// KEYS: task hash, owner index, unfinished gauge, owner's list items. ARGV: json, status, rank,
+// ttl, index member, trim bound, id, terminal flag, public view, list item, owner, kind. A write
+// that would move a task backwards is ignored, so replays, retries and the API/worker race never
+// regress a record; the first terminal write wins. Writes of the same unfinished state go through
+// (progress updates of a running task). The record, its serialised views, its list item and its
+// owner change together, so a read of a view or a list is exactly as fresh as a read of the record;
+// the item is set unconditionally as only an applied write gets here. The task hash keeps no copy
+// of the item (a list reads the items hash); a stale one left by the previous release is dropped,
+// so nothing can read it. ARGV[13], the wait channel: a write that changes the status publishes
+// "<id> <status>" there, after the write, so a woken waiter reads the new view.
+export const TRANSITION = `${OWNER_ITEMS}
 local h = redis.call('HMGET', KEYS[1], 'r', 's')
 local cur = h[1]
 local rank = tonumber(ARGV[3])
 if cur and (tonumber(cur) > rank or (tonumber(cur) == rank and ARGV[8] == '1')) then return 0 end
 redis.call('HSET', KEYS[1], 'j', ARGV[1], 's', ARGV[2], 'r', ARGV[3], 'v', ARGV[9], 'o', ARGV[11], 'k', ARGV[12])
+redis.call('HDEL', KEYS[1], 'l')
 if h[2] ~= ARGV[2] then redis.call('PUBLISH', ARGV[13], ARGV[7] .. ' ' .. ARGV[2]) end
-if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'l', ARGV[10]) end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
-if not cur then
-  redis.call('ZADD', KEYS[2], 0, ARGV[5])
-  redis.call('ZREMRANGEBYLEX', KEYS[2], '-', ARGV[6])
-  redis.call('EXPIRE', KEYS[2], ARGV[4])
-end
+redis.call('HSET', KEYS[4], ARGV[7], entry(rank, now_ms() + tonumber(ARGV[4]) * 1000, ARGV[10]))
+add_member(KEYS[2], KEYS[4], ARGV[5], ARGV[6], ARGV[4])
 if ARGV[8] == '1' then redis.call('ZREM', KEYS[3], ARGV[7]) end
 return 1`;
 
@@ -59,24 +103,27 @@ if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 return 1`;
 
-// KEYS: owner index. ARGV: max (exclusive or inclusive lex bound), min, limit, task key prefix.
-// Replies the stored list items joined with commas, as one string: one bulk reply instead of 100
-// for the client to decode. When a record written before items were stored is on the page, it
-// replies pairs instead: 1 and the stored list item, or 3 and the record (the API makes its item).
-export const LIST = `
-local members = redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'BYLEX', 'REV', 'LIMIT', 0, tonumber(ARGV[3]))
-local out, items, legacy = {}, {}, false
-for _, m in ipairs(members) do
-  local key = ARGV[4] .. '{' .. string.sub(m, 12) .. '}'
-  local l = redis.call('HGET', key, 'l')
-  if l then items[#items + 1] = l; out[#out + 1] = 1; out[#out + 1] = l
-  else
-    local j = redis.call('HGET', key, 'j')
-    if j then legacy = true; out[#out + 1] = 3; out[#out + 1] = j end
+// KEYS: owner index, owner's list items. ARGV: max (exclusive or inclusive lex bound), min, limit,
+// task key prefix. Replies the members' entries, newest first. A member with no entry was
+// written by a previous release; when one is on the page the reply is pairs instead: 1 and an
+// entry, 2 and the item from the task hash, or 3 and the record (written before items were stored
+// at all; the API makes its item).
+export const LIST = `${OWNER_ITEMS}
+local entries, out = {}, nil
+local function add(code, text)
+  if not out then
+    if code == 1 then entries[#entries + 1] = text return end
+    out = {}
+    for _, e in ipairs(entries) do out[#out + 1] = 1; out[#out + 1] = e end
   end
+  out[#out + 1] = code; out[#out + 1] = text
 end
-if legacy then return out end
-return table.concat(items, ',')`;
+local members = list_members(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
+each_item(KEYS[2], members, #members, function(_, v) add(1, v) end, function(id)
+  local h = redis.call('HMGET', ARGV[4] .. '{' .. id .. '}', 'l', 'j')
+  if h[1] then add(2, h[1]) elseif h[2] then add(3, h[2]) end
+end)
+return out or entries`;
 
 // Cluster mode, step 1 of a transition. KEYS: task hash. ARGV: json, status, rank, ttl, terminal
 // flag, public view, list item, owner, kind, wait channel, id. The same forward-only rule and status
@@ -84,7 +131,7 @@ return table.concat(items, ',')`;
 // {applied, stored status, stored list item, stored record's expiry in ms}: what the later steps
 // write is the stored record's, so running them again after any write, even a stale one, repairs
 // them rather than moving them back.
-export const RECORD = `
+export const RECORD = `${OWNER_ITEMS}
 local was = redis.call('HMGET', KEYS[1], 'r', 's')
 local cur = was[1]
 local applied = 0
@@ -96,51 +143,31 @@ if not cur or tonumber(cur) < tonumber(ARGV[3]) or (tonumber(cur) == tonumber(AR
   applied = 1
 end
 local h = redis.call('HMGET', KEYS[1], 's', 'l')
-local t = redis.call('TIME')
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then pttl = tonumber(ARGV[4]) * 1000 end
-return {applied, h[1], h[2] or '', t[1] * 1000 + math.floor(t[2] / 1000) + pttl}`;
+return {applied, h[1], h[2] or '', now_ms() + pttl}`;
 
 // Cluster mode, step 2. KEYS: owner index, owner's list items (hash: id -> "<rank>:<expiry ms, 13
 // digits>:<item>"), both in the owner's slot. ARGV: index member, trim bound, ttl, id, rank,
 // expiry, item. Idempotent: the item is replaced only by a later state of the record (higher rank,
 // or the same rank written later), and trimmed index members take their items with them.
-export const OWNER_STEP = `
-redis.call('ZADD', KEYS[1], 0, ARGV[1])
+export const OWNER_STEP = `${OWNER_ITEMS}
 if ARGV[7] ~= '' then
   local cur = redis.call('HGET', KEYS[2], ARGV[4])
   local rank = tonumber(ARGV[5])
-  if not cur or tonumber(string.sub(cur, 1, 1)) < rank
-    or (tonumber(string.sub(cur, 1, 1)) == rank and tonumber(string.sub(cur, 3, 15)) < tonumber(ARGV[6])) then
-    redis.call('HSET', KEYS[2], ARGV[4], ARGV[5] .. ':' .. ARGV[6] .. ':' .. ARGV[7])
+  if not cur or entry_rank(cur) < rank or (entry_rank(cur) == rank and entry_expiry(cur) < tonumber(ARGV[6])) then
+    redis.call('HSET', KEYS[2], ARGV[4], entry(rank, tonumber(ARGV[6]), ARGV[7]))
   end
 end
-local old = redis.call('ZRANGE', KEYS[1], '-', ARGV[2], 'BYLEX', 'LIMIT', 0, 200)
-if #old > 0 then
-  local ids = {}
-  for i, m in ipairs(old) do ids[i] = string.sub(m, 12) end
-  redis.call('ZREM', KEYS[1], unpack(old))
-  redis.call('HDEL', KEYS[2], unpack(ids))
-end
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-redis.call('EXPIRE', KEYS[2], ARGV[3])
+add_member(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
 return 1`;
 
-// Cluster mode list. KEYS: owner index, owner's list items. ARGV: max, min, limit. The items of
-// records past their expiry are left out, as their records are gone.
-export const LIST_ITEMS = `
-local members = redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[2], 'BYLEX', 'REV', 'LIMIT', 0, tonumber(ARGV[3]))
-if #members == 0 then return {} end
-local ids = {}
-for i, m in ipairs(members) do ids[i] = string.sub(m, 12) end
-local items = redis.call('HMGET', KEYS[2], unpack(ids))
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+// Cluster mode list. KEYS: owner index, owner's list items. ARGV: max, min, limit. Replies the
+// members' live entries, newest first.
+export const LIST_ITEMS = `${OWNER_ITEMS}
 local out = {}
-for i = 1, #ids do
-  local v = items[i]
-  if v and tonumber(string.sub(v, 3, 15)) > now then out[#out + 1] = string.sub(v, 17) end
-end
+local members = list_members(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
+each_item(KEYS[2], members, #members, function(_, v) out[#out + 1] = v end)
 return out`;
 
 // Cluster mode reservation, after the caller has summed the shards. KEYS: the task's gauge shard.
@@ -165,13 +192,15 @@ local function page_members(index, start, limit, order, cursor, created)
   return redis.call('ZRANGE', index, hi, lo, 'BYLEX', 'REV', 'LIMIT', 0, limit + 1)
 end`;
 
-// A cursor page of one owner index (GET /v1/videos), single node. KEYS: owner index. ARGV: window
-// start (inclusive lex bound), limit, task key prefix, cursor id ('' for none), 'asc' or 'desc',
-// owner, kind. The cursor's place comes from its own record (checked to be the owner's and this
-// kind), so a page is one round trip; one member past the limit says whether more follow. Replies
-// {-1} for a cursor that is not the owner's, else {0, 1 when more follow else 0, then per member:
-// id, 1 and the stored view | id, 3 and the record (written before views were stored)}.
-export const PAGE = `${PAGE_MEMBERS}
+// A cursor page of one owner index (GET /v1/videos), single node. KEYS: owner index, owner's list
+// items. ARGV: window start (inclusive lex bound), limit, task key prefix, cursor id ('' for none),
+// 'asc' or 'desc', owner, kind. The cursor's place comes from its own record (checked to be the
+// owner's and this kind), so a page is one round trip; one member past the limit says whether more
+// follow. Replies {-1} for a cursor that is not the owner's, else {0, 1 when more follow else 0,
+// then per member: id, 1 and its entry | id, 2 and its stored view (a video's item), for a member
+// written by a previous release, with no entry | id, 3 and the record (written before views were
+// stored)}.
+export const PAGE = `${PAGE_MEMBERS}${OWNER_ITEMS}
 local created
 if ARGV[4] ~= '' then
   local h = redis.call('HMGET', ARGV[3] .. '{' .. ARGV[4] .. '}', 'o', 'k', 'v', 'j')
@@ -182,36 +211,25 @@ end
 local members = page_members(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[5], ARGV[4], created)
 local n = math.min(#members, tonumber(ARGV[2]))
 local out = {0, #members > n and 1 or 0}
-for i = 1, n do
-  local id = string.sub(members[i], 12)
+local function add(id, code, text) out[#out + 1] = id; out[#out + 1] = code; out[#out + 1] = text end
+each_item(KEYS[2], members, n, function(id, v) add(id, 1, v) end, function(id)
   local h = redis.call('HMGET', ARGV[3] .. '{' .. id .. '}', 'v', 'j')
-  if h[1] then out[#out + 1] = id; out[#out + 1] = 1; out[#out + 1] = h[1]
-  elseif h[2] then out[#out + 1] = id; out[#out + 1] = 3; out[#out + 1] = h[2] end
-end
+  if h[1] then add(id, 2, h[1]) elseif h[2] then add(id, 3, h[2]) end
+end)
 return out`;
 
 // The same page in cluster mode, from the list items kept in the owner's slot. KEYS: owner index,
 // owner's list items. ARGV: window start, limit, cursor id, order. Replies {-1} for an unknown
-// cursor, else {0, more flag, then per member: id, item}; items past their record's expiry are
-// left out, as their records are gone.
-export const PAGE_ITEMS = `${PAGE_MEMBERS}
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+// cursor, else {0, more flag, then per member: id, entry}.
+export const PAGE_ITEMS = `${PAGE_MEMBERS}${OWNER_ITEMS}
 local created
 if ARGV[3] ~= '' then
   local v = redis.call('HGET', KEYS[2], ARGV[3])
-  if not v or tonumber(string.sub(v, 3, 15)) <= now then return {-1} end
-  created = cjson.decode(string.sub(v, 17)).created_at
+  if not v or entry_expiry(v) <= now_ms() then return {-1} end
+  created = cjson.decode(entry_item(v)).created_at
 end
 local members = page_members(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[4], ARGV[3], created)
 local n = math.min(#members, tonumber(ARGV[2]))
-if n == 0 then return {0, 0} end
-local ids = {}
-for i = 1, n do ids[i] = string.sub(members[i], 12) end
-local items = redis.call('HMGET', KEYS[2], unpack(ids))
 local out = {0, #members > n and 1 or 0}
-for i = 1, #ids do
-  local v = items[i]
-  if v and tonumber(string.sub(v, 3, 15)) > now then out[#out + 1] = ids[i]; out[#out + 1] = string.sub(v, 17) end
-end
+each_item(KEYS[2], members, n, function(id, v) out[#out + 1] = id; out[#out + 1] = v end)
 return out`;

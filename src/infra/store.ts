@@ -7,8 +7,10 @@
 // or one node. A transition is split into idempotent steps that converge (the record on
 // `task:{id}`, then the owner index and list item on `owner:{owner}:…`, then the gauge shard), and
 // a caller that sees an error runs the whole transition again; the gauge is sharded so no single
-// key is hot; a list reads list items kept in the owner's slot rather than the task keys.
+// key is hot. In both modes a list reads list items kept in the owner's slot rather than the task
+// keys: one HMGET for a page.
 import { Cluster, Redis } from 'ioredis';
+import { ENTRY_HEAD, entryLive, joinItems, liveItems } from './list-items.js';
 import { STATUS_RANK, TERMINAL_STATUSES, type TaskRecord, type TaskStatus } from '../shared/task.js';
 import type { AnyTaskRecord } from '../shared/video.js';
 import { listItem, storedViews } from '../shared/views.js';
@@ -74,10 +76,10 @@ export class TaskStore {
       redis.defineCommand('kilnReserveShard', { numberOfKeys: 1, lua: RESERVE_SHARD });
       redis.defineCommand('kilnPageItems', { numberOfKeys: 2, lua: PAGE_ITEMS });
     } else {
-      redis.defineCommand('kilnTransition', { numberOfKeys: 3, lua: TRANSITION });
+      redis.defineCommand('kilnTransition', { numberOfKeys: 4, lua: TRANSITION });
       redis.defineCommand('kilnReserve', { numberOfKeys: 1, lua: RESERVE });
-      redis.defineCommand('kilnList', { numberOfKeys: 1, lua: LIST });
-      redis.defineCommand('kilnPage', { numberOfKeys: 1, lua: PAGE });
+      redis.defineCommand('kilnList', { numberOfKeys: 2, lua: LIST });
+      redis.defineCommand('kilnPage', { numberOfKeys: 2, lua: PAGE });
     }
   }
 
@@ -93,7 +95,7 @@ export class TaskStore {
   ownerKey(owner: string, kind: AnyTaskRecord['kind'] = 'image') {
     return `${this.prefix}owner:{${owner}}:${kind === 'image' ? 'tasks' : 'videos'}`;
   }
-  /** Cluster mode: the list items of an owner index, in the owner's slot. */
+  /** The list items of an owner index, in the owner's slot (store-scripts.ts, OWNER_ITEMS). */
   ownerItemsKey(owner: string, kind: AnyTaskRecord['kind'] = 'image') {
     return `${this.ownerKey(owner, kind)}:items`;
   }
@@ -116,7 +118,7 @@ export class TaskStore {
   }
 
   /**
-   * Writes a transition if it moves the task forward; creates the owner index entry on first write.
+   * Writes a transition if it moves the task forward, with the owner index entry and list item.
    * True when this write moved the record. Cluster mode: the owner index, list item and gauge are
    * written after the record, from the record as stored; if one of them fails this throws, and
    * running the transition again completes them.
@@ -132,6 +134,7 @@ export class TaskStore {
         this.taskKey(record.id),
         this.ownerKey(record.owner, record.kind),
         this.unfinishedKey,
+        this.ownerItemsKey(record.owner, record.kind),
         JSON.stringify(record),
         record.status,
         STATUS_RANK[record.status],
@@ -141,8 +144,7 @@ export class TaskStore {
         record.id,
         terminal ? '1' : '0',
         view,
-        // A single node's video page reads the view itself: no second copy of it.
-        record.kind === 'video' ? '' : item,
+        item,
         record.owner,
         record.kind,
         this.waitChannel,
@@ -286,28 +288,39 @@ export class TaskStore {
 
   /**
    * Newest first, between two lex bounds of the owner index: the stored list items, joined with
-   * commas, as UTF-8 bytes (the page goes out as it came from Redis).
+   * commas, as UTF-8 bytes. Bytes, never strings: a page's text would live on V8's heap, and its
+   * collections cost the API more than the rest of the page (BENCHMARKS.md).
    */
   async list(owner: string, max: string, min: string, limit: number): Promise<Buffer> {
     if (this.cluster) {
-      const items = (await this.scripts.kilnListItems(
+      const entries = (await this.scripts.kilnListItemsBuffer(
         this.ownerKey(owner),
         this.ownerItemsKey(owner),
         max,
         min,
         limit,
-      )) as string[];
-      return Buffer.from(items.join(','));
+      )) as Buffer[];
+      return joinItems(liveItems(entries));
     }
-    const reply = (await this.scripts.kilnListBuffer(this.ownerKey(owner), max, min, limit, `${this.prefix}task:`)) as
-      Buffer | (number | Buffer)[];
-    if (Buffer.isBuffer(reply)) return reply;
-    const items: string[] = [];
+    const reply = (await this.scripts.kilnListBuffer(
+      this.ownerKey(owner),
+      this.ownerItemsKey(owner),
+      max,
+      min,
+      limit,
+      `${this.prefix}task:`,
+    )) as (number | Buffer)[];
+    if (typeof reply[0] !== 'number') return joinItems(liveItems(reply as Buffer[]));
+    // Pairs: a record written by a previous release is on the page.
+    const items: Buffer[] = [];
     for (let i = 0; i < reply.length; i += 2) {
-      const text = (reply[i + 1] as Buffer).toString();
-      items.push(reply[i] === 1 ? text : JSON.stringify(listItem(JSON.parse(text) as TaskRecord)));
+      const text = reply[i + 1] as Buffer;
+      if (reply[i] === 1) {
+        if (entryLive(text, Date.now())) items.push(text.subarray(ENTRY_HEAD));
+      } else if (reply[i] === 2) items.push(text);
+      else items.push(Buffer.from(JSON.stringify(listItem(JSON.parse(text.toString()) as TaskRecord))));
     }
-    return Buffer.from(items.join(','));
+    return joinItems(items);
   }
 
   /**
@@ -333,6 +346,7 @@ export class TaskStore {
           )
         : await this.scripts.kilnPage(
             this.ownerKey(owner, kind),
+            this.ownerItemsKey(owner, kind),
             min,
             opts.limit,
             `${this.prefix}task:`,
@@ -343,15 +357,22 @@ export class TaskStore {
           )
     ) as (number | string)[];
     if (reply[0] === -1) return 'unknown_cursor';
+    const now = Date.now();
     const ids: string[] = [];
     const items: string[] = [];
     const step = this.cluster ? 2 : 3;
     for (let i = 2; i < reply.length; i += step) {
-      ids.push(reply[i] as string);
       const payload = reply[i + step - 1] as string;
-      // Code 3: a record written before views were stored; its item is made here.
+      // Single node, codes 2 and 3: a record written by a previous release, its stored view or the record.
+      const code = this.cluster ? 1 : reply[i + 1];
+      if (code === 1 && !entryLive(payload, now)) continue;
+      ids.push(reply[i] as string);
       items.push(
-        !this.cluster && reply[i + 1] === 3 ? storedViews(JSON.parse(payload) as AnyTaskRecord).item : payload,
+        code === 1
+          ? payload.slice(ENTRY_HEAD)
+          : code === 2
+            ? payload
+            : storedViews(JSON.parse(payload) as AnyTaskRecord).item,
       );
     }
     return { ids, items, hasMore: reply[1] === 1 };
@@ -464,12 +485,11 @@ interface Scripts {
   kilnTransition(...args: (string | number)[]): Promise<number>;
   kilnReserve(...args: (string | number)[]): Promise<number>;
   kilnList(...args: (string | number)[]): Promise<unknown>;
-  /** kilnList with its reply as bytes: a page is sent as it came, never decoded and encoded again. */
   kilnListBuffer(...args: (string | number)[]): Promise<unknown>;
   kilnRead(...args: (string | number)[]): Promise<unknown>;
   kilnRecord(...args: (string | number)[]): Promise<unknown>;
   kilnOwnerStep(...args: (string | number)[]): Promise<number>;
-  kilnListItems(...args: (string | number)[]): Promise<unknown>;
+  kilnListItemsBuffer(...args: (string | number)[]): Promise<unknown>;
   kilnReserveShard(...args: (string | number)[]): Promise<number>;
   kilnPage(...args: (string | number)[]): Promise<unknown>;
   kilnPageItems(...args: (string | number)[]): Promise<unknown>;

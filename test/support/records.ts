@@ -1,6 +1,7 @@
 // Task records written straight into the read model by tests that check how it is read.
 import { randomBytes } from 'node:crypto';
 import type { ImageTaskInput, TaskRecord } from '../../src/shared/task.js';
+import type { VideoTaskRecord } from '../../src/shared/video.js';
 
 export const nowSeconds = () => Math.floor(Date.now() / 1000);
 
@@ -49,4 +50,21 @@ export const imageTaskInput = (model: string): ImageTaskInput => ({
   model,
   created_at: 1_700_000_000,
   request: { contents: [{ parts: [{ text: 'hi' }] }] },
+});
+
+/** A running video task record of `owner`, created now; `over` replaces any field. */
+export const videoRecord = (owner: string, over: Partial<VideoTaskRecord> = {}): VideoTaskRecord => ({
+  id: `video_${randomBytes(16).toString('hex')}`,
+  kind: 'video',
+  owner,
+  model: 'kiln-video-1',
+  status: 'running',
+  progress: 40,
+  prompt: 'a paper boat',
+  seconds: '4',
+  size: '720x1280',
+  created_at: nowSeconds(),
+  completed_at: null,
+  error: null,
+  ...over,
 });
