@@ -13,12 +13,16 @@ export const BENCH_MODELS = [
 ];
 
 /** The benchmark's own backing services (scripts/stack.ts), with the bench models and no rate limits. */
-export function startBenchStack(name: string, extra: Record<string, string> = {}) {
-  return startBackingServices({
+export async function startBenchStack(name: string, extra: Record<string, string> = {}) {
+  const stack = await startBackingServices({
     name,
     models: BENCH_MODELS,
     env: { RATE_LIMIT_TASK_MS: '0', RATE_LIMIT_BATCH_MS: '0', ...extra },
   });
+  // A benchmark that fails mid-run exits at once: its Redis and Temporal server must not outlive it
+  // (they would load the machine under the next run). Sends the signals; nothing to await at exit.
+  process.once('exit', () => void stack.stop());
+  return stack;
 }
 
 export interface LoadResult {
