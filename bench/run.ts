@@ -10,6 +10,8 @@ import { binary, freePort, ROOT } from '../scripts/services.js';
 import { loadConfig, modelTaskQueue, ownerOfKey } from '../src/config.js';
 import { connectTemporal } from '../src/temporal/client.js';
 import { TaskStore } from '../src/infra/store.js';
+import { SA } from '../src/temporal/search-attributes.js';
+import { taskSummary } from '../src/temporal/summary.js';
 import type { TaskRecord } from '../src/shared/task.js';
 import {
   fmt,
@@ -95,6 +97,7 @@ async function main() {
   });
   const subs: LoadResult[] = [];
   const raws: LoadResult[] = [];
+  const rawKilns: LoadResult[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     const sub = await load({
       url: `${base}/v1beta/models/bench-image:generateContent`,
@@ -118,6 +121,24 @@ async function main() {
     submitted += Math.round(raw.rps * SECONDS);
     raws.push(raw);
     await drain();
+    // The same start with what Kiln's start carries for operators: owner and model search
+    // attributes (visibility writes) and the Web UI summary.
+    const rawKiln = await loop(16, SECONDS, () => {
+      const id = `task_${randomBytes(16).toString('hex')}`;
+      return client.workflow.start('imageTaskWorkflow', {
+        workflowId: id,
+        taskQueue: config.temporal.taskQueue,
+        args: [input(id)],
+        typedSearchAttributes: [
+          { key: SA.owner, value: owner },
+          { key: SA.model, value: 'bench-image' },
+        ],
+        staticSummary: taskSummary('image', 'bench-image', owner, 'bench', config.ops.summaryPromptChars),
+      });
+    });
+    submitted += Math.round(rawKiln.rps * SECONDS);
+    rawKilns.push(rawKiln);
+    await drain();
   }
   rows.push({
     what: 'submit (16 connections)',
@@ -125,6 +146,13 @@ async function main() {
     base: median(raws),
     baseName: 'raw client.workflow.start',
     ratioText: roundRatios(subs, raws),
+  });
+  rows.push({
+    what: 'submit (16 connections), against the start Kiln makes',
+    kiln: median(subs),
+    base: median(rawKilns),
+    baseName: "raw client.workflow.start with Kiln's search attributes and summary",
+    ratioText: roundRatios(subs, rawKilns),
   });
 
   // 1b. A batch of tasks through Kiln, first submit to all terminal in the read model, vs the least
