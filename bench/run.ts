@@ -34,6 +34,8 @@ const TOTAL_TASKS = Number(process.env.BENCH_TASKS ?? 10_000);
 const BATCH = Number(process.env.BENCH_BATCH ?? 200);
 /** Alternating rounds of the read scenarios against bare Koa (their ratios are medians over rounds). */
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
+/** How long after the last load the settled memory is read. */
+const SETTLE_SECONDS = Number(process.env.BENCH_SETTLE_SECONDS ?? 30);
 const KEY = 'bench-key-owner-0000000000';
 const OTHER_KEY = 'bench-key-other-0000000000';
 
@@ -219,7 +221,15 @@ async function main() {
       kiln: `API ${idle.api}; worker ${fmt(idle.worker)} MiB`,
     });
     rows.push({
-      what: `resident memory after ${submitted} tasks`,
+      what: `resident memory 2 s after ${submitted} tasks`,
+      kiln: `API ${apiRss(api.pid!)}; worker ${fmt(rssMiB(worker.pid!))} MiB`,
+    });
+    // What the processes settle at once idle: V8's memory reducer and jemalloc's decay give memory
+    // back some seconds after a load ends (the worker went from 225 to 157 MiB within 30 s of a
+    // 2,000-task burst), so the figure 2 s after says little about what a process holds.
+    await sleep(SETTLE_SECONDS * 1000);
+    rows.push({
+      what: `resident memory ${SETTLE_SECONDS + 2} s after, idle`,
       kiln: `API ${apiRss(api.pid!)}; worker ${fmt(rssMiB(worker.pid!))} MiB`,
     });
     report(rows, { seconds: SECONDS });
