@@ -8,6 +8,7 @@ import { Kiln as KilnClient } from '../../src/client/index.js';
 import { ownerOfKey } from '../../src/config.js';
 import type { VideoTaskRecord } from '../../src/shared/video.js';
 import { http, KEY_A, KEY_B, startKiln, submitBody, waitForStatus, type Kiln } from '../support/kiln.js';
+import { videoRecord as sharedVideoRecord } from '../support/records.js';
 
 let kiln: Kiln;
 beforeAll(async () => {
@@ -26,23 +27,9 @@ const now = () => Math.floor(Date.now() / 1000);
 const newKey = () => `test-key-${randomBytes(12).toString('hex')}`;
 const ownerOf = (key: string) => ownerOfKey(kiln.config.ownerKey, key);
 
-function videoRecord(owner: string, over: Partial<VideoTaskRecord> = {}): VideoTaskRecord {
-  return {
-    id: `video_${randomBytes(16).toString('hex')}`,
-    kind: 'video',
-    owner,
-    model: 'v-local',
-    status: 'running',
-    progress: 40,
-    prompt: 'a paper boat',
-    seconds: '4',
-    size: '320x180',
-    created_at: now(),
-    completed_at: null,
-    error: null,
-    ...over,
-  };
-}
+/** A record of this suite's local video model (test/support/records.ts has the rest of it). */
+const videoRecord = (owner: string, over: Partial<VideoTaskRecord> = {}): VideoTaskRecord =>
+  sharedVideoRecord(owner, { model: 'v-local', size: '320x180', ...over });
 
 /** Every page from `first`, following `after` = last_id while has_more; the ids seen. */
 async function walk(key: string, first: string): Promise<{ ids: string[]; pages: any[] }> {
