@@ -5,6 +5,7 @@ import type { Server } from 'node:http';
 import { ConfigError, loadConfig } from './config.js';
 import { createLogger } from './log.js';
 import { reportListening, superviseApiProcesses } from './ops/api-cluster.js';
+import { startIdleGc } from './ops/idle-gc.js';
 
 /** Longest a stopping API waits for in-flight requests (streamed chat replies included). */
 const SHUTDOWN_GRACE_MS = 30_000;
@@ -27,6 +28,7 @@ async function main() {
     );
     reportListening();
   });
+  const idleGc = startIdleGc({ log });
   let stopping = false;
   const stop = (signal: string) => {
     // Under the supervisor a terminal's Ctrl-C reaches this process twice (SIGINT, then SIGTERM).
@@ -36,6 +38,7 @@ async function main() {
     // Unready at once (load balancers stop sending), no new connections, in-flight requests finish
     // (their responses close keep-alive connections); then Redis and Temporal are closed.
     api.drain();
+    idleGc.stop();
     server.close(
       () =>
         void api.close().then(() => {

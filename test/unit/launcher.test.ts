@@ -62,6 +62,8 @@ describe('bin/kiln-run', () => {
       const seen = launch({}, mode);
       expect(seen.main).toBe(join(ROOT, 'dist/server/src', main));
       expect(seen.execArgv).toContain('--max-semi-space-size=4');
+      // src/ops/idle-gc.ts collects through it when a busy API process goes idle.
+      expect(seen.execArgv).toContain('--expose-gc');
       expect(seen.arenaMax).toBe('2');
       expect(seen.mallocConf).toBe('narenas:2,background_thread:true,dirty_decay_ms:2000,muzzy_decay_ms:0');
     }
