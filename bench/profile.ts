@@ -1,7 +1,8 @@
 // `npm run bench:profile`: where the API's CPU goes on the read paths. For each scenario an API
 // process runs under `node --cpu-prof` against records seeded straight into Redis (no worker, no
 // upstream), autocannon loads it, and the profile is summarised: CPU µs per request and the top
-// frames by self time. Results go to stdout as Markdown (BENCHMARKS.md quotes them).
+// frames by self time. Results go to stdout as Markdown (BENCHMARKS.md quotes them). The last
+// scenario is the reference: bench/bare-koa.ts answering the poll's bytes, profiled the same way.
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,7 +11,8 @@ import { loadConfig, ownerOfKey } from '../src/config.js';
 import { TaskStore } from '../src/infra/store.js';
 import type { TaskRecord } from '../src/shared/task.js';
 import type { VideoTaskRecord } from '../src/shared/video.js';
-import { fmt, load, rssMiB, sleep, spawnApi, startBenchStack, waitHttp, type LoadResult } from './lib.js';
+import { freePort } from '../scripts/services.js';
+import { fmt, load, rssMiB, sleep, spawnApi, spawnTs, startBenchStack, waitHttp, type LoadResult } from './lib.js';
 import { summarise, type ProfileSummary } from './profile-summary.js';
 
 /** CPU time a process has used so far (user + system), from /proc, in ms. */
@@ -28,6 +30,8 @@ interface Scenario {
   url: string;
   method?: 'GET' | 'POST';
   body?: string;
+  /** The reference: bench/bare-koa.ts answering the poll's body, profiled the same way. */
+  bare?: boolean;
 }
 
 async function main() {
@@ -95,18 +99,37 @@ async function main() {
       body: JSON.stringify({ ids }),
     },
     { name: 'list limit=100 (owner with 2,000 tasks)', connections: 16, url: '/v1/tasks?limit=100' },
+    { name: "bare Koa handler, the poll's body (the reference)", connections: 32, url: '/', bare: true },
   ];
+  const startKiln = async (nodeArgs: string[]) => {
+    const api = spawnApi(env, nodeArgs, join(dir, 'api.log'));
+    await waitHttp(`${base}/healthz`);
+    return { api, target: base };
+  };
+  // Bare Koa answers the very bytes Kiln's poll answers; a SIGTERM ends it with exit 0, so the
+  // profiler writes its file as it does for the API.
+  const startBare = async (headers: Record<string, string>, nodeArgs: string[]) => {
+    const kiln = await startKiln([]);
+    const pollBody = await (await fetch(`${base}/v1/tasks/${ids[0]}`, { headers })).text();
+    const stopped = new Promise((res) => kiln.api.once('exit', res));
+    kiln.api.kill('SIGTERM');
+    await stopped;
+    const port = await freePort();
+    const api = spawnTs('bench/bare-koa.ts', { PORT: String(port), BARE_BODY: pollBody }, nodeArgs);
+    await waitHttp(`http://127.0.0.1:${port}/`);
+    return { api, target: `http://127.0.0.1:${port}` };
+  };
   // BENCH_SCENARIOS=poll,batch picks scenarios by a word of their name.
   const pick = process.env.BENCH_SCENARIOS?.split(',');
   if (pick) scenarios.splice(0, scenarios.length, ...scenarios.filter((s) => pick.some((w) => s.name.includes(w))));
   const out: { s: Scenario; load: LoadResult; cpuUs: number; prof: ProfileSummary }[] = [];
   for (const s of scenarios) {
     const profDir = join(dir, `prof-${out.length}`);
-    const api = spawnApi(env, ['--cpu-prof', `--cpu-prof-dir=${profDir}`], join(dir, 'api.log'));
-    await waitHttp(`${base}/healthz`);
     const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
+    const profArgs = ['--cpu-prof', `--cpu-prof-dir=${profDir}`];
+    const { api, target } = s.bare ? await startBare(headers, profArgs) : await startKiln(profArgs);
     const run = (seconds: number) =>
-      load({ url: base + s.url, method: s.method, headers, body: s.body, connections: s.connections, seconds });
+      load({ url: target + s.url, method: s.method, headers, body: s.body, connections: s.connections, seconds });
     await run(2); // warm-up: JIT and connections, left out of the figures
     const cpuBefore = cpuMs(api.pid!);
     const t0 = performance.now();
@@ -118,7 +141,8 @@ async function main() {
     await exited;
     const windowMs = performance.now() - t0;
     await sleep(200);
-    const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
+    // The main thread's profile (thread id 0): tsx's loader thread writes one of its own.
+    const file = readdirSync(profDir).find((f) => /\.0\.\d+\.cpuprofile$/.test(f));
     if (!file) throw new Error(`no CPU profile written for ${s.name}`);
     const requests = Math.round(r.rps * SECONDS);
     // Only samples of the measured load (start-up and warm-up cut off by time from the profile's end).
