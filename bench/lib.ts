@@ -1,6 +1,6 @@
 // Benchmark plumbing: processes, load runs, percentiles, resident memory.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { openSync, readFileSync } from 'node:fs';
+import { openSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { ROOT } from '../scripts/services.js';
@@ -161,6 +161,69 @@ export function pct(values: number[], p: number): number {
 export function rssMiB(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) / 1024 : NaN;
+}
+
+interface ProcStat {
+  pid: number;
+  ppid: number;
+  /** user + system CPU so far, in ms. */
+  cpuMs: number;
+  cmdline: string;
+}
+
+/** Every live process, from /proc (Linux). */
+function procs(): ProcStat[] {
+  const ticksPerMs = 100 / 1000; // USER_HZ
+  const out: ProcStat[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      // Fields after the command name, which may hold spaces: state is [0], ppid [1], utime [11], stime [12].
+      const f = readFileSync(`/proc/${name}/stat`, 'utf8').split(') ')[1].split(' ');
+      const cmdline = readFileSync(`/proc/${name}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      out.push({ pid: Number(name), ppid: Number(f[1]), cpuMs: (Number(f[11]) + Number(f[12])) / ticksPerMs, cmdline });
+    } catch {
+      // Exited while being read.
+    }
+  }
+  return out;
+}
+
+/**
+ * A group of processes whose CPU is counted together: root pids with their descendants (`tree`),
+ * one process alone (`pid`), or the processes whose command line passes a test.
+ */
+export type CpuRole = { tree: number[] } | { pid: number } | { cmdline: (c: string) => boolean };
+
+/** CPU used so far (ms) by each role's live processes; a process counts for the first role that claims it. */
+export function cpuByRole(roles: Record<string, CpuRole>): Record<string, number> {
+  const all = procs();
+  const children = new Map<number, number[]>();
+  for (const p of all) children.set(p.ppid, [...(children.get(p.ppid) ?? []), p.pid]);
+  const byPid = new Map(all.map((p) => [p.pid, p]));
+  const claimed = new Set<number>();
+  const out: Record<string, number> = {};
+  for (const [name, role] of Object.entries(roles)) {
+    let pids: number[];
+    if ('pid' in role) pids = [role.pid];
+    else if ('tree' in role) {
+      pids = [];
+      const todo = [...role.tree];
+      while (todo.length) {
+        const pid = todo.pop()!;
+        pids.push(pid);
+        todo.push(...(children.get(pid) ?? []));
+      }
+    } else pids = all.filter((p) => role.cmdline(p.cmdline)).map((p) => p.pid);
+    out[name] = 0;
+    for (const pid of pids) {
+      const p = byPid.get(pid);
+      if (!p || claimed.has(pid)) continue;
+      claimed.add(pid);
+      out[name] += p.cpuMs;
+    }
+  }
+  return out;
 }
 
 export const fmt = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');

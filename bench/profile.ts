@@ -35,7 +35,12 @@ interface Scenario {
 }
 
 async function main() {
-  const stack = await startBenchStack('profile', { LOG_LEVEL: process.env.LOG_LEVEL ?? 'info', API_PROCESSES: '1' });
+  // No worker runs: submitted tasks wait in Temporal, so the submit scenario measures the API alone.
+  const stack = await startBenchStack('profile', {
+    LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+    API_PROCESSES: '1',
+    MAX_UNFINISHED_TASKS: '1000000',
+  });
   const { dir, redis: redisSvc, temporal, base, env } = stack;
   const config = loadConfig({ ...process.env, ...env });
   const redis = new Redis(redisSvc.url);
@@ -99,6 +104,16 @@ async function main() {
       body: JSON.stringify({ ids }),
     },
     { name: 'list limit=100 (owner with 2,000 tasks)', connections: 16, url: '/v1/tasks?limit=100' },
+    {
+      name: 'submit one image task (no worker: the task waits in Temporal)',
+      connections: 8,
+      url: '/v1beta/models/bench-image:generateContent',
+      method: 'POST',
+      body: JSON.stringify({
+        contents: [{ role: 'user', parts: [{ text: 'bench' }] }],
+        generationConfig: { imageConfig: { aspectRatio: '99:1', output: 'url' } },
+      }),
+    },
     { name: "bare Koa handler, the poll's body (the reference)", connections: 32, url: '/', bare: true },
   ];
   const startKiln = async (nodeArgs: string[]) => {

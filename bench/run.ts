@@ -14,6 +14,7 @@ import { SA } from '../src/temporal/search-attributes.js';
 import { taskSummary } from '../src/temporal/summary.js';
 import type { TaskRecord } from '../src/shared/task.js';
 import {
+  cpuByRole,
   fmt,
   load,
   loop,
@@ -25,6 +26,7 @@ import {
   spawnWorker,
   startBenchStack,
   waitHttp,
+  type CpuRole,
   type LoadResult,
 } from './lib.js';
 
@@ -165,11 +167,22 @@ async function main() {
     TEMPORAL_ADDRESS: temporal.url,
     MINIMAL_QUEUE: 'bench-min',
   });
-  const startMinimal = () =>
+  // `operatorView`: started with what Kiln's start carries for operators (owner and model search
+  // attributes, the Web UI summary), which costs the server more per start than a bare one.
+  const startMinimal = (operatorView = false) =>
     client.workflow.start('minimalBaselineWorkflow', {
       workflowId: `min_${randomBytes(16).toString('hex')}`,
       taskQueue: 'bench-min',
       args: ['bench-min.act'],
+      ...(operatorView
+        ? {
+            typedSearchAttributes: [
+              { key: SA.owner, value: owner },
+              { key: SA.model, value: 'bench-image' },
+            ],
+            staticSummary: taskSummary('image', 'bench-image', owner, 'bench', config.ops.summaryPromptChars),
+          }
+        : {}),
     });
   for (let i = 0; i < 20; i++) await (await startMinimal()).result(); // waits for its worker; warms it up
   /** `n` items handed out to `callers` concurrent loops; resolves when every call has returned. */
@@ -183,9 +196,9 @@ async function main() {
     );
     return out;
   };
-  const minimalRound = async () => {
+  const minimalRound = async (operatorView = false) => {
     const t = performance.now();
-    const handles = await fanOut(BATCH, 16, startMinimal);
+    const handles = await fanOut(BATCH, 16, () => startMinimal(operatorView));
     await Promise.all(handles.map((h) => h.result()));
     return performance.now() - t;
   };
@@ -195,23 +208,78 @@ async function main() {
     while ((await store.unfinishedCount()) > 0) await sleep(5);
     return performance.now() - t;
   };
+  // Where each round's CPU goes, by process: on a machine this size the time of a batch is its CPU.
+  const cpuRoles: Record<string, CpuRole> = {
+    'Temporal server': { cmdline: (c) => /temporal/.test(c) && c.includes(`--port ${temporal.port} `) },
+    Redis: { cmdline: (c) => c.includes('redis-server') && c.includes(`:${redisSvc.port}`) },
+    'Kiln API': { tree: [api.pid!] },
+    'Kiln worker': { tree: [worker.pid!] },
+    'minimal worker': { tree: [minimalWorker.pid!] },
+    'bench driver': { pid: process.pid },
+  };
+  const cpuPerTask: Record<'kiln' | 'minimal' | 'minimalView', Record<string, number>[]> = {
+    kiln: [],
+    minimal: [],
+    minimalView: [],
+  };
+  const measured = async (kind: keyof typeof cpuPerTask, round: () => Promise<number>) => {
+    const before = cpuByRole(cpuRoles);
+    const ms = await round();
+    const after = cpuByRole(cpuRoles);
+    cpuPerTask[kind].push(Object.fromEntries(Object.keys(after).map((k) => [k, (after[k] - before[k]) / BATCH])));
+    return ms;
+  };
   const minimalMs: number[] = [];
+  const minimalViewMs: number[] = [];
   const kilnMs: number[] = [];
   for (let round = 0; round < 3; round++) {
-    minimalMs.push(await minimalRound());
-    kilnMs.push(await kilnRound());
+    minimalMs.push(await measured('minimal', () => minimalRound()));
+    kilnMs.push(await measured('kiln', kilnRound));
+    minimalViewMs.push(await measured('minimalView', () => minimalRound(true)));
   }
   submitted += 3 * BATCH;
   minimalWorker.kill('SIGTERM');
-  const [kilnBatch, minimalBatch] = [pct(kilnMs, 50), pct(minimalMs, 50)];
+  const [kilnBatch, minimalBatch, minimalViewBatch] = [pct(kilnMs, 50), pct(minimalMs, 50), pct(minimalViewMs, 50)];
+  const roundsOf = (ms: number[]) => `rounds ${ms.map((m) => fmt(m, 0)).join(', ')}`;
+  const batchWhat = `${BATCH} tasks, first submit → all terminal in Redis (16 callers, median of 3)`;
+  const batchKiln = `${fmt(kilnBatch, 0)} ms (${fmt(BATCH / (kilnBatch / 1000), 0)} tasks/s; ${roundsOf(kilnMs)})`;
+  const minimalName = 'minimal workflow (one activity on its own queue), started by client.workflow.start, all results';
   rows.push({
-    what: `${BATCH} tasks, first submit → all terminal in Redis (16 callers, median of 3)`,
-    kiln:
-      `${fmt(kilnBatch, 0)} ms (${fmt(BATCH / (kilnBatch / 1000), 0)} tasks/s; ` +
-      `rounds ${kilnMs.map((m) => fmt(m, 0)).join(', ')})`,
-    base: `${fmt(minimalBatch, 0)} ms (rounds ${minimalMs.map((m) => fmt(m, 0)).join(', ')})`,
-    baseName: 'minimal workflow (one activity on its own queue), started by client.workflow.start, all results',
+    what: batchWhat,
+    kiln: batchKiln,
+    base: `${fmt(minimalBatch, 0)} ms (${roundsOf(minimalMs)})`,
+    baseName: minimalName,
     ratioText: `time ${fmt(kilnBatch / minimalBatch, 2)}×`,
+  });
+  rows.push({
+    what: `${batchWhat}, against the minimal workflow started as Kiln starts a task`,
+    kiln: batchKiln,
+    base: `${fmt(minimalViewBatch, 0)} ms (${roundsOf(minimalViewMs)})`,
+    baseName: `${minimalName}; started with Kiln's search attributes and summary`,
+    ratioText: `time ${fmt(kilnBatch / minimalViewBatch, 2)}×`,
+  });
+  /** Median CPU per task of each process over the rounds of `kind`, and their sum. */
+  const cpuOf = (kind: keyof typeof cpuPerTask) => {
+    const roles = Object.keys(cpuPerTask[kind][0]);
+    const med = Object.fromEntries(
+      roles.map((r) => [
+        r,
+        pct(
+          cpuPerTask[kind].map((c) => c[r]),
+          50,
+        ),
+      ]),
+    );
+    const total = Object.values(med).reduce((a, b) => a + b, 0);
+    const parts = roles.filter((r) => med[r] >= 0.05).map((r) => `${r} ${fmt(med[r])}`);
+    return { total, text: `${fmt(total)} ms (${parts.join(', ')})` };
+  };
+  const [kilnCpu, minimalCpu, minimalViewCpu] = [cpuOf('kiln'), cpuOf('minimal'), cpuOf('minimalView')];
+  rows.push({
+    what: 'CPU per task in those rounds, by process (ms, /proc, median of 3; idle processes count their background)',
+    kiln: kilnCpu.text,
+    note: `minimal: ${minimalCpu.text}; minimal started as Kiln starts a task: ${minimalViewCpu.text}`,
+    ratioText: `CPU ${fmt(kilnCpu.total / minimalCpu.total, 2)}× / ${fmt(kilnCpu.total / minimalViewCpu.total, 2)}×`,
   });
 
   const finish = async () => {
