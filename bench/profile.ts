@@ -1,7 +1,7 @@
-// `npm run bench:profile`: where the API's CPU goes on the read paths. For each scenario an API
-// process runs under `node --cpu-prof` against records seeded straight into Redis (no worker, no
-// upstream), autocannon loads it, and the profile is summarised: CPU µs per request and the top
-// frames by self time. Results go to stdout as Markdown (BENCHMARKS.md quotes them). The last
+// `npm run bench:profile`: where the API's CPU goes on the read paths and the submit. For each
+// scenario an API process runs under `node --cpu-prof` against records seeded straight into Redis
+// (no worker, no upstream: submitted tasks wait in Temporal), autocannon loads it, and the profile
+// is summarised: CPU µs per request and the top frames by self time. Results go to stdout as Markdown (BENCHMARKS.md quotes them). The last
 // scenario is the reference: bench/bare-koa.ts answering the poll's bytes, profiled the same way.
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
