@@ -1,4 +1,4 @@
-import { pino, type Logger, type LoggerOptions } from 'pino';
+import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import { currentRequest } from './ops/request-context.js';
 
 /** Pipes write up to this many bytes at once without interleaving with other writers (PIPE_BUF). */
@@ -11,17 +11,26 @@ const PIPE_ATOMIC_BYTES = 4096;
  * Each write is whole lines and at most 4 KB (sonic-boom packs lines into chunks of `maxWrite`),
  * so API processes sharing one stdout pipe never interleave within a line.
  */
-export function createLogger(level: string, name: string, format: 'json' | 'pretty' = 'json', bufferBytes = 0): Logger {
+export function createLogger(
+  level: string,
+  name: string,
+  format: 'json' | 'pretty' = 'json',
+  bufferBytes = 0,
+  /** Where JSON lines go instead of stdout (tests read them back). */
+  to?: DestinationStream,
+): Logger {
   const destination =
-    format === 'json' && bufferBytes > 0
-      ? pino.destination({
-          dest: 1,
-          sync: false,
-          minLength: bufferBytes,
-          maxWrite: PIPE_ATOMIC_BYTES,
-          periodicFlush: 250,
-        })
-      : undefined;
+    format === 'json' && to
+      ? to
+      : format === 'json' && bufferBytes > 0
+        ? pino.destination({
+            dest: 1,
+            sync: false,
+            minLength: bufferBytes,
+            maxWrite: PIPE_ATOMIC_BYTES,
+            periodicFlush: 250,
+          })
+        : undefined;
   const options: LoggerOptions = {
     name,
     level,

@@ -12,10 +12,10 @@ import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { Authenticator, Caller } from '../infra/auth.js';
 import type { ViewText } from '../infra/poll.js';
-import { runWithRequest, type RequestContext } from '../ops/request-context.js';
+import { runWithRequest } from '../ops/request-context.js';
 import { UNFINISHED_STATUSES } from '../shared/task.js';
 import { errorAnswer, retryAfterHeader } from './errors.js';
-import type { RequestObserver } from './observe.js';
+import type { ObservedRequest, RequestObserver } from './observe.js';
 import { parseInput } from './route-table.js';
 
 /** One task's poll: `<prefix><id>`. */
@@ -48,6 +48,13 @@ type Listener = (req: IncomingMessage, res: ServerResponse) => unknown;
 /** What a matched request is answered with: the JSON text, and Retry-After for an unfinished task. */
 type Serve = (caller: Caller) => Promise<{ json: string | Buffer; retryAfter?: number }>;
 
+/** A request the fast path answers: its route template, the task it names, and how it is answered. */
+interface Matched {
+  route: string;
+  taskId?: string;
+  serve: Serve;
+}
+
 /** What a task or video id can hold; anything else (e.g. `%`-escapes, `/`) is Koa's to decode. */
 const PLAIN_ID = /^[A-Za-z0-9_-]{1,256}$/;
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -59,14 +66,15 @@ export function withFastReads(deps: FastReadDeps, slow: Listener): Listener {
     const matched =
       req.method === 'GET' && h.prefer === undefined && h.origin === undefined ? match(deps, req.url ?? '') : undefined;
     if (!matched) return slow(req, res);
-    void answer(deps, matched, req, res);
+    const header = h['x-request-id'];
+    const observed = deps.observer.begin(typeof header === 'string' && header ? header : undefined);
+    if (matched.taskId) observed.rc.taskId = matched.taskId;
+    // Everything the request logs, an unhandled error's line included, names it (as on Koa's routes).
+    void runWithRequest(observed.rc, () => answer(deps, matched, observed, req, res));
   };
 }
 
-function match(
-  { reads, lists }: FastReadDeps,
-  url: string,
-): { route: string; rc: RequestContext; serve: Serve } | undefined {
+function match({ reads, lists }: FastReadDeps, url: string): Matched | undefined {
   for (const read of reads) {
     if (!url.startsWith(read.prefix)) continue;
     const id = url.slice(read.prefix.length);
@@ -78,7 +86,7 @@ function match(
         retryAfter: UNFINISHED_STATUSES.includes(view.status) ? read.pollAfterSeconds : undefined,
       };
     };
-    return { route: read.route, rc: { requestId: '', ...(id.startsWith('task_') ? { taskId: id } : {}) }, serve };
+    return { route: read.route, ...(id.startsWith('task_') ? { taskId: id } : {}), serve };
   }
   for (const l of lists) {
     if (url !== l.path && !url.startsWith(`${l.path}?`)) continue;
@@ -86,7 +94,7 @@ function match(
     const serve: Serve = async (caller) => ({
       json: await l.list(caller, parseInput(l.query, parseQuery(search), 'query') as never),
     });
-    return { route: l.path, rc: { requestId: '' }, serve };
+    return { route: l.path, serve };
   }
   return undefined;
 }
@@ -112,26 +120,22 @@ export function parseQuery(search: string): Record<string, string | string[]> {
 
 async function answer(
   { auth, observer, log }: FastReadDeps,
-  { route, rc: matched, serve }: { route: string; rc: RequestContext; serve: Serve },
+  { route, serve }: Matched,
+  observed: ObservedRequest,
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<void> {
-  const header = req.headers['x-request-id'];
-  const observed = observer.begin(typeof header === 'string' && header ? header : undefined);
   const { rc } = observed;
-  if (matched.taskId) rc.taskId = matched.taskId;
   const headers: Record<string, string> = { 'X-Request-Id': rc.requestId, 'Content-Type': JSON_TYPE };
   // While draining, answer what is in flight but tell keep-alive clients to go elsewhere.
   if (observer.stopping()) headers.Connection = 'close';
   let status = 200;
   let body: string | Buffer;
   try {
-    const answered = await runWithRequest(rc, async () => {
-      // Authentication first, as on Koa's routes: an unauthenticated caller learns nothing of input rules.
-      const caller = await auth.authenticate(req.headers.authorization || undefined);
-      rc.owner = caller.owner;
-      return serve(caller);
-    });
+    // Authentication first, as on Koa's routes: an unauthenticated caller learns nothing of input rules.
+    const caller = await auth.authenticate(req.headers.authorization || undefined);
+    rc.owner = caller.owner;
+    const answered = await serve(caller);
     if (answered.retryAfter !== undefined) headers['Retry-After'] = String(answered.retryAfter);
     body = answered.json;
   } catch (err) {

@@ -6,6 +6,7 @@ import type Router from '@koa/router';
 import type { RouterContext } from '@koa/router';
 import type { z } from 'zod';
 import type { Authenticator, Caller } from '../infra/auth.js';
+import { currentRequest } from '../ops/request-context.js';
 import { KilnError } from '../shared/errors.js';
 import { jsonBody } from './body.js';
 import type { OperationDoc } from './openapi.js';
@@ -80,6 +81,10 @@ export function mountRoutes(router: Router, routes: readonly RouteDef[], auth: A
     const schema = (part: Part) => (own.has(part) ? undefined : def.request?.[part]);
     const [params, query, body] = [schema('params'), schema('query'), schema('body')];
     router.register(def.route, [def.method], async (ctx) => {
+      // A task named by the path is on the request's log lines from here on, errors included.
+      const named = (ctx.params as Record<string, string | undefined>).id;
+      const rc = currentRequest();
+      if (rc && named?.startsWith('task_')) rc.taskId ??= named;
       // Authentication comes first: an unauthenticated caller learns nothing about input rules.
       const caller =
         (def.auth ?? true) === true

@@ -7,7 +7,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { pino } from 'pino';
+import { createLogger } from '../../src/log.js';
 import type { Client } from '@temporalio/client';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
@@ -67,8 +67,12 @@ export async function startUnitApp(env: Record<string, string> = {}): Promise<Un
     },
   } as unknown as Client;
   const lines: string[] = [];
-  const log = pino(
-    { level: 'info' },
+  // The API's own logger (its mixin names the request on every line, its redaction hides keys).
+  const log = createLogger(
+    'info',
+    'kiln-api',
+    'json',
+    0,
     new Writable({
       write(chunk, _enc, done) {
         lines.push(String(chunk));

@@ -183,6 +183,26 @@ describe('answers of the fast path and of Koa', () => {
     expect(fast).toEqual(koa);
     expect(fast).toMatchObject({ method: 'GET', route: '/v1/tasks/:id', status: 200, taskId: t.id, owner });
   });
+
+  it("logs a masked 500's error under the request id the client was sent, on both paths", async () => {
+    const t = image('succeeded');
+    await app.store.transition(t);
+    const ask = (reqId: string, extra: Record<string, string> = {}) =>
+      request(app, 'GET', `/v1/tasks/${t.id}`, { key: EXPLODING_KEY, headers: { 'x-request-id': reqId, ...extra } });
+    const fast = await ask('boom-fast');
+    const koa = await ask('boom-koa', { origin: KOA_ORIGIN });
+    for (const [r, reqId] of [
+      [fast, 'boom-fast'],
+      [koa, 'boom-koa'],
+    ] as const) {
+      expect(r.status).toBe(500);
+      expect(r.headers.get('x-request-id')).toBe(reqId);
+      const errors = app.logs().filter((l) => l.msg === 'unhandled error' && l.reqId === reqId);
+      expect(errors, reqId).toHaveLength(1);
+      expect(errors[0]).toMatchObject({ taskId: t.id, route: '/v1/tasks/:id' });
+      expect(JSON.stringify(errors[0])).toContain(INTERNAL_DETAIL);
+    }
+  });
 });
 
 describe('the poll limiter on the fast path', () => {
