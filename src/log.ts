@@ -1,6 +1,9 @@
 import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import { currentRequest } from './ops/request-context.js';
 
+/** What the mixin adds to a line outside a request, or to one that names its request itself. */
+const NOTHING = Object.freeze({});
+
 /** Pipes write up to this many bytes at once without interleaving with other writers (PIPE_BUF). */
 const PIPE_ATOMIC_BYTES = 4096;
 
@@ -43,13 +46,15 @@ export function createLogger(
           },
         }
       : {}),
-    // Lines written while serving a request name it (and its task and owner, once known).
-    mixin() {
-      const r = currentRequest();
+    // Lines written while serving a request name it (and its task and owner, once known). A line
+    // that names its request itself (the request line) needs nothing added: no object, no merge.
+    mixin(line: object) {
+      const r = (line as { reqId?: unknown }).reqId === undefined ? currentRequest() : undefined;
       return r
         ? { reqId: r.requestId, ...(r.taskId ? { taskId: r.taskId } : {}), ...(r.owner ? { owner: r.owner } : {}) }
-        : {};
+        : NOTHING;
     },
+    mixinMergeStrategy: (line: object, added: object) => (added === NOTHING ? line : Object.assign(added, line)),
     // Keys never reach logs, whatever object a caller hands in.
     redact: {
       paths: [

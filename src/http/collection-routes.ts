@@ -14,6 +14,8 @@ import { PREFERENCE_APPLIED, PreferHeader, sendWaitApplied, WAIT_DESCRIPTION, wa
 /** What a service answers for a collection's operations. */
 export interface CollectionService<Q> {
   get(caller: Caller, id: string, wait?: WaitAsk): Promise<ViewText & { waited?: boolean }>;
+  /** `get` without `wait` when memory answers it, with no I/O; undefined: ask `get`. */
+  peek?(caller: Caller, id: string): ViewText | undefined;
   /** The page as JSON text or its UTF-8 bytes (stored items joined, never parsed). */
   list(caller: Caller, query: Q): Promise<string | Buffer>;
   cancel(caller: Caller, id: string): Promise<CancelAnswer>;
@@ -79,6 +81,7 @@ export const fastPoll = <Q>(c: Collection<Q>, service: CollectionService<Q>, pol
   prefix: `${c.path}/`,
   route: `${c.path}/:id`,
   get: (caller, id) => service.get(caller, id),
+  peek: service.peek && ((caller, id) => service.peek!(caller, id)),
   pollAfterSeconds,
 });
 

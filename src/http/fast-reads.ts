@@ -25,6 +25,8 @@ export interface FastRead {
   /** Its route template, as Koa's router names it (`/v1/tasks/:id`): logs and metrics. */
   route: string;
   get(caller: Caller, id: string): Promise<ViewText>;
+  /** `get`'s answer when memory has it (no I/O), else undefined. */
+  peek?(caller: Caller, id: string): ViewText | undefined;
   pollAfterSeconds: number;
 }
 
@@ -46,13 +48,16 @@ export interface FastReadDeps {
 
 type Listener = (req: IncomingMessage, res: ServerResponse) => unknown;
 /** What a matched request is answered with: the JSON text, and Retry-After for an unfinished task. */
-type Serve = (caller: Caller) => Promise<{ json: string | Buffer; retryAfter?: number }>;
+type Answered = { json: string | Buffer; retryAfter?: number };
+type Serve = (caller: Caller) => Promise<Answered>;
 
 /** A request the fast path answers: its route template, the task it names, and how it is answered. */
 interface Matched {
   route: string;
   taskId?: string;
   serve: Serve;
+  /** The answer when memory has it, with no I/O (a finished task's poll), else undefined. */
+  peek?: (caller: Caller) => Answered | undefined;
 }
 
 /** What a task or video id can hold; anything else (e.g. `%`-escapes, `/`) is Koa's to decode. */
@@ -79,14 +84,18 @@ function match({ reads, lists }: FastReadDeps, url: string): Matched | undefined
     if (!url.startsWith(read.prefix)) continue;
     const id = url.slice(read.prefix.length);
     if (!PLAIN_ID.test(id)) return undefined;
-    const serve: Serve = async (caller) => {
-      const view = await read.get(caller, id);
-      return {
-        json: view.json,
-        retryAfter: UNFINISHED_STATUSES.includes(view.status) ? read.pollAfterSeconds : undefined,
-      };
-    };
-    return { route: read.route, ...(id.startsWith('task_') ? { taskId: id } : {}), serve };
+    const answered = (view: ViewText): Answered => ({
+      json: view.json,
+      retryAfter: UNFINISHED_STATUSES.includes(view.status) ? read.pollAfterSeconds : undefined,
+    });
+    const serve: Serve = async (caller) => answered(await read.get(caller, id));
+    const peek =
+      read.peek &&
+      ((caller: Caller) => {
+        const view = read.peek!(caller, id);
+        return view && answered(view);
+      });
+    return { route: read.route, ...(id.startsWith('task_') ? { taskId: id } : {}), serve, peek };
   }
   for (const l of lists) {
     if (url !== l.path && !url.startsWith(`${l.path}?`)) continue;
@@ -118,33 +127,64 @@ export function parseQuery(search: string): Record<string, string | string[]> {
   return out;
 }
 
-async function answer(
-  { auth, observer, log }: FastReadDeps,
+/**
+ * A known key polling a finished task is answered synchronously, from memory: no promise, no
+ * microtask, no async-hook bookkeeping (about a tenth of such a poll's CPU, BENCHMARKS.md). The
+ * answer is the one `serve` would give: `peek` holds only what `get` would return as is.
+ */
+function answer(
+  deps: FastReadDeps,
+  matched: Matched,
+  observed: ObservedRequest,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> | undefined {
+  const caller = matched.peek && deps.auth.known?.(req.headers.authorization || undefined);
+  const hit = caller && matched.peek!(caller);
+  if (!hit) return answerLater(deps, matched, observed, req, res);
+  observed.rc.owner = caller.owner;
+  send(deps, matched.route, observed, res, 200, hit.json, hit.retryAfter?.toString());
+}
+
+async function answerLater(
+  deps: FastReadDeps,
   { route, serve }: Matched,
   observed: ObservedRequest,
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<void> {
-  const { rc } = observed;
-  const headers: Record<string, string> = { 'X-Request-Id': rc.requestId, 'Content-Type': JSON_TYPE };
-  // While draining, answer what is in flight but tell keep-alive clients to go elsewhere.
-  if (observer.stopping()) headers.Connection = 'close';
   let status = 200;
   let body: string | Buffer;
+  let retryAfter: string | undefined;
   try {
     // Authentication first, as on Koa's routes: an unauthenticated caller learns nothing of input rules.
-    const caller = await auth.authenticate(req.headers.authorization || undefined);
-    rc.owner = caller.owner;
+    const caller = await deps.auth.authenticate(req.headers.authorization || undefined);
+    observed.rc.owner = caller.owner;
     const answered = await serve(caller);
-    if (answered.retryAfter !== undefined) headers['Retry-After'] = String(answered.retryAfter);
+    retryAfter = answered.retryAfter?.toString();
     body = answered.json;
   } catch (err) {
-    const e = errorAnswer(err, log, 'GET', route);
+    const e = errorAnswer(err, deps.log, 'GET', route);
     status = e.status;
     body = JSON.stringify(e.toBody());
-    const retryAfter = retryAfterHeader(e);
-    if (retryAfter !== undefined) headers['Retry-After'] = retryAfter;
+    retryAfter = retryAfterHeader(e);
   }
+  send(deps, route, observed, res, status, body, retryAfter);
+}
+
+function send(
+  { observer }: FastReadDeps,
+  route: string,
+  observed: ObservedRequest,
+  res: ServerResponse,
+  status: number,
+  body: string | Buffer,
+  retryAfter: string | undefined,
+): void {
+  const headers: Record<string, string> = { 'X-Request-Id': observed.rc.requestId, 'Content-Type': JSON_TYPE };
+  // While draining, answer what is in flight but tell keep-alive clients to go elsewhere.
+  if (observer.stopping()) headers.Connection = 'close';
+  if (retryAfter !== undefined) headers['Retry-After'] = retryAfter;
   headers['Content-Length'] = String(typeof body === 'string' ? Buffer.byteLength(body) : body.length);
   res.writeHead(status, headers);
   res.end(body);

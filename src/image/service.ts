@@ -19,7 +19,7 @@ import {
 import type { ImageTaskWorkflowInput } from '../../workflows/image-task.js';
 import { indexMember } from '../infra/store.js';
 import type { WebhookTarget } from '../shared/webhook.js';
-import { pollViews, taskLimiterKey, type ViewText } from '../infra/poll.js';
+import { finishedView, pollViews, taskLimiterKey, type ViewText } from '../infra/poll.js';
 import { longPoll, type WaitAsk } from '../infra/waits.js';
 import type { Caller } from '../infra/auth.js';
 import { notFoundItem, taskView, type TaskView } from '../shared/views.js';
@@ -159,6 +159,11 @@ export class TaskService extends TaskServiceBase<'image'> {
     const [view] = views;
     if (!view) throw new KilnError('not_found', `Task ${id} was not found.`);
     return applied ? { ...view, waited: true } : view;
+  }
+
+  /** `get` without `wait`, when memory answers it (a finished task, no poll limit); else undefined. */
+  peek(caller: Caller, id: string): ViewText | undefined {
+    return finishedView(this.store, id, caller.owner, 'image', this.config.rateLimitTaskMs);
   }
 
   /** The batch answer as JSON text: stored views are joined, never parsed. With `wait`, wakes on any listed id. */

@@ -19,6 +19,11 @@ export interface Caller {
 
 export interface Authenticator {
   authenticate(header: string | undefined): Promise<Caller>;
+  /**
+   * The caller when its key is already known in memory (no I/O), else undefined: then
+   * `authenticate` answers, errors included. Lets a poll answered from memory stay synchronous.
+   */
+  known?(header: string | undefined): Caller | undefined;
 }
 
 export function parseBearer(header: string | undefined): string {
@@ -34,6 +39,12 @@ export class PassthroughAuth implements Authenticator {
   // Process memory only, like the key in the request being served; never logged or stored.
   private readonly owners = new Map<string, string>();
   constructor(private readonly ownerKey: Buffer) {}
+  known(header: string | undefined): Caller | undefined {
+    const m = header ? BEARER.exec(header.trim()) : null;
+    const owner = m ? this.owners.get(m[1]) : undefined;
+    return owner === undefined ? undefined : { owner, credential: m![1] };
+  }
+
   async authenticate(header: string | undefined): Promise<Caller> {
     const key = parseBearer(header);
     let owner = this.owners.get(key);
@@ -88,10 +99,16 @@ export class KeyStore {
     return (await this.redis.hdel(this.key, id)) === 1;
   }
 
+  /** The key's owner as cached (null: known not to be a key); undefined when Redis must be asked. */
+  cachedOwner(key: string, id = sha256(key)): string | null | undefined {
+    const hit = this.cache.get(id);
+    return hit && hit.until > Date.now() ? hit.owner : undefined;
+  }
+
   async ownerOf(key: string): Promise<string | null> {
     const id = sha256(key);
-    const hit = this.cache.get(id);
-    if (hit && hit.until > Date.now()) return hit.owner;
+    const hit = this.cachedOwner(key, id);
+    if (hit !== undefined) return hit;
     const j = await this.redis.hget(this.key, id);
     const owner = j ? (JSON.parse(j) as IssuedKey).owner : null;
     // Short cache: revocation takes effect within CACHE_MS on every API replica.
@@ -103,6 +120,12 @@ export class KeyStore {
 
 export class IssuedKeyAuth implements Authenticator {
   constructor(private readonly keys: KeyStore) {}
+  known(header: string | undefined): Caller | undefined {
+    const m = header ? BEARER.exec(header.trim()) : null;
+    const owner = m ? this.keys.cachedOwner(m[1]) : undefined;
+    return owner ? { owner: `key:${owner}` } : undefined;
+  }
+
   async authenticate(header: string | undefined): Promise<Caller> {
     const key = parseBearer(header);
     const owner = await this.keys.ownerOf(key);

@@ -20,6 +20,23 @@ export const taskLimiterKey = (owner: string, id: string) => `task:{${id}}:${own
  * answers), unthrottled. Finished tasks' views come from the store's in-process cache when it has
  * one (exact: they never change); the poll limiter is still Redis's.
  */
+/**
+ * One task's view from the in-process cache of finished tasks, with no I/O, exactly as `pollViews`
+ * would answer it; undefined when Redis must be asked (not cached, another owner's, or a poll limit
+ * that only Redis keeps).
+ */
+export function finishedView(
+  store: TaskStore,
+  id: string,
+  owner: string,
+  kind: AnyTaskRecord['kind'],
+  intervalMs: number,
+): ViewText | undefined {
+  if (intervalMs > 0) return undefined;
+  const v = store.finished?.get(id, owner, kind);
+  return typeof v === 'object' ? { status: v.status, json: v.view } : undefined;
+}
+
 export async function pollViews(
   store: TaskStore,
   ids: string[],

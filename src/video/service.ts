@@ -9,7 +9,7 @@ import { newVideoRecord, videoStatus, type VideoRequest, type VideoTaskRecord } 
 import type { VideoTaskWorkflowInput } from '../../workflows/video-task.js';
 import type { Caller } from '../infra/auth.js';
 import type { WebhookTarget } from '../shared/webhook.js';
-import { pollViews, taskLimiterKey, type ViewText } from '../infra/poll.js';
+import { finishedView, pollViews, taskLimiterKey, type ViewText } from '../infra/poll.js';
 import { longPoll, type WaitAsk } from '../infra/waits.js';
 import { videoView, type VideoView } from '../shared/views.js';
 import { readFromTemporal, type FallbackKind } from '../temporal/fallback.js';
@@ -112,6 +112,11 @@ export class VideoService extends TaskServiceBase<'video'> {
     const share = `video\n${caller.owner}\n${id}`;
     const { views, applied } = await longPoll(this.waits, [id], wait, read, { label: videoStatus, share });
     return applied ? { ...views[0]!, waited: true } : views[0]!;
+  }
+
+  /** `get` without `wait`, when memory answers it (a finished video, no poll limit); else undefined. */
+  peek(caller: Caller, id: string): ViewText | undefined {
+    return finishedView(this.store, id, caller.owner, 'video', this.config.rateLimitTaskMs);
   }
 
   /**

@@ -16,6 +16,7 @@ import { TaskService } from '../../src/image/service.js';
 import { VideoService } from '../../src/video/service.js';
 import { PassthroughAuth, type Authenticator } from '../../src/infra/auth.js';
 import { FsBlobStore } from '../../src/infra/blobs.js';
+import { FinishedViews } from '../../src/infra/finished-views.js';
 import { MemoryStore } from './unit-store.js';
 
 export const KEY = 'unit-test-key-0123456789';
@@ -47,6 +48,9 @@ export async function startUnitApp(env: Record<string, string> = {}): Promise<Un
     ...env,
   });
   const store = new MemoryStore();
+  // As an API process keeps them (src/runtime.ts), when a test asks for it by setting the size.
+  if (env.FINISHED_VIEWS_CACHE_MB !== undefined && config.finishedViewsBytes > 0)
+    store.finished = new FinishedViews(config.finishedViewsBytes, config.retentionSeconds * 1000);
   const started: StartedWorkflow[] = [];
   const temporal = {
     workflow: {
@@ -86,6 +90,7 @@ export async function startUnitApp(env: Record<string, string> = {}): Promise<Un
       if (header === `Bearer ${EXPLODING_KEY}`) throw new Error(`key store unreachable: ${INTERNAL_DETAIL}`);
       return passthrough.authenticate(header);
     },
+    known: (header) => passthrough.known(header),
   };
   const taskStore = store.asTaskStore();
   const app = buildApp({

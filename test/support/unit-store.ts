@@ -2,6 +2,7 @@
 // rules callers rely on (transitions only move forward, one reservation per task, the dispatch
 // mark, the poll limiter) and records every write so tests can assert the sequence of states.
 // Integration tests use the real store on a real redis-server.
+import type { FinishedViews } from '../../src/infra/finished-views.js';
 import type { ReadOutcome, StoredView, TaskStore } from '../../src/infra/store.js';
 import { STATUS_RANK, TERMINAL_STATUSES } from '../../src/shared/task.js';
 import type { AnyTaskRecord } from '../../src/shared/video.js';
@@ -35,6 +36,10 @@ export class MemoryStore implements StoreApi {
   private readonly limiter = new Map<string, number>();
   private readonly missing = new Set<string>();
   readonly fingerprints = new Map<string, string>();
+  /** An API process's cache of finished views (src/infra/poll.ts reads through it), when a test sets one. */
+  finished?: FinishedViews;
+  /** Calls of `read`: a poll answered from memory makes none. */
+  reads = 0;
   /** Set to make every call fail as an unreachable Redis would. */
   down: Error | null = null;
 
@@ -86,6 +91,7 @@ export class MemoryStore implements StoreApi {
 
   /** As the store's read script: the limiter first, then each id's stored view for this owner and kind. */
   async read(...[ids, owner, kind, limiterKey, intervalMs]: Parameters<TaskStore['read']>): Promise<ReadOutcome> {
+    this.reads++;
     this.check();
     if (limiterKey !== null && intervalMs > 0) {
       const now = Date.now();

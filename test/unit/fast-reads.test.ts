@@ -30,6 +30,19 @@ import {
 } from '../support/unit-app.js';
 
 const hex = () => randomBytes(16).toString('hex');
+const now = Math.floor(Date.now() / 1000);
+/** A new image task's record, finished when `succeeded`. */
+const imageRecord = (status: TaskRecord['status'], owner: string): TaskRecord => ({
+  id: `task_${hex()}`,
+  kind: 'image',
+  owner,
+  model: 'kiln-image-1',
+  status,
+  created_at: now,
+  finished_at: status === 'succeeded' ? now : null,
+  candidates: [],
+  error: null,
+});
 /** Headers that differ between any two answers whatever path served them. */
 const VARYING = new Set(['date', 'x-request-id']);
 /** Sent to make a request Koa's. */
@@ -53,7 +66,6 @@ async function same(app: UnitApp, path: string, opts: Parameters<typeof request>
 describe('answers of the fast path and of Koa', () => {
   let app: UnitApp;
   let owner: string;
-  const now = Math.floor(Date.now() / 1000);
   beforeAll(async () => {
     app = await startUnitApp({ RATE_LIMIT_TASK_MS: '0' });
     owner = ownerOfKey(app.config.ownerKey, KEY);
@@ -61,17 +73,7 @@ describe('answers of the fast path and of Koa', () => {
   afterAll(async () => {
     await app?.close();
   });
-  const image = (status: TaskRecord['status'], who = owner): TaskRecord => ({
-    id: `task_${hex()}`,
-    kind: 'image',
-    owner: who,
-    model: 'kiln-image-1',
-    status,
-    created_at: now,
-    finished_at: status === 'succeeded' ? now : null,
-    candidates: [],
-    error: null,
-  });
+  const image = (status: TaskRecord['status'], who = owner) => imageRecord(status, who);
 
   it('a finished task: 200, the stored view, no Retry-After', async () => {
     const t = image('succeeded');
@@ -205,6 +207,125 @@ describe('answers of the fast path and of Koa', () => {
   });
 });
 
+describe('polls a process answers from memory (a known key, a finished task, no poll limit)', () => {
+  let app: UnitApp;
+  let owner: string;
+  beforeAll(async () => {
+    app = await startUnitApp({ RATE_LIMIT_TASK_MS: '0', FINISHED_VIEWS_CACHE_MB: '1' });
+    owner = ownerOfKey(app.config.ownerKey, KEY);
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+  const image = (status: TaskRecord['status'], who = owner) => imageRecord(status, who);
+  /** A poll, and how many store reads it made. */
+  const poll = async (path: string, opts: Parameters<typeof request>[3] = {}) => {
+    const before = app.store.reads;
+    const r = await request(app, 'GET', path, opts);
+    return { r, reads: app.store.reads - before };
+  };
+
+  it("answers a repeat poll with no store read: the same bytes, headers and log line as Koa's", async () => {
+    const t = image('succeeded');
+    await app.store.transition(t);
+    const first = await poll(`/v1/tasks/${t.id}`);
+    expect(first.reads).toBe(1);
+    const again = await poll(`/v1/tasks/${t.id}`, { headers: { 'x-request-id': 'mem-1' } });
+    expect(again.reads).toBe(0);
+    const koa = await poll(`/v1/tasks/${t.id}`, { headers: { 'x-request-id': 'mem-koa', origin: KOA_ORIGIN } });
+    expect(again.r.status).toBe(200);
+    expect(again.r.text).toBe(first.r.text);
+    expect(again.r.text).toBe(koa.r.text);
+    expect(headersOf(again.r)).toEqual(headersOf(koa.r));
+    expect(again.r.headers.get('x-request-id')).toBe('mem-1');
+    const line = (id: string) => {
+      const found = app.logs().filter((l) => l.msg === 'request' && l.reqId === id);
+      expect(found, id).toHaveLength(1);
+      const { time: _t, ms: _ms, reqId: _r, ...rest } = found[0];
+      return rest;
+    };
+    expect(line('mem-1')).toEqual(line('mem-koa'));
+    expect(line('mem-1')).toMatchObject({ route: '/v1/tasks/:id', status: 200, taskId: t.id, owner });
+  });
+
+  it('a finished video too', async () => {
+    const v: VideoTaskRecord = {
+      id: `video_${hex()}`,
+      kind: 'video',
+      owner,
+      model: 'kiln-video-1',
+      status: 'succeeded',
+      progress: 100,
+      prompt: 'a kiln',
+      seconds: '4',
+      size: '720x1280',
+      created_at: now,
+      completed_at: now,
+      error: null,
+    };
+    await app.store.transition(v);
+    const first = await poll(`/v1/videos/${v.id}`);
+    const again = await poll(`/v1/videos/${v.id}`);
+    expect([first.reads, again.reads]).toEqual([1, 0]);
+    expect(again.r.text).toBe(first.r.text);
+    expect(again.r.json).toMatchObject({ id: v.id, status: 'completed' });
+  });
+
+  it("never answers from memory for another owner, a task's other kind, a missing or a failing key", async () => {
+    const t = image('succeeded');
+    await app.store.transition(t);
+    expect((await poll(`/v1/tasks/${t.id}`)).reads).toBe(1);
+    // Cached now; each of these must still get what Koa answers.
+    const other = await poll(`/v1/tasks/${t.id}`, { key: 'another-owner-key-000000' });
+    expect(other.r.status).toBe(404);
+    expect(other.r.json.error.code).toBe('not_found');
+    const asVideo = await poll(`/v1/videos/${t.id}`);
+    expect(asVideo.r.status).toBe(404);
+    expect((await poll(`/v1/tasks/${t.id}`, { key: null })).r.status).toBe(401);
+    expect((await poll(`/v1/tasks/${t.id}`, { headers: { authorization: 'Bearer a b' }, key: null })).r.status).toBe(
+      401,
+    );
+    const boom = await poll(`/v1/tasks/${t.id}`, { key: EXPLODING_KEY });
+    expect(boom.r.status).toBe(500);
+    expect(boom.r.text).not.toContain(INTERNAL_DETAIL);
+  });
+
+  it('reads an unfinished task from the store on every poll, and shows its next state at once', async () => {
+    const t = image('running');
+    await app.store.transition(t);
+    const polls = [await poll(`/v1/tasks/${t.id}`), await poll(`/v1/tasks/${t.id}`)];
+    expect(polls.map((p) => [p.reads, p.r.json.status])).toEqual([
+      [1, 'running'],
+      [1, 'running'],
+    ]);
+    await app.store.transition({ ...t, status: 'succeeded', finished_at: now });
+    const done = await poll(`/v1/tasks/${t.id}`);
+    expect([done.reads, done.r.json.status, done.r.headers.get('retry-after')]).toEqual([1, 'succeeded', null]);
+    expect((await poll(`/v1/tasks/${t.id}`)).reads).toBe(0);
+  });
+});
+
+describe('a finished task in memory with a poll limit', () => {
+  let app: UnitApp;
+  beforeAll(async () => {
+    app = await startUnitApp({ RATE_LIMIT_TASK_MS: '600000', FINISHED_VIEWS_CACHE_MB: '1' });
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it('still asks the store (the limiter is there): the second poll is a 429', async () => {
+    const t = imageRecord('succeeded', ownerOfKey(app.config.ownerKey, KEY));
+    await app.store.transition(t);
+    const id = t.id;
+    const before = app.store.reads;
+    expect((await request(app, 'GET', `/v1/tasks/${id}`)).status).toBe(200);
+    const second = await request(app, 'GET', `/v1/tasks/${id}`);
+    expect(second.status).toBe(429);
+    expect(app.store.reads - before).toBe(2);
+  });
+});
+
 describe('the poll limiter on the fast path', () => {
   let app: UnitApp;
   beforeAll(async () => {
@@ -260,6 +381,8 @@ describe('which requests the fast path takes', () => {
   let url: string;
   const slow: string[] = [];
   const close: (() => void)[] = [];
+  /** Which of the read's calls answered: `get <id>` (a promise) or `peek <id>` (from memory). */
+  const calls: string[] = [];
   beforeAll(async () => {
     const log = pino({ level: 'silent' });
     const read: FastRead = {
@@ -267,8 +390,13 @@ describe('which requests the fast path takes', () => {
       route: '/v1/tasks/:id',
       pollAfterSeconds: 10,
       get: async (_caller, id) => {
+        calls.push(`get ${id}`);
         if (id === 'task_missing') throw new KilnError('not_found', `Task ${id} was not found.`);
         return { status: 'succeeded', json: `{"id":"${id}"}` };
+      },
+      peek: (_caller, id) => {
+        calls.push(`peek ${id}`);
+        return id === 'task_mem' ? { status: 'succeeded', json: `{"id":"${id}","from":"memory"}` } : undefined;
       },
     };
     const list: FastList = {
@@ -313,6 +441,21 @@ describe('which requests the fast path takes', () => {
     const missing = await ask('/v1/tasks/task_missing');
     expect(missing.status).toBe(404);
     expect(await missing.json()).toEqual({ error: { code: 'not_found', message: 'Task task_missing was not found.' } });
+    expect(slow).toEqual([]);
+  });
+
+  it('answers from memory, with no promise, only for a key it already knows and a view memory holds', async () => {
+    calls.length = 0;
+    const fresh = 'a-key-this-process-never-saw-0001';
+    const first = await ask('/v1/tasks/task_mem', { headers: { authorization: `Bearer ${fresh}` } });
+    expect(await first.text()).toBe('{"id":"task_mem"}');
+    const again = await ask('/v1/tasks/task_mem', { headers: { authorization: `Bearer ${fresh}` } });
+    expect(again.status).toBe(200);
+    expect(again.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect(again.headers.get('x-request-id')).toBeTruthy();
+    expect(await again.text()).toBe('{"id":"task_mem","from":"memory"}');
+    expect(await (await ask('/v1/tasks/task_other')).text()).toBe('{"id":"task_other"}');
+    expect(calls).toEqual(['get task_mem', 'peek task_mem', 'peek task_other', 'get task_other']);
     expect(slow).toEqual([]);
   });
 
