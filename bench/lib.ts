@@ -111,16 +111,24 @@ export async function load(opts: {
   headers?: Record<string, string>;
   body?: string;
   requests?: autocannon.Request[];
+  /**
+   * Seconds of the same load first, not measured: a process that sat idle while another scenario
+   * ran (its heap collected, its connections new) starts cold, and that second lands in the p99.
+   */
+  warmupSeconds?: number;
 }): Promise<LoadResult> {
-  const r = await autocannon({
-    url: opts.url,
-    connections: opts.connections,
-    duration: opts.seconds,
-    method: opts.method ?? 'GET',
-    headers: opts.headers,
-    body: opts.body,
-    requests: opts.requests,
-  });
+  const run = (duration: number) =>
+    autocannon({
+      url: opts.url,
+      connections: opts.connections,
+      duration,
+      method: opts.method ?? 'GET',
+      headers: opts.headers,
+      body: opts.body,
+      requests: opts.requests,
+    });
+  if (opts.warmupSeconds) await run(opts.warmupSeconds);
+  const r = await run(opts.seconds);
   return {
     rps: r.requests.average,
     p50: r.latency.p50,

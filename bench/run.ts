@@ -34,6 +34,8 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const TOTAL_TASKS = Number(process.env.BENCH_TASKS ?? 10_000);
 /** Tasks per round of the batch comparison with the minimal workflow. */
 const BATCH = Number(process.env.BENCH_BATCH ?? 200);
+/** Unmeasured load before each read scenario, on Kiln and on the baselines alike (`load`). */
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
 /** Alternating rounds of the read scenarios against bare Koa (their ratios are medians over rounds). */
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
 /** How long after the last load the settled memory is read. */
@@ -408,7 +410,8 @@ async function main() {
   ];
   const rounds = reads.map((): LoadResult[] => []);
   for (let round = 0; round < ROUNDS; round++) {
-    for (const [i, r] of reads.entries()) rounds[i].push(await load({ ...r.opts, seconds: SECONDS }));
+    for (const [i, r] of reads.entries())
+      rounds[i].push(await load({ ...r.opts, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS }));
   }
   bare.kill();
   bareRedis.kill();
@@ -438,7 +441,13 @@ async function main() {
   // List flatness: the same page size from owners with 10,000, 100 and 10 tasks, in alternating
   // rounds too (one round each moved the 10,000-vs-100 ratio between 0.86 and 1.03 across runs).
   const listPage = (headers: Record<string, string>) =>
-    load({ url: `${base}/v1/tasks?limit=100`, headers, connections: 32, seconds: SECONDS });
+    load({
+      url: `${base}/v1/tasks?limit=100`,
+      headers,
+      connections: 32,
+      seconds: SECONDS,
+      warmupSeconds: WARMUP_SECONDS,
+    });
   const [bigs, mids, smalls]: LoadResult[][] = [[], [], []];
   for (let round = 0; round < ROUNDS; round++) {
     bigs.push(await listPage(big));
