@@ -69,5 +69,42 @@ export function createLogger(
       censor: '[redacted]',
     },
   };
-  return destination ? pino(options, destination) : pino(options);
+  const logger = destination ? pino(options, destination) : pino(options);
+  if (format === 'json') plainJson.add(logger);
+  return logger;
+}
+
+/** Loggers whose lines are pino's default JSON: level, time, bindings, fields, msg (createLogger). */
+const plainJson = new WeakSet<Logger>();
+
+/** The fields of a request's line, in the order they are written. */
+export interface RequestLine {
+  reqId: string;
+  method: string;
+  route: string;
+  status: number;
+  ms: number;
+  taskId?: string;
+  owner?: string;
+}
+
+const str = JSON.stringify;
+
+/**
+ * Writes a request's info line as `log.info(fields, 'request')` would, byte for byte, without
+ * pino's per-line work (its key walk, mixin and serializer checks: about 3 µs of a poll).
+ * Undefined for a logger whose lines are not plain JSON (pretty, or not made by createLogger):
+ * then pino writes them. The caller checks that info is enabled.
+ */
+export function requestLineWriter(log: Logger): ((line: RequestLine) => void) | undefined {
+  if (!plainJson.has(log)) return undefined;
+  const { chindingsSym, streamSym } = pino.symbols;
+  const holder = log as unknown as Record<symbol, unknown>;
+  const bindings = holder[chindingsSym] as string;
+  const stream = holder[streamSym] as DestinationStream;
+  const head = `{"level":${log.levels.values.info},"time":`;
+  return (l) =>
+    stream.write(
+      `${head}${Date.now()}${bindings},"reqId":${str(l.reqId)},"method":${str(l.method)},"route":${str(l.route)},"status":${l.status},"ms":${l.ms}${l.taskId ? `,"taskId":${str(l.taskId)}` : ''}${l.owner ? `,"owner":${str(l.owner)}` : ''},"msg":"request"}\n`,
+    );
 }

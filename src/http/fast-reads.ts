@@ -49,15 +49,18 @@ export interface FastReadDeps {
 type Listener = (req: IncomingMessage, res: ServerResponse) => unknown;
 /** What a matched request is answered with: the JSON text, and Retry-After for an unfinished task. */
 type Answered = { json: string | Buffer; retryAfter?: number };
-type Serve = (caller: Caller) => Promise<Answered>;
 
-/** A request the fast path answers: its route template, the task it names, and how it is answered. */
+/**
+ * A request the fast path answers: its route template, and the poll (`read` and `id`) or the
+ * list page (`list` and `search`) it asks for. Plain fields, no closures: a poll allocates little.
+ */
 interface Matched {
   route: string;
   taskId?: string;
-  serve: Serve;
-  /** The answer when memory has it, with no I/O (a finished task's poll), else undefined. */
-  peek?: (caller: Caller) => Answered | undefined;
+  read?: FastRead;
+  id?: string;
+  list?: FastList;
+  search?: string;
 }
 
 /** What a task or video id can hold; anything else (e.g. `%`-escapes, `/`) is Koa's to decode. */
@@ -73,7 +76,7 @@ export function withFastReads(deps: FastReadDeps, slow: Listener): Listener {
     if (!matched) return slow(req, res);
     const header = h['x-request-id'];
     const observed = deps.observer.begin(typeof header === 'string' && header ? header : undefined);
-    if (matched.taskId) observed.rc.taskId = matched.taskId;
+    observed.rc.taskId = matched.taskId;
     // Everything the request logs, an unhandled error's line included, names it (as on Koa's routes).
     void runWithRequest(observed.rc, () => answer(deps, matched, observed, req, res));
   };
@@ -84,28 +87,25 @@ function match({ reads, lists }: FastReadDeps, url: string): Matched | undefined
     if (!url.startsWith(read.prefix)) continue;
     const id = url.slice(read.prefix.length);
     if (!PLAIN_ID.test(id)) return undefined;
-    const answered = (view: ViewText): Answered => ({
-      json: view.json,
-      retryAfter: UNFINISHED_STATUSES.includes(view.status) ? read.pollAfterSeconds : undefined,
-    });
-    const serve: Serve = async (caller) => answered(await read.get(caller, id));
-    const peek =
-      read.peek &&
-      ((caller: Caller) => {
-        const view = read.peek!(caller, id);
-        return view && answered(view);
-      });
-    return { route: read.route, ...(id.startsWith('task_') ? { taskId: id } : {}), serve, peek };
+    return { route: read.route, taskId: id.startsWith('task_') ? id : undefined, read, id };
   }
-  for (const l of lists) {
-    if (url !== l.path && !url.startsWith(`${l.path}?`)) continue;
-    const search = url.slice(l.path.length + 1);
-    const serve: Serve = async (caller) => ({
-      json: await l.list(caller, parseInput(l.query, parseQuery(search), 'query') as never),
-    });
-    return { route: l.path, serve };
+  for (const list of lists) {
+    if (url !== list.path && !url.startsWith(`${list.path}?`)) continue;
+    return { route: list.path, list, search: url.slice(list.path.length + 1) };
   }
   return undefined;
+}
+
+/** An unfinished task's answer says when to poll again. */
+const retryAfterOf = (read: FastRead, view: ViewText): number | undefined =>
+  UNFINISHED_STATUSES.includes(view.status) ? read.pollAfterSeconds : undefined;
+
+async function serve({ read, id, list, search }: Matched, caller: Caller): Promise<Answered> {
+  if (read) {
+    const view = await read.get(caller, id!);
+    return { json: view.json, retryAfter: retryAfterOf(read, view) };
+  }
+  return { json: await list!.list(caller, parseInput(list!.query, parseQuery(search!), 'query') as never) };
 }
 
 /**
@@ -139,16 +139,17 @@ function answer(
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<void> | undefined {
-  const caller = matched.peek && deps.auth.known?.(req.headers.authorization || undefined);
-  const hit = caller && matched.peek!(caller);
-  if (!hit) return answerLater(deps, matched, observed, req, res);
+  const { read } = matched;
+  const caller = read?.peek && deps.auth.known?.(req.headers.authorization || undefined);
+  const view = caller && read!.peek!(caller, matched.id!);
+  if (!view) return answerLater(deps, matched, observed, req, res);
   observed.rc.owner = caller.owner;
-  send(deps, matched.route, observed, res, 200, hit.json, hit.retryAfter?.toString());
+  send(deps, matched.route, observed, res, 200, view.json, retryAfterOf(read!, view)?.toString());
 }
 
 async function answerLater(
   deps: FastReadDeps,
-  { route, serve }: Matched,
+  matched: Matched,
   observed: ObservedRequest,
   req: IncomingMessage,
   res: ServerResponse,
@@ -160,16 +161,16 @@ async function answerLater(
     // Authentication first, as on Koa's routes: an unauthenticated caller learns nothing of input rules.
     const caller = await deps.auth.authenticate(req.headers.authorization || undefined);
     observed.rc.owner = caller.owner;
-    const answered = await serve(caller);
-    retryAfter = answered.retryAfter?.toString();
-    body = answered.json;
+    const answer = await serve(matched, caller);
+    retryAfter = answer.retryAfter?.toString();
+    body = answer.json;
   } catch (err) {
-    const e = errorAnswer(err, deps.log, 'GET', route);
+    const e = errorAnswer(err, deps.log, 'GET', matched.route);
     status = e.status;
     body = JSON.stringify(e.toBody());
     retryAfter = retryAfterHeader(e);
   }
-  send(deps, route, observed, res, status, body, retryAfter);
+  send(deps, matched.route, observed, res, status, body, retryAfter);
 }
 
 function send(

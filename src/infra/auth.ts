@@ -32,30 +32,28 @@ export function parseBearer(header: string | undefined): string {
   return m[1];
 }
 
-/** Owners of recently seen keys; the HMAC was a measurable share of a poll's CPU (BENCHMARKS.md). */
+/** Callers of recently seen keys; the HMAC was a measurable share of a poll's CPU (BENCHMARKS.md). */
 const OWNER_CACHE_ENTRIES = 10_000;
 
 export class PassthroughAuth implements Authenticator {
   // Process memory only, like the key in the request being served; never logged or stored.
-  private readonly owners = new Map<string, string>();
+  // Keyed by the header as sent: a repeat poll is one map lookup, no parse and no new object.
+  private readonly callers = new Map<string, Readonly<Caller>>();
   constructor(private readonly ownerKey: Buffer) {}
   known(header: string | undefined): Caller | undefined {
-    const m = header ? BEARER.exec(header.trim()) : null;
-    const owner = m ? this.owners.get(m[1]) : undefined;
-    return owner === undefined ? undefined : { owner, credential: m![1] };
+    return header === undefined ? undefined : this.callers.get(header);
   }
 
   async authenticate(header: string | undefined): Promise<Caller> {
+    const hit = this.known(header);
+    if (hit) return hit;
     const key = parseBearer(header);
-    let owner = this.owners.get(key);
-    if (owner === undefined) {
-      owner = ownerOfKey(this.ownerKey, key);
-      // Dropping everything at the bound keeps this O(1) with no bookkeeping per hit; a full cache
-      // means many distinct keys, which recompute once each.
-      if (this.owners.size >= OWNER_CACHE_ENTRIES) this.owners.clear();
-      this.owners.set(key, owner);
-    }
-    return { owner, credential: key };
+    const caller = Object.freeze({ owner: ownerOfKey(this.ownerKey, key), credential: key });
+    // Dropping everything at the bound keeps this O(1) with no bookkeeping per hit; a full cache
+    // means many distinct keys, which recompute once each.
+    if (this.callers.size >= OWNER_CACHE_ENTRIES) this.callers.clear();
+    this.callers.set(header!, caller);
+    return caller;
   }
 }
 

@@ -1,8 +1,9 @@
 // Prometheus metrics of the API process. One registry per app, so several apps in one process
 // (the tests) do not collide. Tasks finished by outcome are counted by the worker (see
 // src/ops/worker-telemetry.ts): it is the one place that sees each task end exactly once.
-import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import { clusterMetrics, inClusterWorker } from './api-cluster.js';
+import { RequestSeries } from './request-series.js';
 
 export interface ApiMetricsSources {
   /** Unfinished tasks (the queue gauge in Redis); may throw when Redis is down. */
@@ -11,24 +12,20 @@ export interface ApiMetricsSources {
 
 export class ApiMetrics {
   readonly registry = new Registry();
-  readonly requests: Counter<'method' | 'route' | 'status'>;
-  readonly duration: Histogram<'method' | 'route' | 'status'>;
+  /** Requests and their latency by method, route template and status. */
+  readonly http: RequestSeries;
   readonly submitted: Counter<'model' | 'kind'>;
   readonly rateLimited: Counter<'route'>;
 
   constructor(sources: ApiMetricsSources, opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
-    this.requests = new Counter({
-      name: 'kiln_http_requests_total',
-      help: 'HTTP requests by method, route template and status',
-      labelNames: ['method', 'route', 'status'],
-      registers,
-    });
-    this.duration = new Histogram({
-      name: 'kiln_http_request_duration_seconds',
-      help: 'HTTP request latency by method, route template and status',
-      labelNames: ['method', 'route', 'status'],
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    this.http = new RequestSeries({
+      counter: { name: 'kiln_http_requests_total', help: 'HTTP requests by method, route template and status' },
+      histogram: {
+        name: 'kiln_http_request_duration_seconds',
+        help: 'HTTP request latency by method, route template and status',
+        buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      },
       registers,
     });
     this.submitted = new Counter({

@@ -1,0 +1,52 @@
+// The request line is written without pino's per-line work; it must be the line pino writes.
+import { pino } from 'pino';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { createLogger, requestLineWriter, type RequestLine } from '../../src/log.js';
+
+function capture() {
+  const lines: string[] = [];
+  return { lines, stream: { write: (s: string) => void lines.push(s) } };
+}
+
+const LINES: RequestLine[] = [
+  { reqId: 'r-1', method: 'GET', route: '/v1/tasks/:id', status: 200, ms: 0 },
+  {
+    reqId: '7b3f2bdd-301d-4a1a-b44d-9bd903457453',
+    method: 'POST',
+    route: '/v1/tasks',
+    status: 202,
+    ms: 15,
+    taskId: 'task_7fefb3c51c66e5207c2684ac4099c478',
+    owner: '90d77ae77c5c132be0a5a1f926967e429133d3fef99db07fbf95ed176ff8c7a1',
+  },
+  // A task id from a decoded path and an issued key's owner may hold anything JSON must escape.
+  { reqId: 'a:b@c', method: 'GET', route: '(unmatched)', status: 404, ms: 1234, taskId: 'task_"\\\n\u0001é€😀' },
+  { reqId: 'x', method: 'DELETE', route: '/v1/x', status: 500, ms: 3, owner: 'key:o"w\\ner' },
+];
+
+afterEach(() => vi.restoreAllMocks());
+
+describe('request line', () => {
+  it("is pino's line for the same fields, byte for byte", () => {
+    vi.spyOn(Date, 'now').mockReturnValue(1795658591384);
+    const ours = capture();
+    const theirs = capture();
+    const write = requestLineWriter(createLogger('info', 'kiln-api', 'json', 0, ours.stream));
+    const log = createLogger('info', 'kiln-api', 'json', 0, theirs.stream).child({}, { redact: { paths: [] } });
+    expect(write).toBeTypeOf('function');
+    for (const line of LINES) {
+      write!(line);
+      log.info(line, 'request');
+    }
+    expect(theirs.lines).toHaveLength(LINES.length);
+    expect(ours.lines).toEqual(theirs.lines);
+    // And it is JSON a log pipeline reads back as the fields.
+    expect(JSON.parse(ours.lines[2])).toMatchObject({ ...LINES[2], level: 30, name: 'kiln-api', msg: 'request' });
+  });
+
+  it('is left to pino for lines that are not plain JSON', () => {
+    expect(requestLineWriter(pino({ level: 'info' }, capture().stream))).toBeUndefined();
+    const root = createLogger('info', 'kiln-api', 'json', 0, capture().stream);
+    expect(requestLineWriter(root.child({ extra: 1 }))).toBeUndefined();
+  });
+});
