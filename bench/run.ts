@@ -171,11 +171,13 @@ async function main() {
   });
   // `operatorView`: started with what Kiln's start carries for operators (owner and model search
   // attributes, the Web UI summary), which costs the server more per start than a bare one.
-  const startMinimal = (operatorView = false) =>
-    client.workflow.start('minimalBaselineWorkflow', {
+  // `local`: the same activity as a local activity (a marker in history, no activity task): the
+  // shape issue 12 weighs for the upstream call, measured here before Kiln takes it.
+  const startMinimal = (operatorView = false, local = false) =>
+    client.workflow.start(local ? 'minimalLocalWorkflow' : 'minimalBaselineWorkflow', {
       workflowId: `min_${randomBytes(16).toString('hex')}`,
       taskQueue: 'bench-min',
-      args: ['bench-min.act'],
+      args: local ? [] : ['bench-min.act'],
       ...(operatorView
         ? {
             typedSearchAttributes: [
@@ -186,7 +188,9 @@ async function main() {
           }
         : {}),
     });
-  for (let i = 0; i < 20; i++) await (await startMinimal()).result(); // waits for its worker; warms it up
+  // Waits for its worker; warms it up.
+  for (let i = 0; i < 20; i++)
+    await Promise.all([(await startMinimal()).result(), (await startMinimal(false, true)).result()]);
   /** `n` items handed out to `callers` concurrent loops; resolves when every call has returned. */
   const fanOut = async <T>(n: number, callers: number, fn: () => Promise<T>): Promise<T[]> => {
     const out: T[] = [];
@@ -198,9 +202,9 @@ async function main() {
     );
     return out;
   };
-  const minimalRound = async (operatorView = false) => {
+  const minimalRound = async (operatorView = false, local = false) => {
     const t = performance.now();
-    const handles = await fanOut(BATCH, 16, () => startMinimal(operatorView));
+    const handles = await fanOut(BATCH, 16, () => startMinimal(operatorView, local));
     await Promise.all(handles.map((h) => h.result()));
     return performance.now() - t;
   };
@@ -219,10 +223,11 @@ async function main() {
     'minimal worker': { tree: [minimalWorker.pid!] },
     'bench driver': { pid: process.pid },
   };
-  const cpuPerTask: Record<'kiln' | 'minimal' | 'minimalView', Record<string, number>[]> = {
+  const cpuPerTask: Record<'kiln' | 'minimal' | 'minimalView' | 'minimalLocal', Record<string, number>[]> = {
     kiln: [],
     minimal: [],
     minimalView: [],
+    minimalLocal: [],
   };
   const measured = async (kind: keyof typeof cpuPerTask, round: () => Promise<number>) => {
     const before = cpuByRole(cpuRoles);
@@ -233,15 +238,22 @@ async function main() {
   };
   const minimalMs: number[] = [];
   const minimalViewMs: number[] = [];
+  const minimalLocalMs: number[] = [];
   const kilnMs: number[] = [];
   for (let round = 0; round < 3; round++) {
     minimalMs.push(await measured('minimal', () => minimalRound()));
     kilnMs.push(await measured('kiln', kilnRound));
     minimalViewMs.push(await measured('minimalView', () => minimalRound(true)));
+    minimalLocalMs.push(await measured('minimalLocal', () => minimalRound(false, true)));
   }
   submitted += 3 * BATCH;
   minimalWorker.kill('SIGTERM');
-  const [kilnBatch, minimalBatch, minimalViewBatch] = [pct(kilnMs, 50), pct(minimalMs, 50), pct(minimalViewMs, 50)];
+  const [kilnBatch, minimalBatch, minimalViewBatch, minimalLocalBatch] = [
+    kilnMs,
+    minimalMs,
+    minimalViewMs,
+    minimalLocalMs,
+  ].map((ms) => pct(ms, 50));
   const roundsOf = (ms: number[]) => `rounds ${ms.map((m) => fmt(m, 0)).join(', ')}`;
   const batchWhat = `${BATCH} tasks, first submit → all terminal in Redis (16 callers, median of 3)`;
   const batchKiln = `${fmt(kilnBatch, 0)} ms (${fmt(BATCH / (kilnBatch / 1000), 0)} tasks/s; ${roundsOf(kilnMs)})`;
@@ -260,6 +272,13 @@ async function main() {
     baseName: `${minimalName}; started with Kiln's search attributes and summary`,
     ratioText: `time ${fmt(kilnBatch / minimalViewBatch, 2)}×`,
   });
+  rows.push({
+    what: `${BATCH} minimal workflows whose activity is a local activity (6 history events, one workflow task)`,
+    kiln: '',
+    base: `${fmt(minimalLocalBatch, 0)} ms (${roundsOf(minimalLocalMs)})`,
+    baseName: 'against the minimal workflow above',
+    ratioText: `time ${fmt(minimalLocalBatch / minimalBatch, 2)}×`,
+  });
   /** Median CPU per task of each process over the rounds of `kind`, and their sum. */
   const cpuOf = (kind: keyof typeof cpuPerTask) => {
     const roles = Object.keys(cpuPerTask[kind][0]);
@@ -276,11 +295,16 @@ async function main() {
     const parts = roles.filter((r) => med[r] >= 0.05).map((r) => `${r} ${fmt(med[r])}`);
     return { total, text: `${fmt(total)} ms (${parts.join(', ')})` };
   };
-  const [kilnCpu, minimalCpu, minimalViewCpu] = [cpuOf('kiln'), cpuOf('minimal'), cpuOf('minimalView')];
+  const [kilnCpu, minimalCpu, minimalViewCpu, minimalLocalCpu] = [
+    cpuOf('kiln'),
+    cpuOf('minimal'),
+    cpuOf('minimalView'),
+    cpuOf('minimalLocal'),
+  ];
   rows.push({
     what: 'CPU per task in those rounds, by process (ms, /proc, median of 3; idle processes count their background)',
     kiln: kilnCpu.text,
-    note: `minimal: ${minimalCpu.text}; minimal started as Kiln starts a task: ${minimalViewCpu.text}`,
+    note: `minimal: ${minimalCpu.text}; minimal started as Kiln starts a task: ${minimalViewCpu.text}; minimal with a local activity: ${minimalLocalCpu.text}`,
     ratioText: `CPU ${fmt(kilnCpu.total / minimalCpu.total, 2)}× / ${fmt(kilnCpu.total / minimalViewCpu.total, 2)}×`,
   });
 

@@ -1,5 +1,6 @@
 // The bench's baseline worker, its own process: minimalBaselineWorkflow on MINIMAL_QUEUE and its
-// one activity on MINIMAL_QUEUE.act, as Kiln runs its workflow and its model's activity queue.
+// one activity on MINIMAL_QUEUE.act, as Kiln runs its workflow and its model's activity queue;
+// minimalLocalWorkflow runs the same activity locally, in the workflow's worker.
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
 
@@ -17,7 +18,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   });
   const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS });
   const workers = await Promise.all([
-    Worker.create({ connection, taskQueue: queue, workflowBundle }),
+    Worker.create({ connection, taskQueue: queue, workflowBundle, activities: minimalActivities }),
     Worker.create({ connection, taskQueue: `${queue}.act`, activities: minimalActivities }),
   ]);
   process.stdout.write('minimal-ready\n');
