@@ -181,15 +181,15 @@ interface ProcStat {
 
 /** Every live process, from /proc (Linux). */
 function procs(): ProcStat[] {
-  const ticksPerMs = 100 / 1000; // USER_HZ
   const out: ProcStat[] = [];
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     try {
       // Fields after the command name, which may hold spaces: state is [0], ppid [1], utime [11], stime [12].
-      const f = readFileSync(`/proc/${name}/stat`, 'utf8').split(') ')[1].split(' ');
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
       const cmdline = readFileSync(`/proc/${name}/cmdline`, 'utf8').replace(/\0/g, ' ');
-      out.push({ pid: Number(name), ppid: Number(f[1]), cpuMs: (Number(f[11]) + Number(f[12])) / ticksPerMs, cmdline });
+      out.push({ pid: Number(name), ppid: Number(f[1]), cpuMs: statCpuMs(stat), cmdline });
     } catch {
       // Exited while being read.
     }
@@ -230,6 +230,44 @@ export function cpuByRole(roles: Record<string, CpuRole>): Record<string, number
       claimed.add(pid);
       out[name] += p.cpuMs;
     }
+  }
+  return out;
+}
+
+/** user + system CPU (ms) in one `/proc/.../stat` line; the command name may hold spaces. */
+function statCpuMs(stat: string): number {
+  const f = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10; // USER_HZ = 100
+}
+
+/**
+ * One Node process's CPU so far (ms) by thread: `main`, its other Node threads (`node`: the
+ * Temporal SDK runs workflows in a worker thread), Temporal Core's Rust threads (`Temporal Core`),
+ * and `exited threads`: CPU of threads that ended, which the process total keeps (the SDK's
+ * sandbox starts a short-lived watchdog thread for every call into a workflow).
+ */
+export function cpuByThread(pid: number): Record<string, number> {
+  const out: Record<string, number> = { main: 0, node: 0, 'Temporal Core': 0, other: 0, 'exited threads': 0 };
+  try {
+    let live = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      let stat: string;
+      try {
+        stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      } catch {
+        continue; // ended while being read: counted with the exited ones
+      }
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const ms = statCpuMs(stat);
+      live += ms;
+      if (tid === String(pid)) out.main += ms;
+      else if (comm === 'node') out.node += ms;
+      else if (comm.startsWith('tokio-runtime') || comm.startsWith('workflow-proces')) out['Temporal Core'] += ms;
+      else out.other += ms;
+    }
+    out['exited threads'] = Math.max(0, statCpuMs(readFileSync(`/proc/${pid}/stat`, 'utf8')) - live);
+  } catch {
+    // The process is gone.
   }
   return out;
 }

@@ -15,6 +15,7 @@ import { taskSummary } from '../src/temporal/summary.js';
 import type { TaskRecord } from '../src/shared/task.js';
 import {
   cpuByRole,
+  cpuByThread,
   fmt,
   load,
   loop,
@@ -229,11 +230,18 @@ async function main() {
     minimalView: [],
     minimalLocal: [],
   };
+  // The worker that ran the round, by thread: where a task's worker CPU goes, Kiln's and the SDK's.
+  const threadPerTask: Record<'kiln' | 'minimal', Record<string, number>[]> = { kiln: [], minimal: [] };
+  const perTask = (before: Record<string, number>, after: Record<string, number>) =>
+    Object.fromEntries(Object.keys(after).map((k) => [k, (after[k] - before[k]) / BATCH]));
   const measured = async (kind: keyof typeof cpuPerTask, round: () => Promise<number>) => {
+    const threadsOf = kind === 'kiln' ? worker.pid! : kind === 'minimal' ? minimalWorker.pid! : null;
     const before = cpuByRole(cpuRoles);
+    const threadsBefore = threadsOf ? cpuByThread(threadsOf) : {};
     const ms = await round();
     const after = cpuByRole(cpuRoles);
-    cpuPerTask[kind].push(Object.fromEntries(Object.keys(after).map((k) => [k, (after[k] - before[k]) / BATCH])));
+    if (threadsOf) threadPerTask[kind as 'kiln' | 'minimal'].push(perTask(threadsBefore, cpuByThread(threadsOf)));
+    cpuPerTask[kind].push(perTask(before, after));
     return ms;
   };
   const minimalMs: number[] = [];
@@ -279,14 +287,14 @@ async function main() {
     baseName: 'against the minimal workflow above',
     ratioText: `time ${fmt(minimalLocalBatch / minimalBatch, 2)}×`,
   });
-  /** Median CPU per task of each process over the rounds of `kind`, and their sum. */
-  const cpuOf = (kind: keyof typeof cpuPerTask) => {
-    const roles = Object.keys(cpuPerTask[kind][0]);
+  /** Median CPU per task of each part over `rounds`, and their sum. */
+  const cpuOf = (kind: keyof typeof cpuPerTask, rounds: Record<string, number>[] = cpuPerTask[kind]) => {
+    const roles = Object.keys(rounds[0]);
     const med = Object.fromEntries(
       roles.map((r) => [
         r,
         pct(
-          cpuPerTask[kind].map((c) => c[r]),
+          rounds.map((c) => c[r]),
           50,
         ),
       ]),
@@ -306,6 +314,13 @@ async function main() {
     kiln: kilnCpu.text,
     note: `minimal: ${minimalCpu.text}; minimal started as Kiln starts a task: ${minimalViewCpu.text}; minimal with a local activity: ${minimalLocalCpu.text}`,
     ratioText: `CPU ${fmt(kilnCpu.total / minimalCpu.total, 2)}× / ${fmt(kilnCpu.total / minimalViewCpu.total, 2)}×`,
+  });
+  const [kilnThreads, minimalThreads] = [cpuOf('kiln', threadPerTask.kiln), cpuOf('minimal', threadPerTask.minimal)];
+  rows.push({
+    what: "the worker's CPU per task in those rounds, by thread (`node`: the SDK's workflow thread; exited threads: its sandbox's watchdogs)",
+    kiln: `Kiln worker: ${kilnThreads.text}`,
+    note: `minimal worker: ${minimalThreads.text}`,
+    ratioText: `CPU ${fmt(kilnThreads.total / minimalThreads.total, 2)}×`,
   });
 
   const finish = async () => {
