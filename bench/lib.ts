@@ -240,35 +240,61 @@ function statCpuMs(stat: string): number {
   return (Number(f[11]) + Number(f[12])) * 10; // USER_HZ = 100
 }
 
-/**
- * One Node process's CPU so far (ms) by thread: `main`, its other Node threads (`node`: the
- * Temporal SDK runs workflows in a worker thread), Temporal Core's Rust threads (`Temporal Core`),
- * and `exited threads`: CPU of threads that ended, which the process total keeps (the SDK's
- * sandbox starts a short-lived watchdog thread for every call into a workflow).
- */
-export function cpuByThread(pid: number): Record<string, number> {
-  const out: Record<string, number> = { main: 0, node: 0, 'Temporal Core': 0, other: 0, 'exited threads': 0 };
+/** One process's CPU so far (ms): in total, and by live thread (id → name and CPU). */
+export interface ThreadReading {
+  total: number;
+  threads: Map<string, { name: string; ms: number }>;
+}
+
+export function readThreads(pid: number): ThreadReading {
+  const threads = new Map<string, { name: string; ms: number }>();
   try {
-    let live = 0;
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
-      let stat: string;
       try {
-        stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        threads.set(tid, { name: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), ms: statCpuMs(stat) });
       } catch {
-        continue; // ended while being read: counted with the exited ones
+        // Ended while being read: its CPU counts with the exited threads.
       }
-      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-      const ms = statCpuMs(stat);
-      live += ms;
-      if (tid === String(pid)) out.main += ms;
-      else if (comm === 'node') out.node += ms;
-      else if (comm.startsWith('tokio-runtime') || comm.startsWith('workflow-proces')) out['Temporal Core'] += ms;
-      else out.other += ms;
     }
-    out['exited threads'] = Math.max(0, statCpuMs(readFileSync(`/proc/${pid}/stat`, 'utf8')) - live);
+    return { total: statCpuMs(readFileSync(`/proc/${pid}/stat`, 'utf8')), threads };
   } catch {
-    // The process is gone.
+    return { total: 0, threads }; // the process is gone
   }
+}
+
+/**
+ * A Node worker process's CPU between two readings, by part. Node names none of its threads, so
+ * they are told apart by what they do: `main`; `workflow thread`, the busiest of the other Node
+ * threads (in a Temporal worker, the SDK's workflow sandbox); `other Node threads` (V8's helpers:
+ * concurrent GC and compilation; libuv's pool: file I/O); `Temporal Core` (the SDK's Rust
+ * threads: gRPC to the server); `exited threads` (CPU of threads that ended in between, which the
+ * process total keeps: the sandbox starts a short-lived watchdog thread for every call into a
+ * workflow).
+ */
+export function threadSplit(pid: number, before: ThreadReading, after: ThreadReading): Record<string, number> {
+  const out: Record<string, number> = {
+    main: 0,
+    'workflow thread': 0,
+    'other Node threads': 0,
+    'Temporal Core': 0,
+    other: 0,
+    'exited threads': 0,
+  };
+  let live = 0;
+  const others: number[] = [];
+  for (const [tid, t] of after.threads) {
+    const ms = t.ms - (before.threads.get(tid)?.ms ?? 0);
+    live += ms;
+    if (tid === String(pid)) out.main += ms;
+    else if (t.name === 'node') others.push(ms);
+    else if (t.name.startsWith('tokio-runtime') || t.name.startsWith('workflow-proces')) out['Temporal Core'] += ms;
+    else out.other += ms;
+  }
+  const busiest = Math.max(0, ...others);
+  out['workflow thread'] = busiest;
+  out['other Node threads'] = others.reduce((a, b) => a + b, 0) - busiest;
+  out['exited threads'] = Math.max(0, after.total - before.total - live);
   return out;
 }
 

@@ -15,7 +15,8 @@ import { taskSummary } from '../src/temporal/summary.js';
 import type { TaskRecord } from '../src/shared/task.js';
 import {
   cpuByRole,
-  cpuByThread,
+  readThreads,
+  threadSplit,
   fmt,
   load,
   loop,
@@ -237,10 +238,15 @@ async function main() {
   const measured = async (kind: keyof typeof cpuPerTask, round: () => Promise<number>) => {
     const threadsOf = kind === 'kiln' ? worker.pid! : kind === 'minimal' ? minimalWorker.pid! : null;
     const before = cpuByRole(cpuRoles);
-    const threadsBefore = threadsOf ? cpuByThread(threadsOf) : {};
+    const threadsBefore = threadsOf ? readThreads(threadsOf) : null;
     const ms = await round();
     const after = cpuByRole(cpuRoles);
-    if (threadsOf) threadPerTask[kind as 'kiln' | 'minimal'].push(perTask(threadsBefore, cpuByThread(threadsOf)));
+    if (threadsOf && threadsBefore) {
+      const split = threadSplit(threadsOf, threadsBefore, readThreads(threadsOf));
+      threadPerTask[kind as 'kiln' | 'minimal'].push(
+        Object.fromEntries(Object.entries(split).map(([k, v]) => [k, v / BATCH])),
+      );
+    }
     cpuPerTask[kind].push(perTask(before, after));
     return ms;
   };
@@ -323,7 +329,7 @@ async function main() {
   });
   const [kilnThreads, minimalThreads] = [cpuOf('kiln', threadPerTask.kiln), cpuOf('minimal', threadPerTask.minimal)];
   rows.push({
-    what: "the worker's CPU per task in those rounds, by thread (`node`: the SDK's workflow thread; exited threads: its sandbox's watchdogs)",
+    what: "the worker's CPU per task in those rounds, by thread (workflow thread: the SDK's sandbox; other Node threads: V8's GC and compiler helpers, libuv's pool; exited threads: the sandbox's watchdogs)",
     kiln: `Kiln worker: ${kilnThreads.text}`,
     note: `minimal worker: ${minimalThreads.text}`,
     ratioText: `CPU ${fmt(kilnThreads.total / minimalThreads.total, 2)}×`,
