@@ -99,11 +99,14 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(redisSto
      * This attempt's timing fields: the first attempt's start is kept through retries, so
      * `started_at` says when the upstream call began and `attempts` how many were made.
      */
-    async timing(task: TaskRef): Promise<Timing> {
-      const attempts = Context.current().info.attempt;
+    async timing(task: TaskRef, known?: AnyTaskRecord | null): Promise<Timing> {
+      const { attempt, isLocal } = Context.current().info;
       const now = Math.floor(Date.now() / 1000);
-      if (attempts === 1) return { started_at: now, attempts };
-      const stored = (await store.get(task.id)) as AnyTaskRecord | null;
+      if (attempt === 1 && !isLocal) return { started_at: now, attempts: attempt };
+      const stored = known !== undefined ? known : ((await store.get(task.id)) as AnyTaskRecord | null);
+      // A local activity whose worker died starts over at attempt 1: count on from the stored attempt.
+      const attempts =
+        isLocal && stored?.status === 'running' && stored.attempts ? Math.max(attempt, stored.attempts + 1) : attempt;
       return { started_at: stored?.started_at ?? now, attempts };
     },
 
@@ -111,23 +114,26 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(redisSto
      * A call that asks the upstream to do something (generate, create). `started` runs once the
      * attempt may go ahead (it marks the task running); an attempt that may already have reached a
      * non-idempotent upstream, or that loses its answer after sending, ends the task uncertain.
+     * `claim` (a slot of the model's) runs after that check and before `started`.
      */
     async send<T>(
       task: TaskRef,
       wording: CallWording,
       started: () => Promise<unknown>,
       call: (model: M, signal: AbortSignal, dispatching: Dispatching) => Promise<T>,
+      claim?: () => Promise<void>,
     ): Promise<T> {
       const model = modelOf(task.model);
-      const attempt = Context.current().info.attempt;
+      const { attempt, isLocal } = Context.current().info;
       // The Redis mark is awaited before sending, unlike heartbeats, which are throttled and may be lost with the
-      // worker.
-      if (attempt > 1 && !model.idempotent && (await store.wasDispatched(task.id))) {
+      // worker. A local activity asks on every attempt: after its worker died it starts over at attempt 1.
+      if ((attempt > 1 || isLocal) && !model.idempotent && (await store.wasDispatched(task.id))) {
         throw ApplicationFailure.nonRetryable(
           notResent(wording, 'the attempt ended before its answer arrived'),
           UNCERTAIN_FAILURE_TYPE,
         );
       }
+      await claim?.();
       await patient(started);
       return underBudget(
         model,
@@ -189,13 +195,15 @@ async function underBudget<T>(
   // Heartbeats carry cancellation to the attempt and let Temporal notice a dead worker quickly. An
   // owner's cancel must close the upstream connection within a second: its answer comes back with a
   // heartbeat (the worker's throttle is HEARTBEAT_EVERY_MS too).
+  // A local activity (an inline model) has no heartbeat: Core delivers its cancel directly.
   let details = initial;
   const every = Math.max(200, Math.min(HEARTBEAT_EVERY_MS, Math.floor(model.heartbeatTimeoutMs / 3)));
-  const timer = setInterval(() => ctx.heartbeat(details), every);
+  const beats = !ctx.info.isLocal;
+  const timer = beats ? setInterval(() => ctx.heartbeat(details), every) : undefined;
   try {
     return await run(signal, (d) => {
       details = d;
-      ctx.heartbeat(d);
+      if (beats) ctx.heartbeat(d);
     });
   } catch (err) {
     if (timeout.aborted) {

@@ -9,6 +9,16 @@ import { startBackingServices } from '../scripts/stack.js';
 /** The local models the benchmarks run: zero latency, so Kiln, Redis and Temporal are what is measured. */
 export const BENCH_MODELS = [
   { id: 'bench-image', provider: 'local', latencyMs: 0, idempotent: true, concurrency: 64 },
+  // The same model with its call as a local activity (an inline model: 6 history events).
+  {
+    id: 'bench-image-inline',
+    provider: 'local',
+    latencyMs: 0,
+    idempotent: true,
+    concurrency: 64,
+    inline: true,
+    timeoutMs: 1000,
+  },
   { id: 'bench-video', kind: 'video', provider: 'local', latencyMs: 0, pollIntervalMs: 100 },
 ];
 

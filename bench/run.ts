@@ -69,9 +69,9 @@ async function main() {
     generationConfig: { imageConfig: { aspectRatio: '99:1', output: 'url' } },
   });
   const rows: Row[] = [];
-  const submitOne = async (key = KEY) =>
+  const submitOne = async (key = KEY, model = 'bench-image') =>
     (await (
-      await fetch(`${base}/v1beta/models/bench-image:generateContent`, {
+      await fetch(`${base}/v1beta/models/${model}:generateContent`, {
         method: 'POST',
         headers: { ...auth, authorization: `Bearer ${key}` },
         body: submitBody,
@@ -210,9 +210,9 @@ async function main() {
     await Promise.all(handles.map((h) => h.result()));
     return performance.now() - t;
   };
-  const kilnRound = async () => {
+  const kilnRound = async (model = 'bench-image') => {
     const t = performance.now();
-    await fanOut(BATCH, 16, () => submitOne());
+    await fanOut(BATCH, 16, () => submitOne(KEY, model));
     while ((await store.unfinishedCount()) > 0) await sleep(5);
     return performance.now() - t;
   };
@@ -225,8 +225,12 @@ async function main() {
     'minimal worker': { tree: [minimalWorker.pid!] },
     'bench driver': { pid: process.pid },
   };
-  const cpuPerTask: Record<'kiln' | 'minimal' | 'minimalView' | 'minimalLocal', Record<string, number>[]> = {
+  const cpuPerTask: Record<
+    'kiln' | 'kilnInline' | 'minimal' | 'minimalView' | 'minimalLocal',
+    Record<string, number>[]
+  > = {
     kiln: [],
+    kilnInline: [],
     minimal: [],
     minimalView: [],
     minimalLocal: [],
@@ -254,22 +258,27 @@ async function main() {
   const minimalViewMs: number[] = [];
   const minimalLocalMs: number[] = [];
   const kilnMs: number[] = [];
+  const kilnInlineMs: number[] = [];
+  const inlineRound = () => kilnRound('bench-image-inline');
   // One round of each first, not measured: the first batch, right after the submit scenario's
   // thousands of tasks, ran 1.7-3x slower for both kinds alike, so the median of three was the
   // worse of two usable rounds.
   await minimalRound();
   await kilnRound();
-  submitted += BATCH;
+  await inlineRound();
+  submitted += 2 * BATCH;
   for (let round = 0; round < 3; round++) {
     minimalMs.push(await measured('minimal', () => minimalRound()));
-    kilnMs.push(await measured('kiln', kilnRound));
+    kilnMs.push(await measured('kiln', () => kilnRound()));
+    kilnInlineMs.push(await measured('kilnInline', inlineRound));
     minimalViewMs.push(await measured('minimalView', () => minimalRound(true)));
     minimalLocalMs.push(await measured('minimalLocal', () => minimalRound(false, true)));
   }
-  submitted += 3 * BATCH;
+  submitted += 6 * BATCH;
   minimalWorker.kill('SIGTERM');
-  const [kilnBatch, minimalBatch, minimalViewBatch, minimalLocalBatch] = [
+  const [kilnBatch, kilnInlineBatch, minimalBatch, minimalViewBatch, minimalLocalBatch] = [
     kilnMs,
+    kilnInlineMs,
     minimalMs,
     minimalViewMs,
     minimalLocalMs,
@@ -291,6 +300,13 @@ async function main() {
     base: `${fmt(minimalViewBatch, 0)} ms (${roundsOf(minimalViewMs)})`,
     baseName: `${minimalName}; started with Kiln's search attributes and summary`,
     ratioText: `time ${fmt(kilnBatch / minimalViewBatch, 2)}×`,
+  });
+  rows.push({
+    what: `${batchWhat}, on an inline model (its call a local activity: 6 history events, one workflow task)`,
+    kiln: `${fmt(kilnInlineBatch, 0)} ms (${fmt(BATCH / (kilnInlineBatch / 1000), 0)} tasks/s; ${roundsOf(kilnInlineMs)})`,
+    base: `${fmt(minimalBatch, 0)} ms`,
+    baseName: minimalName,
+    ratioText: `time ${fmt(kilnInlineBatch / minimalBatch, 2)}×`,
   });
   rows.push({
     what: `${BATCH} minimal workflows whose activity is a local activity (6 history events, one workflow task)`,
@@ -315,8 +331,9 @@ async function main() {
     const parts = roles.filter((r) => med[r] >= 0.05).map((r) => `${r} ${fmt(med[r])}`);
     return { total, text: `${fmt(total)} ms (${parts.join(', ')})` };
   };
-  const [kilnCpu, minimalCpu, minimalViewCpu, minimalLocalCpu] = [
+  const [kilnCpu, kilnInlineCpu, minimalCpu, minimalViewCpu, minimalLocalCpu] = [
     cpuOf('kiln'),
+    cpuOf('kilnInline'),
     cpuOf('minimal'),
     cpuOf('minimalView'),
     cpuOf('minimalLocal'),
@@ -324,7 +341,7 @@ async function main() {
   rows.push({
     what: 'CPU per task in those rounds, by process (ms, /proc, median of 3; idle processes count their background)',
     kiln: kilnCpu.text,
-    note: `minimal: ${minimalCpu.text}; minimal started as Kiln starts a task: ${minimalViewCpu.text}; minimal with a local activity: ${minimalLocalCpu.text}`,
+    note: `Kiln on an inline model: ${kilnInlineCpu.text}; minimal: ${minimalCpu.text}; minimal started as Kiln starts a task: ${minimalViewCpu.text}; minimal with a local activity: ${minimalLocalCpu.text}`,
     ratioText: `CPU ${fmt(kilnCpu.total / minimalCpu.total, 2)}× / ${fmt(kilnCpu.total / minimalViewCpu.total, 2)}×`,
   });
   const [kilnThreads, minimalThreads] = [cpuOf('kiln', threadPerTask.kiln), cpuOf('minimal', threadPerTask.minimal)];

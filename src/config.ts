@@ -140,20 +140,50 @@ const taskModelCommon = {
   latencyMs: int(800),
 };
 
-const ImageModelSchema = z.object({
-  ...taskModelCommon,
-  kind: z.literal('image'),
-  provider: z.enum(['local', 'gemini']),
-  /** `task`: 202 + polling; `direct`: generateContent answers with the images (still one workflow). */
-  form: z.enum(['task', 'direct']).default('task'),
-  /** Download reference images in the activity and send them as base64 (else the URLs travel as they are). */
-  inlineReferences: z.boolean().default(false),
-  referenceMaxBytes: int(10 * 1024 * 1024, 1),
-  /** Upstream 429s resent (after Retry-After, or the doubling backoff) within timeoutMs before giving up. */
-  rateLimitRetries: int(2, 0),
-  rateLimitBackoffMs: int(1000, 0),
-  imageSizes: z.array(z.string()).default(['1K', '2K', '4K']),
-});
+const ImageModelSchema = z
+  .object({
+    ...taskModelCommon,
+    kind: z.literal('image'),
+    provider: z.enum(['local', 'gemini']),
+    /** `task`: 202 + polling; `direct`: generateContent answers with the images (still one workflow). */
+    form: z.enum(['task', 'direct']).default('task'),
+    /** Download reference images in the activity and send them as base64 (else the URLs travel as they are). */
+    inlineReferences: z.boolean().default(false),
+    referenceMaxBytes: int(10 * 1024 * 1024, 1),
+    /** Upstream 429s resent (after Retry-After, or the doubling backoff) within timeoutMs before giving up. */
+    rateLimitRetries: int(2, 0),
+    rateLimitBackoffMs: int(1000, 0),
+    imageSizes: z.array(z.string()).default(['1K', '2K', '4K']),
+    /**
+     * Run the upstream call inside the workflow's own workflow task (a Temporal local activity): a
+     * successful task costs Temporal 6 history events instead of 11. Only for fast upstreams: while
+     * the call runs, the task's cancel waits for it, and a worker that dies with it is noticed after
+     * the workflow task timeout (10 s) instead of the heartbeat timeout.
+     */
+    inline: z.boolean().default(false),
+  })
+  .superRefine((m, ctx) => {
+    if (!m.inline) return;
+    if (m.timeoutMs > INLINE_MAX_TIMEOUT_MS)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['timeoutMs'],
+        message: `an inline model needs timeoutMs ≤ ${INLINE_MAX_TIMEOUT_MS} (got ${m.timeoutMs}): a cancel waits for the call`,
+      });
+    if (m.ratePerSecond !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['ratePerSecond'],
+        message:
+          'an inline model cannot have ratePerSecond: the rate is kept by its activity queue, which it does not use',
+      });
+  });
+
+/**
+ * The longest call an inline image model may make: a workflow task cannot take a signal or a
+ * cancel while its local activity runs, and the owner's cancel must take effect within a second.
+ */
+export const INLINE_MAX_TIMEOUT_MS = 1000;
 
 const MiB = 1024 * 1024;
 

@@ -23,6 +23,9 @@ import { bundleInChild, WORKFLOWS_PATH } from './workflow-bundle.js';
 
 export { WORKFLOWS_PATH };
 
+/** The SDK's default: the read-model writes' share of the workflow worker's local activities. */
+const LOCAL_ACTIVITY_SLOTS = 100;
+
 export interface WorkerOptions {
   /** A prebuilt bundle (tests build it once); by default the workflows are bundled at start. */
   workflowBundle?: WorkflowBundleOption;
@@ -80,6 +83,12 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     ...(config.webhooks.ca ? { ca: config.webhooks.ca } : {}),
   });
   const common = { connection, namespace: config.temporal.namespace, dataConverter: dataConverter(config) };
+  // Inline models call their upstream as local activities of the workflow worker (activities/slots.ts
+  // bounds each model): room for all of their calls beside the read-model writes, and a deploy lets
+  // their calls finish as the model queues' workers do.
+  const inline = imageModels.filter((m) => m.inline);
+  const inlineCalls = inline.reduce((n, m) => n + m.concurrency, 0);
+  const inlineGraceMs = Math.max(0, ...inline.map((m) => m.timeoutMs + 5000));
   const tracing = setupTracing(config.ops, 'kiln-worker', opts.spanExporter);
   const wfTracing = workerTracing(tracing, { workflows: true, prebuiltBundle: !!opts.workflowBundle });
   // Bundled in a child process: webpack would otherwise stay in this one's memory (~90 MiB).
@@ -99,7 +108,11 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
         ...readModelSinks(store, (err) => log.warn({ err: (err as Error).message }, 'queued write failed')),
         ...(wfTracing.sinks ?? {}),
       },
+      maxConcurrentLocalActivityExecutions: LOCAL_ACTIVITY_SLOTS + inlineCalls,
+      ...(inlineGraceMs ? { shutdownGraceTime: opts.shutdownGraceMs ?? inlineGraceMs } : {}),
       activities: {
+        // Registered here for inline models (whose config the API may have newer than this worker's).
+        generateImage: activities.generateImage,
         recordTransition: activities.recordTransition,
         recordOutcome: activities.recordOutcome,
         mayHaveReachedUpstream: activities.mayHaveReachedUpstream,

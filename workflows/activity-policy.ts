@@ -26,3 +26,12 @@ export function upstreamActivity(policy: ActivityPolicy, taskQueue: string): Act
     },
   };
 }
+
+/**
+ * An inline model's upstream call: a local activity in the workflow's own workflow task, with the
+ * upstream activity's timeout and retries (the model's queue, heartbeats and rate do not apply).
+ */
+export function inlineUpstreamActivity(policy: ActivityPolicy): LocalActivityOptions {
+  const { startToCloseTimeout, retry } = upstreamActivity(policy, '');
+  return { startToCloseTimeout, retry };
+}

@@ -2,7 +2,8 @@
 // accepted → queued → running → succeeded | failed | uncertain and records every transition
 // through the worker (never Redis from here). History of a successful task: 11 events (README,
 // "How it works"): `queued` goes through a sink, `succeeded` is written by the upstream activity
-// itself and leaves KilnStatus unset, so the only commands are the activity and completion.
+// itself and leaves KilnStatus unset, so the only commands are the activity and completion. An
+// inline model's call is a local activity instead: 6 events, one workflow task.
 import {
   CancellationScope,
   defineQuery,
@@ -14,8 +15,16 @@ import {
 import type { Activities } from '../activities/image/index.js';
 import type { ReadModelSinks } from '../activities/read-model.js';
 import { IMAGE_CALL } from '../src/shared/upstream.js';
-import { LOCAL_ACTIVITY, upstreamActivity } from './activity-policy.js';
-import { canceled, canceledByOwner, cancelable, classify, endStatus, lostAfterSending } from './task-outcome.js';
+import { inlineUpstreamActivity, LOCAL_ACTIVITY, upstreamActivity } from './activity-policy.js';
+import {
+  canceled,
+  canceledByOwner,
+  cancelable,
+  classify,
+  endStatus,
+  inlineBusy,
+  lostAfterSending,
+} from './task-outcome.js';
 import { startWebhookDelivery } from './webhook-delivery.js';
 import { newImageRecord, type ActivityPolicy, type ImageTaskInput, type TaskRecord } from '../src/shared/task.js';
 
@@ -40,7 +49,22 @@ export async function imageTaskWorkflow({ task, policy, activityQueue }: ImageTa
   // start; no marker in history (see activities/read-model.ts).
   readModel.queued(record);
 
-  const { generateImage } = proxyActivities<Activities>(cancelable(upstreamActivity(policy, activityQueue)));
+  const queued = proxyActivities<Activities>(cancelable(upstreamActivity(policy, activityQueue))).generateImage;
+  // An inline model calls its upstream in this workflow task (no activity events, one workflow
+  // task) when its worker has a slot free, and on the model's queue otherwise.
+  const inline = policy.inline
+    ? proxyLocalActivities<Activities>(cancelable(inlineUpstreamActivity(policy))).generateImage
+    : undefined;
+  const generateImage = async (input: ImageTaskInput) => {
+    if (inline) {
+      try {
+        return await inline(input);
+      } catch (err) {
+        if (!inlineBusy(err)) throw err;
+      }
+    }
+    return queued(input);
+  };
 
   const finished = (): Pick<TaskRecord, 'finished_at'> => ({ finished_at: Math.floor(Date.now() / 1000) });
   try {

@@ -9,8 +9,14 @@ import {
   upsertSearchAttributes,
   workflowInfo,
   type ActivityOptions,
+  type LocalActivityOptions,
 } from '@temporalio/workflow';
-import { TASK_FAILURE_CODES, UNCERTAIN_FAILURE_TYPE, type ErrorBody } from '../src/shared/errors.js';
+import {
+  INLINE_BUSY_FAILURE_TYPE,
+  TASK_FAILURE_CODES,
+  UNCERTAIN_FAILURE_TYPE,
+  type ErrorBody,
+} from '../src/shared/errors.js';
 import { SEARCH_ATTRIBUTES, type TaskStatus } from '../src/shared/task.js';
 import { notResent, type CallWording } from '../src/shared/upstream.js';
 import type { Reach } from '../activities/upstream-call.js';
@@ -27,6 +33,12 @@ export function endedByActivity(err: unknown): boolean {
     cause instanceof ApplicationFailure &&
     (cause.type === UNCERTAIN_FAILURE_TYPE || (TASK_FAILURE_CODES as readonly string[]).includes(cause.type ?? ''))
   );
+}
+
+/** An inline call that found no free slot: nothing was written or sent (activities/slots.ts). */
+export function inlineBusy(err: unknown): boolean {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  return cause instanceof ApplicationFailure && cause.type === INLINE_BUSY_FAILURE_TYPE;
 }
 
 function lastAttemptReason(err: unknown): string {
@@ -76,7 +88,7 @@ export function classify(err: unknown): Outcome {
  * (its next heartbeat, well under a second), so what the cancel message says about the upstream
  * is settled. Only the cancel path differs: Temporal's schedule command does not carry this.
  */
-export function cancelable(options: ActivityOptions): ActivityOptions {
+export function cancelable<O extends ActivityOptions | LocalActivityOptions>(options: O): O {
   return { ...options, cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED };
 }
 

@@ -1,13 +1,15 @@
 // Activities: everything that touches Redis, the blob store or an upstream. Built by a factory so
 // the worker (and tests) hand in their dependencies.
-import { Context } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { ImageModel } from '../../src/config.js';
 import type { TaskStore } from '../../src/infra/store.js';
 import type { GenerationResult, ImageTaskInput, TaskRecord } from '../../src/shared/task.js';
+import { INLINE_BUSY_FAILURE_TYPE } from '../../src/shared/errors.js';
 import { IMAGE_CALL } from '../../src/shared/upstream.js';
 import { WEBHOOK_PENDING } from '../../src/shared/webhook.js';
 import { settle, type Settled } from '../read-model.js';
-import { keepTiming, upstreamCalls } from '../upstream-call.js';
+import { Slots } from '../slots.js';
+import { HEARTBEAT_EVERY_MS, keepTiming, upstreamCalls } from '../upstream-call.js';
 import type { ImageProvider } from './types.js';
 
 export interface ActivityDeps {
@@ -24,6 +26,8 @@ export interface ImageDone extends Settled {
 
 export function createActivities({ store, models, providers }: ActivityDeps) {
   const upstream = upstreamCalls(store, models);
+  // Inline models only: the others' concurrency is their activity queue's worker setting.
+  const slots = new Map(models.filter((m) => m.inline).map((m) => [m.id, new Slots(m.concurrency)]));
 
   return {
     /**
@@ -47,52 +51,93 @@ export function createActivities({ store, models, providers }: ActivityDeps) {
      * `succeeded` itself, so a successful task needs no further activity or marker in its history.
      */
     async generateImage(input: ImageTaskInput): Promise<ImageDone> {
-      const base = { id: input.id, kind: 'image' as const, owner: input.owner, model: input.model };
-      // A task with a webhook keeps showing it (the delivery of this state has not begun).
-      const webhook = input.webhook ? { webhook: WEBHOOK_PENDING } : {};
-      if (Context.current().info.attempt > 1) {
-        // An earlier attempt recorded its image, then its answer was lost (its worker died): that
-        // image is the task's result. Asking again would cost a second generation, or for a
-        // non-idempotent upstream end the task uncertain although its image exists.
-        const stored = await store.get(input.id);
-        if (stored?.status === 'succeeded') return { record: stored, recorded: true, written: false };
-      }
-      const timing = await upstream.timing(input);
-      const running = () =>
-        store.transition({
-          ...base,
-          status: 'running',
-          created_at: input.created_at,
-          finished_at: null,
-          candidates: null,
-          error: null,
-          ...timing,
-          ...webhook,
-        });
-      const result: GenerationResult = await upstream.send(input, IMAGE_CALL, running, (model, signal, dispatching) =>
-        providers[model.provider].generate({ input, model, signal, dispatching }),
-      );
-      // The fields in the order the workflow wrote them before, so stored JSON keeps its shape.
-      const { candidates, ...rest } = result;
-      const record: TaskRecord = {
-        ...base,
-        status: 'succeeded',
-        created_at: input.created_at,
-        finished_at: Math.floor(Date.now() / 1000),
-        candidates,
-        error: null,
-        ...rest,
-        ...timing,
-        ...webhook,
+      const ctx = Context.current();
+      const { attempt, isLocal } = ctx.info;
+      // An earlier attempt may have recorded its image, then lost its answer (its worker died): that
+      // image is the task's result. Asking again would cost a second generation, or for a
+      // non-idempotent upstream end the task uncertain although its image exists. A local activity
+      // (an inline model) starts over at attempt 1 after its worker died, so it always asks.
+      const stored = attempt > 1 || isLocal ? await store.get(input.id) : undefined;
+      if (stored?.status === 'succeeded') return { record: stored, recorded: true, written: false };
+      const slot = slots.get(input.model);
+      let release: (() => void) | undefined;
+      // An inline call runs now or not at all (a workflow task cannot wait, nor take a cancel while
+      // it does); on the model's queue, the call waits for a slot, heartbeating, and stays `queued`.
+      const claim = async () => {
+        if (isLocal) release = slot?.tryTake() ?? busy();
+        else if (slot) release = await whileBeating(ctx, () => slot.take(ctx.cancellationSignal));
       };
-      // Redis unreachable now must not cost the image (a retry would generate it again, or end a
-      // non-idempotent task uncertain): the workflow records it then, with its retries.
-      return settle(store, record).then(
-        (settled) => ({ ...settled, recorded: true }),
-        () => ({ record, recorded: false, written: false }),
-      );
+      try {
+        return await generate(input, stored, claim);
+      } finally {
+        release?.();
+      }
     },
   };
+
+  /** The attempt itself: `running`, the provider's call, then `succeeded` with the image. */
+  async function generate(
+    input: ImageTaskInput,
+    stored: TaskRecord | null | undefined,
+    claim: () => Promise<void>,
+  ): Promise<ImageDone> {
+    const base = { id: input.id, kind: 'image' as const, owner: input.owner, model: input.model };
+    // A task with a webhook keeps showing it (the delivery of this state has not begun).
+    const webhook = input.webhook ? { webhook: WEBHOOK_PENDING } : {};
+    const timing = await upstream.timing(input, stored);
+    const running = () =>
+      store.transition({
+        ...base,
+        status: 'running',
+        created_at: input.created_at,
+        finished_at: null,
+        candidates: null,
+        error: null,
+        ...timing,
+        ...webhook,
+      });
+    const result: GenerationResult = await upstream.send(
+      input,
+      IMAGE_CALL,
+      running,
+      (model, signal, dispatching) => providers[model.provider].generate({ input, model, signal, dispatching }),
+      claim,
+    );
+    // The fields in the order the workflow wrote them before, so stored JSON keeps its shape.
+    const { candidates, ...rest } = result;
+    const record: TaskRecord = {
+      ...base,
+      status: 'succeeded',
+      created_at: input.created_at,
+      finished_at: Math.floor(Date.now() / 1000),
+      candidates,
+      error: null,
+      ...rest,
+      ...timing,
+      ...webhook,
+    };
+    // Redis unreachable now must not cost the image (a retry would generate it again, or end a
+    // non-idempotent task uncertain): the workflow records it then, with its retries.
+    return settle(store, record).then(
+      (settled) => ({ ...settled, recorded: true }),
+      () => ({ record, recorded: false, written: false }),
+    );
+  }
 }
 
 export type Activities = ReturnType<typeof createActivities>;
+
+/** An inline call without a free slot (or on a worker that does not run the model inline). */
+function busy(): never {
+  throw ApplicationFailure.nonRetryable('no free slot for an inline call on this worker', INLINE_BUSY_FAILURE_TYPE);
+}
+
+/** `wait`, heartbeating meanwhile: a long wait must not look like a dead worker, and a cancel arrives. */
+async function whileBeating<T>(ctx: Context, wait: () => Promise<T>): Promise<T> {
+  const timer = setInterval(() => ctx.heartbeat(), HEARTBEAT_EVERY_MS);
+  try {
+    return await wait();
+  } finally {
+    clearInterval(timer);
+  }
+}

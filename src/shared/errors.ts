@@ -56,6 +56,12 @@ export type TaskFailureCode = (typeof TASK_FAILURE_CODES)[number];
 /** ApplicationFailure type used when an attempt may have reached a non-idempotent upstream. */
 export const UNCERTAIN_FAILURE_TYPE = 'uncertain';
 
+/**
+ * ApplicationFailure type of an inline model's call that found all of its model's slots on this
+ * worker taken: nothing was written or sent, and the workflow queues the call as an activity.
+ */
+export const INLINE_BUSY_FAILURE_TYPE = 'inline_busy';
+
 export interface ErrorBody {
   code: string;
   message: string;

@@ -82,6 +82,8 @@ export interface ActivityPolicy {
   timeoutMs: number;
   heartbeatTimeoutMs: number;
   maxAttempts: number;
+  /** The upstream call runs as a local activity (image models with `inline: true`); absent before that option. */
+  inline?: boolean;
 }
 
 export const SEARCH_ATTRIBUTES = {

@@ -104,6 +104,8 @@ export abstract class TaskServiceBase<K extends 'image' | 'video'> {
         timeoutMs: model.timeoutMs,
         heartbeatTimeoutMs: model.heartbeatTimeoutMs,
         maxAttempts: model.maxAttempts,
+        // Only when set, so other tasks' input (and history) stays as it was.
+        ...(model.kind === 'image' && model.inline ? { inline: true } : {}),
       },
       activityQueue: modelTaskQueue(this.config.temporal.taskQueue, model.id),
     };

@@ -1,9 +1,9 @@
 // Nothing lost: workers stopped or killed, the Temporal server restarted, Redis restarted or emptied.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { mkdtempSync } from 'node:fs';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { startRedis, startTemporal, ROOT } from '../../scripts/services.js';
+import { startRedis, startTemporal } from '../../scripts/services.js';
+import { workerChild } from '../support/worker-child.js';
 import { startKiln, http, submitBody, waitForStatus, TERMINAL, type Kiln } from '../support/kiln.js';
 
 const MODELS = [
@@ -27,21 +27,7 @@ const submit = (k: Kiln, model = 'kiln-image-1', prompt = 'durable') =>
     return r.json.id as string;
   });
 
-function workerProcess(k: Kiln): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test/support/worker-process.ts')], {
-    env: { ...process.env, ...k.env, KILN_WORKFLOW_BUNDLE: inject('workflowBundle') },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  cleanups.push(async () => {
-    child.kill('SIGKILL');
-  });
-  return new Promise((resolve, reject) => {
-    child.stdout!.on('data', (d: Buffer) => {
-      if (d.toString().includes('worker-ready')) resolve(child);
-    });
-    child.once('exit', (code) => reject(new Error(`worker process exited early (${code})`)));
-  });
-}
+const workerProcess = (k: Kiln) => workerChild(k.env, (child) => cleanups.push(async () => child.kill('SIGKILL')));
 
 describe('durability', () => {
   it('answers polls, batches and lists while every worker is stopped, then finishes the work', async () => {

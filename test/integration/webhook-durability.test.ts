@@ -1,10 +1,9 @@
 // Webhook deliveries that take time: the retry limit, and retries across a killed worker process
 // (real Temporal, Redis, worker processes and an HTTPS receiver; signatures checked with
 // `standardwebhooks`).
-import { spawn, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
-import { afterAll, describe, expect, inject, it } from 'vitest';
-import { ROOT } from '../../scripts/services.js';
+import type { ChildProcess } from 'node:child_process';
+import { afterAll, describe, expect, it } from 'vitest';
+import { workerChild } from '../support/worker-child.js';
 import { eventually, http, startKiln, submitBody, type Kiln } from '../support/kiln.js';
 import {
   startReceiver,
@@ -53,19 +52,7 @@ describe('webhook durability', () => {
     for (const c of children) c.kill('SIGKILL');
   });
 
-  function workerProcess(k: Kiln): Promise<ChildProcess> {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test/support/worker-process.ts')], {
-      env: { ...process.env, ...k.env, KILN_WORKFLOW_BUNDLE: inject('workflowBundle') },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    children.push(child);
-    return new Promise((resolve, reject) => {
-      child.stdout!.on('data', (d: Buffer) => {
-        if (d.toString().includes('worker-ready')) resolve(child);
-      });
-      child.once('exit', (code) => reject(new Error(`worker process exited early (${code})`)));
-    });
-  }
+  const workerProcess = (k: Kiln) => workerChild(k.env, (child) => children.push(child));
 
   it('3 failures, then one accepted and signed delivery, across a worker kill', async () => {
     const k = await startKiln({
