@@ -137,7 +137,23 @@ describe('inline image model', () => {
   });
 });
 
-describe('inline image model, worker killed mid-call (kill -9)', () => {
+describe('inline image model, worker stopped or killed mid-call', () => {
+  it('a worker stopped mid-call (a deploy) lets its inline calls finish: no request is lost or sent twice', async () => {
+    fake.setDefault(delayed(900, ok()));
+    const once = await steps.submit('in-once');
+    const idem = await steps.submit('in-idem');
+    await fake.waitForRequests(2);
+    // startKiln's workers have no shutdown grace: the activity shape's call would be cut off here.
+    await kiln.stopWorker();
+    await kiln.startWorker();
+    const [onceEnd, idemEnd] = [await steps.finish(once), await steps.finish(idem)];
+    expect(onceEnd.status).toBe('succeeded');
+    expect(idemEnd.status).toBe('succeeded');
+    expect(fake.requests).toHaveLength(2);
+    for (const id of [once, idem])
+      expect(await kiln.api.client.workflow.getHandle(id).result()).toEqual(await kiln.api.store.get(id));
+  }, 60_000);
+
   it('ends a non-idempotent task uncertain with one request, and retries an idempotent one to success', async () => {
     const k = await startKiln({ models: models(), workers: false });
     try {
