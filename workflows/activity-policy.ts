@@ -33,5 +33,7 @@ export function upstreamActivity(policy: ActivityPolicy, taskQueue: string): Act
  */
 export function inlineUpstreamActivity(policy: ActivityPolicy): LocalActivityOptions {
   const { startToCloseTimeout, retry } = upstreamActivity(policy, '');
-  return { startToCloseTimeout, retry };
+  // The wait before a retry is a workflow timer, not a sleep inside the workflow task: a cancel
+  // (or a signal) arriving meanwhile is taken at once, and the attempt number survives the worker.
+  return { startToCloseTimeout, retry, localRetryThreshold: '1ms' };
 }

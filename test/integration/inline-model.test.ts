@@ -77,7 +77,7 @@ describe('inline image model', () => {
     );
   });
 
-  it("retries an idempotent upstream's 503 within the same workflow task, and the record counts both attempts", async () => {
+  it("retries an idempotent upstream's 503 after a durable timer, and the record counts both attempts", async () => {
     fake.enqueue(fail(503, 'overloaded'));
     const id = await steps.submit('in-idem');
     const task = await steps.finish(id);
@@ -86,8 +86,28 @@ describe('inline image model', () => {
     expect(fake.requests).toHaveLength(2);
     expect(fake.requests.map((r) => r.headers['idempotency-key'])).toEqual([id, id]);
     const { types } = await historyOf(kiln, id);
+    console.log(`history of an inline task retried once: ${types.join(', ')}`);
     expect(types.filter((t) => t.startsWith('ACTIVITY_'))).toEqual([]);
-    expect(types.filter((t) => t === 'MARKER_RECORDED')).toHaveLength(1);
+    // The backoff (1 s) is a timer, so the workflow task ended while the task waited to retry.
+    expect(types.filter((t) => t.startsWith('TIMER_'))).toEqual(['TIMER_STARTED', 'TIMER_FIRED']);
+    expect(types.at(-2)).toBe('MARKER_RECORDED');
+  });
+
+  it('cancels a task waiting to retry its call at once, and says the upstream had the request', async () => {
+    fake.setDefault(fail(503, 'overloaded'));
+    const id = await steps.submit('in-idem');
+    await fake.nextRequest();
+    await new Promise((r) => setTimeout(r, 200));
+    const t0 = Date.now();
+    const answer = await http(kiln.baseUrl, KEY_A)(`/v1/tasks/${id}/cancel`, { method: 'POST' });
+    expect(answer.status).toBe(202);
+    const task = await steps.finish(id);
+    expect(Date.now() - t0).toBeLessThan(1000);
+    expect(task).toMatchObject({ status: 'failed', error: { code: 'canceled' } });
+    expect(task.error.message).toContain('idempotent');
+    // The retry (due 1 s after the first answer) was never sent.
+    await new Promise((r) => setTimeout(r, 1200));
+    expect(fake.requests).toHaveLength(1);
   });
 
   it("never resends a non-idempotent upstream's 5xx (upstream_error at once)", async () => {
