@@ -1,6 +1,7 @@
 // Benchmark plumbing: processes, load runs, percentiles, resident memory.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { openSync, readdirSync, readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { ROOT } from '../scripts/services.js';
@@ -213,14 +214,14 @@ function procs(): ProcStat[] {
  */
 export type CpuRole = { tree: number[] } | { pid: number } | { cmdline: (c: string) => boolean };
 
-/** CPU used so far (ms) by each role's live processes; a process counts for the first role that claims it. */
-export function cpuByRole(roles: Record<string, CpuRole>): Record<string, number> {
+/** Each role's live processes; a process belongs to the first role that claims it. */
+function resolveRoles(roles: Record<string, CpuRole>): Record<string, ProcStat[]> {
   const all = procs();
   const children = new Map<number, number[]>();
   for (const p of all) children.set(p.ppid, [...(children.get(p.ppid) ?? []), p.pid]);
   const byPid = new Map(all.map((p) => [p.pid, p]));
   const claimed = new Set<number>();
-  const out: Record<string, number> = {};
+  const out: Record<string, ProcStat[]> = {};
   for (const [name, role] of Object.entries(roles)) {
     let pids: number[];
     if ('pid' in role) pids = [role.pid];
@@ -233,15 +234,40 @@ export function cpuByRole(roles: Record<string, CpuRole>): Record<string, number
         todo.push(...(children.get(pid) ?? []));
       }
     } else pids = all.filter((p) => role.cmdline(p.cmdline)).map((p) => p.pid);
-    out[name] = 0;
+    out[name] = [];
     for (const pid of pids) {
       const p = byPid.get(pid);
       if (!p || claimed.has(pid)) continue;
       claimed.add(pid);
-      out[name] += p.cpuMs;
+      out[name].push(p);
     }
   }
   return out;
+}
+
+/** CPU used so far (ms) by each role's live processes; a process counts for the first role that claims it. */
+export function cpuByRole(roles: Record<string, CpuRole>): Record<string, number> {
+  const resolved = resolveRoles(roles);
+  return Object.fromEntries(Object.entries(resolved).map(([name, ps]) => [name, ps.reduce((a, p) => a + p.cpuMs, 0)]));
+}
+
+/**
+ * BENCH_PIN=1: each role's processes (all their threads) bound to one CPU with `taskset`; children
+ * started later inherit it. Returns false, changing nothing, without `taskset` or with fewer CPUs
+ * than the roles name.
+ */
+export function pinRoles(roles: Record<string, CpuRole & { cpu: number }>): boolean {
+  const cpusNamed = Math.max(...Object.values(roles).map((r) => r.cpu)) + 1;
+  if (cpus().length < cpusNamed) return false;
+  try {
+    execFileSync('taskset', ['-V'], { stdio: 'ignore' });
+  } catch {
+    return false;
+  }
+  for (const [name, ps] of Object.entries(resolveRoles(roles)))
+    for (const p of ps)
+      execFileSync('taskset', ['-a', '-p', '-c', String(roles[name].cpu), String(p.pid)], { stdio: 'ignore' });
+  return true;
 }
 
 /** user + system CPU (ms) in one `/proc/.../stat` line; the command name may hold spaces. */
