@@ -2,7 +2,9 @@
 // status. Every status change in the read model is published on one Redis channel (the transition
 // scripts do it, in the same atomic step as the write); each API process holds ONE subscriber
 // connection and an in-process map id -> waiters, so a waiting request costs a map entry and a
-// timer, never a connection.
+// timer, never a connection. The connection subscribes only while the process has waiters (and
+// WAIT_IDLE_UNSUBSCRIBE_MS after): every message costs each subscribed process a wakeup, and a
+// process nobody waits on should not pay for every task of the cluster.
 import type { Logger } from 'pino';
 import { Gauge, type Registry } from 'prom-client';
 import { KilnError } from '../shared/errors.js';
@@ -39,6 +41,10 @@ export class Waiter {
     this.woken = new Promise((r) => (this.settle = r));
   }
 
+  get isArmed(): boolean {
+    return this.baseline !== null;
+  }
+
   notify(id: string, status: TaskStatus, seq: number): void {
     if (!this.baseline) this.early.push([id, status, seq]);
     else if (!this.done && this.baseline.get(id) !== this.label(status)) {
@@ -52,6 +58,7 @@ export class Waiter {
    * message that names the status already read is the echo of an earlier write and is ignored).
    */
   arm(baseline: Map<string, string>): void {
+    if (!this.baseline) this.registry.armed += 1;
     this.baseline = baseline;
     for (const [id, status, seq] of this.early) this.notify(id, status, seq);
     this.early = [];
@@ -84,13 +91,22 @@ export class Waiter {
   }
 }
 
+/** How long the subscriber stays subscribed after the process's last waiter left. */
+export const WAIT_IDLE_UNSUBSCRIBE_MS = 15_000;
+
 export class WaitRegistry {
   private readonly byId = new Map<string, Set<Waiter>>();
   private readonly all = new Set<Waiter>();
-  /** Subscribed on the current connection: set once SUBSCRIBE was answered, cleared on close. */
-  private live = false;
+  /**
+   * The SUBSCRIBE on the current connection, true once answered while connected; null when not
+   * subscribed (never yet, after the idle UNSUBSCRIBE, or since the connection closed).
+   */
+  private subscription: Promise<boolean> | null = null;
+  private idleTimer: NodeJS.Timeout | undefined;
   private draining = false;
   private seq = 0;
+  /** Waiters past their first read, waiting for a change (Waiter.arm counts them). */
+  armed = 0;
   private readonly reads = new Map<string, Promise<unknown>>();
 
   /** `subscriber`: a connection of its own (it enters subscriber mode); null runs without waits. */
@@ -98,9 +114,10 @@ export class WaitRegistry {
     private readonly subscriber: RedisClient | null,
     readonly channel: string,
     private readonly log?: Logger,
+    private readonly idleMs = WAIT_IDLE_UNSUBSCRIBE_MS,
   ) {}
 
-  /** Subscribes; a failure leaves waits answering at once (logged), never stops the API. */
+  /** Connects; a failure leaves waits answering at once (logged), never stops the API. */
   async start(): Promise<void> {
     const sub = this.subscriber;
     if (!sub) return;
@@ -109,38 +126,61 @@ export class WaitRegistry {
     });
     // While the connection is down messages are lost: every waiter reads again and answers now.
     sub.on('close', () => {
-      this.live = false;
+      this.subscription = null;
       this.lost();
     });
     sub.on('error', () => undefined);
-    // ioredis reports ready before its own resubscription is answered: waits are offered again only
-    // once this SUBSCRIBE (a repeat is harmless) is, so no change falls into the gap.
-    sub.on('ready', () => void this.subscribe());
+    // ioredis resubscribes on its own after a reconnect; a wait still sends (and awaits) its own
+    // SUBSCRIBE, a harmless repeat, so no change falls into the gap. Idle, that resubscription goes.
+    sub.on('ready', () => this.idleSoon());
     try {
       if (sub.status === 'wait') await sub.connect();
-      await this.subscribe();
     } catch (err) {
       this.log?.warn({ err: (err as Error).message }, 'wait subscriber unavailable: waits answer at once');
     }
   }
 
-  private async subscribe(): Promise<void> {
-    try {
-      await this.subscriber!.subscribe(this.channel);
-      this.live = this.subscriber!.status === 'ready';
-    } catch (err) {
-      this.log?.warn({ err: (err as Error).message }, 'wait subscriber could not subscribe: waits answer at once');
+  /** Resolves true once this connection is subscribed (SUBSCRIBE answered), false if it cannot be. */
+  subscribed(): Promise<boolean> {
+    const sub = this.subscriber;
+    if (!sub || !this.ready) return Promise.resolve(false);
+    if (!this.subscription) {
+      const failed = () => {
+        if (this.subscription === attempt) this.subscription = null;
+        return false;
+      };
+      const attempt: Promise<boolean> = sub.subscribe(this.channel).then(
+        () => sub.status === 'ready' || failed(),
+        (err: Error) => {
+          this.log?.warn({ err: err.message }, 'wait subscriber could not subscribe: waits answer at once');
+          return failed();
+        },
+      );
+      this.subscription = attempt;
     }
+    return this.subscription;
   }
 
-  /** True when a wait can be honoured: subscribed, connected, not shutting down. */
+  /** Unsubscribes after `idleMs` without a waiter (UNSUBSCRIBE and a later SUBSCRIBE stay in order on the connection). */
+  private idleSoon(): void {
+    clearTimeout(this.idleTimer);
+    if (this.all.size > 0 || !this.subscriber) return;
+    this.idleTimer = setTimeout(() => {
+      if (this.all.size > 0 || this.subscriber!.status !== 'ready') return;
+      this.subscription = null;
+      this.subscriber!.unsubscribe(this.channel).catch(() => undefined);
+    }, this.idleMs);
+    this.idleTimer.unref();
+  }
+
+  /** True when a wait can be honoured: connected, not shutting down (a wait subscribes first). */
   get ready(): boolean {
-    return this.live && !this.draining && this.subscriber?.status === 'ready';
+    return !this.draining && this.subscriber?.status === 'ready';
   }
 
-  /** Waiting requests in this process. */
+  /** Requests in this process waiting for a change (subscribed, first read done). */
   get size(): number {
-    return this.all.size;
+    return this.armed;
   }
 
   /** Ids with at least one waiter (the map's size). */
@@ -150,6 +190,7 @@ export class WaitRegistry {
 
   watch(ids: readonly string[], label: (s: TaskStatus) => string = (s) => s): Waiter {
     const w = new Waiter(ids, label, this);
+    clearTimeout(this.idleTimer);
     this.all.add(w);
     for (const id of ids) {
       let set = this.byId.get(id);
@@ -161,12 +202,14 @@ export class WaitRegistry {
 
   remove(w: Waiter): void {
     if (!this.all.delete(w)) return;
+    if (w.isArmed) this.armed -= 1;
     for (const id of w.ids) {
       const set = this.byId.get(id);
       if (!set) continue;
       set.delete(w);
       if (set.size === 0) this.byId.delete(id);
     }
+    if (this.all.size === 0) this.idleSoon();
   }
 
   private deliver(message: string): void {
@@ -205,6 +248,7 @@ export class WaitRegistry {
 
   close(): void {
     this.drain();
+    clearTimeout(this.idleTimer);
     this.subscriber?.disconnect();
   }
 }
@@ -229,6 +273,8 @@ export async function longPoll(
   if (!ask || !registry?.ready) return { views: await read(true), applied: false };
   const w = registry.watch(ids, label);
   try {
+    // Subscribed before the first read: a change after that read is always delivered.
+    if (!(await registry.subscribed())) return { views: await read(true), applied: false };
     const first = await read(true).catch((err: unknown) => heldRead(err, read));
     if (first.some((v) => v === null || !UNFINISHED_STATUSES.includes(v.status)))
       return { views: first, applied: true };

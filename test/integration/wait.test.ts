@@ -13,6 +13,9 @@ import type { VideoTaskRecord } from '../../src/shared/video.js';
 import { Kiln as KilnClient } from '../../src/client/index.js';
 import { KEY_A, KEY_B, eventually, http, startKiln, type Kiln } from '../support/kiln.js';
 import { imageRecord, succeededRecord } from '../support/records.js';
+import { longPoll, WaitRegistry } from '../../src/infra/waits.js';
+import type { ViewText } from '../../src/infra/poll.js';
+import { slowProxy } from '../support/slow-proxy.js';
 import { startRedisCluster } from '../../scripts/production/redis-cluster.js';
 import { freePorts } from '../../scripts/production/proc.js';
 
@@ -51,6 +54,16 @@ const untilWaiting = (n: number, k: Kiln = kiln) =>
     () => waiting(k),
     (v) => v === n,
   );
+
+/** Holds a wait (GET `path`, owner A), makes `change` once it waits; its answer, `after` the change (ms). */
+async function wokenBy(k: Kiln, path: string, change: () => Promise<unknown>) {
+  const held = timed(http(k.baseUrl, KEY_A)(path));
+  expect(await untilWaiting(1, k)).toBe(1);
+  const changed = performance.now();
+  await change();
+  const a = await held;
+  return { ...a, after: a.at - changed };
+}
 
 describe('wait on GET /v1/tasks/{id}', () => {
   it('answers within 200 ms of a status change, reading the new view, with Preference-Applied', async () => {
@@ -358,15 +371,77 @@ describe('degraded and stopping', () => {
         (x) => x.headers.get('preference-applied') === 'wait=1',
       );
       expect(back.json.status).toBe('running');
-      const again = timed(get(`/v1/tasks/${r.id}?wait=10`));
-      expect(await untilWaiting(1, d)).toBe(1);
-      const changed = performance.now();
-      await write(succeededRecord(r), d.api.store);
-      const woken = await again;
+      const woken = await wokenBy(d, `/v1/tasks/${r.id}?wait=10`, () => write(succeededRecord(r), d.api.store));
       expect([woken.json.status, woken.headers.get('preference-applied')]).toEqual(['succeeded', 'wait=10']);
-      expect(woken.at - changed).toBeLessThan(200);
+      expect(woken.after).toBeLessThan(200);
     } finally {
       await d.stop();
+    }
+  });
+});
+
+describe('the subscription follows the waiters', () => {
+  const numsub = async (r: Redis, channel: string) =>
+    Number(((await r.pubsub('NUMSUB', channel)) as [string, number])[1]);
+
+  it('an API process nobody waits on is not subscribed; a wait subscribes first and is woken', async () => {
+    const k = await startKiln({ workers: false });
+    const redis = new Redis(inject('redisUrl'));
+    try {
+      const channel = k.api.store.waitChannel;
+      const r = imageRecord(ownerOfKey(k.config.ownerKey, KEY_A), 'running');
+      await write(r, k.api.store);
+      expect(await numsub(redis, channel)).toBe(0);
+      expect((await http(k.baseUrl, KEY_A)(`/v1/tasks/${r.id}`)).json.status).toBe('running');
+      expect(await numsub(redis, channel)).toBe(0);
+      // Counted as waiting once its first read is done, which comes after the SUBSCRIBE's answer.
+      const a = await wokenBy(k, `/v1/tasks/${r.id}?wait=10`, async () => {
+        expect(await numsub(redis, channel)).toBe(1);
+        await write(succeededRecord(r), k.api.store);
+      });
+      expect([a.json.status, a.headers.get('preference-applied')]).toEqual(['succeeded', 'wait=10']);
+      expect(a.after).toBeLessThan(200);
+    } finally {
+      redis.disconnect();
+      await k.stop();
+    }
+  });
+
+  it('unsubscribes once idle, and a wait that follows at once subscribes again and misses nothing', async () => {
+    const redis = new Redis(inject('redisUrl'));
+    const channel = `wait-idle-${randomBytes(4).toString('hex')}`;
+    // The subscriber's link is slow (25 ms each way): a read and a publish made before its SUBSCRIBE
+    // is answered would overtake it, and that round's change would be missed (5 s instead of ~50 ms).
+    const url = new URL(inject('redisUrl'));
+    const proxy = await slowProxy({ host: url.hostname, port: Number(url.port) }, 25);
+    const registry = new WaitRegistry(new Redis(proxy.port, '127.0.0.1', { lazyConnect: true }), channel, undefined, 0);
+    await registry.start();
+    try {
+      // Each round: the change is published after the waiter's first read, and the round ends with
+      // no waiter, so the next one starts while (or right after) the idle UNSUBSCRIBE is sent.
+      for (let i = 0; i < 20; i++) {
+        const id = `task_${i}`;
+        let reads = 0;
+        const read = async (): Promise<(ViewText | null)[]> => {
+          reads += 1;
+          if (reads === 1) setImmediate(() => void redis.publish(channel, `${id} succeeded`));
+          return [{ status: reads === 1 ? 'running' : 'succeeded', json: '{}' }];
+        };
+        const t0 = performance.now();
+        const { views, applied } = await longPoll(registry, [id], { seconds: 5 }, read);
+        expect([views[0]?.status, applied, reads]).toEqual(['succeeded', true, 2]);
+        expect(performance.now() - t0).toBeLessThan(1000);
+      }
+      expect(
+        await eventually(
+          () => numsub(redis, channel),
+          (n) => n === 0,
+        ),
+      ).toBe(0);
+    } finally {
+      registry.close();
+      redis.disconnect();
+      await proxy.close();
     }
   });
 });
