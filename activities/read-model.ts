@@ -3,15 +3,16 @@
 // that settles on whichever terminal record Redis already holds.
 import type { Sinks } from '@temporalio/workflow';
 import type { InjectedSinks } from '@temporalio/worker';
-import type { TaskStore } from '../src/infra/store.js';
+import type { TaskStore } from '../src/tasks/store/task-store.js';
 import { retrying } from './retrying.js';
-import { TERMINAL_STATUSES, type TaskRecord } from '../src/shared/task.js';
+import { TERMINAL_STATUSES } from '../src/shared/task.js';
+import type { ImageTaskRecord } from '../src/shared/image-task.js';
 
 /** The sinks workflow code may call (`proxySinks<ReadModelSinks>()`). */
 export interface ReadModelSinks extends Sinks {
   readModel: {
     /** The workflow picked the task up: record `queued`. */
-    queued(record: TaskRecord): void;
+    queued(record: ImageTaskRecord): void;
   };
 }
 
@@ -48,7 +49,7 @@ export function readModelSinks(
 
 /** A terminal write's answer: the record Redis holds, and whether this write is what put it there. */
 export interface Settled {
-  record: TaskRecord;
+  record: ImageTaskRecord;
   /** This write moved the task forward (the task's first terminal write: it counts as finished). */
   written: boolean;
 }
@@ -58,7 +59,7 @@ export interface Settled {
  * terminal record an earlier write left (the first terminal write of a task wins). The workflow
  * returns and tags what this returns, so Redis, the workflow result and KilnStatus agree.
  */
-export async function settle(store: Pick<TaskStore, 'transition' | 'get'>, record: TaskRecord): Promise<Settled> {
+export async function settle(store: Pick<TaskStore, 'transition' | 'get'>, record: ImageTaskRecord): Promise<Settled> {
   if (await store.transition(record)) return { record, written: true };
   const stored = await store.get(record.id);
   return { record: stored && TERMINAL_STATUSES.includes(stored.status) ? stored : record, written: false };

@@ -2,8 +2,8 @@
 // model's per-call timeout, heartbeats, the Redis dispatch mark, and how a failure ends the attempt
 // (a task failure code, `uncertain`, or a retry by Temporal).
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { TaskStore } from '../src/infra/store.js';
-import type { AnyTaskRecord } from '../src/shared/video.js';
+import type { TaskStore } from '../src/tasks/store/task-store.js';
+import type { AnyTaskRecord } from '../src/shared/records.js';
 import { UNCERTAIN_FAILURE_TYPE } from '../src/shared/errors.js';
 import { notResent, type CallWording } from '../src/shared/upstream.js';
 import { retrying, STORE_RETRY_MS } from './retrying.js';

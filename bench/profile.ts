@@ -8,9 +8,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { loadConfig, ownerOfKey } from '../src/config.js';
-import { TaskStore } from '../src/infra/store.js';
-import type { TaskRecord } from '../src/shared/task.js';
-import type { VideoTaskRecord } from '../src/shared/video.js';
+import { TaskStore } from '../src/tasks/store/task-store.js';
+import type { ImageTaskRecord } from '../src/shared/image-task.js';
+import type { VideoTaskRecord } from '../src/shared/video-task.js';
 import { freePort } from '../scripts/services.js';
 import { fmt, load, rssMiB, sleep, spawnApi, spawnTs, startBenchStack, waitHttp, type LoadResult } from './lib.js';
 import { summarise, type ProfileSummary } from './profile-summary.js';
@@ -47,7 +47,7 @@ async function main() {
   const store = new TaskStore(redis, config.redisPrefix, config.retentionSeconds);
   const owner = ownerOfKey(config.ownerKey, KEY);
   const now = Math.floor(Date.now() / 1000);
-  const image = (i: number): TaskRecord => ({
+  const image = (i: number): ImageTaskRecord => ({
     id: `task_${randomBytes(16).toString('hex')}`,
     kind: 'image',
     owner,

@@ -9,10 +9,10 @@ import { Redis } from 'ioredis';
 import { binary, freePort, ROOT } from '../scripts/services.js';
 import { loadConfig, modelTaskQueue, ownerOfKey } from '../src/config.js';
 import { connectTemporal } from '../src/temporal/client.js';
-import { TaskStore } from '../src/infra/store.js';
+import { TaskStore } from '../src/tasks/store/task-store.js';
 import { SA } from '../src/temporal/search-attributes.js';
-import { taskSummary } from '../src/temporal/summary.js';
-import type { TaskRecord } from '../src/shared/task.js';
+import { taskSummary } from '../src/tasks/summary.js';
+import type { ImageTaskRecord } from '../src/shared/image-task.js';
 import {
   cpuByRole,
   readThreads,
@@ -422,7 +422,7 @@ async function main() {
     for (let i = 0; i < n; i += 500) {
       await Promise.all(
         Array.from({ length: Math.min(500, n - i) }, (_, j) => {
-          const r: TaskRecord = {
+          const r: ImageTaskRecord = {
             id: `task_${randomBytes(16).toString('hex')}`,
             kind: 'image',
             owner: o,

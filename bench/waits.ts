@@ -4,8 +4,8 @@
 import { Agent, request } from 'node:http';
 import { Redis } from 'ioredis';
 import { loadConfig, ownerOfKey } from '../src/config.js';
-import { TaskStore } from '../src/infra/store.js';
-import { newImageRecord } from '../src/shared/task.js';
+import { TaskStore } from '../src/tasks/store/task-store.js';
+import { newImageRecord } from '../src/shared/image-task.js';
 import { fmt, pct, rssMiB, sleep, spawnApi, startBenchStack, waitHttp } from './lib.js';
 
 const WAITERS = Number(process.env.BENCH_WAITERS ?? 10_000);

@@ -8,13 +8,13 @@ import { errorMiddleware } from './http/errors.js';
 import { chatRoutes } from './chat/routes.js';
 import type { ChatService } from './chat/service.js';
 import { VIDEOS, videoRoutes } from './video/routes.js';
-import type { VideoService } from './video/service.js';
+import type { VideoTaskService } from './video/service.js';
 import { imageRoutes, TASKS, type ImageRouteDeps } from './image/routes.js';
 import { commonRoutes, type CommonRouteDeps } from './http/common-routes.js';
 import { codecCors, codecRoutes, type CodecDeps } from './http/codec-routes.js';
 import { consoleStatic, type ConsoleOptions } from './http/console.js';
 import { withFastReads } from './http/fast-reads.js';
-import { fastList, fastPoll } from './http/collection-routes.js';
+import { fastList, fastPoll } from './tasks/routes.js';
 import { observe, requestObserver } from './http/observe.js';
 import { opsRoutes, type OpsDeps } from './http/ops-routes.js';
 import { mountRoutes, type RouteDef } from './http/route-table.js';
@@ -29,7 +29,7 @@ export interface AppDeps extends ImageRouteDeps, CommonRouteDeps {
   /** Operator endpoints, metrics and tracing (src/runtime.ts wires them). */
   ops?: OpsDeps & { codec: CodecDeps; tracer?: import('@opentelemetry/api').Tracer };
   chat: ChatService;
-  videos: VideoService;
+  videos: VideoTaskService;
   /** The webhook signing secret endpoints. */
   webhooks?: WebhookSecrets;
   /** The built console (default console/dist). */

@@ -5,7 +5,7 @@ import { availableParallelism } from 'node:os';
 import { createHmac, hkdfSync } from 'node:crypto';
 import { z } from 'zod';
 import { configuredKeyOf } from './shared/credentials.js';
-import { PRO_SECONDS, PRO_SIZES } from './shared/video.js';
+import { PRO_SECONDS, PRO_SIZES } from './shared/video-task.js';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 

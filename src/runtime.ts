@@ -9,16 +9,16 @@ import { ChatService } from './chat/service.js';
 import { createBlobs } from './infra/blob-store.js';
 import { DirectService } from './image/direct.js';
 import { createSafeFetch } from './infra/safe-fetch.js';
-import { TaskStore, type RedisClient } from './infra/store.js';
-import { FinishedViews } from './infra/finished-views.js';
-import { TaskService } from './image/service.js';
-import { VideoService } from './video/service.js';
+import { TaskStore, type RedisClient } from './tasks/store/task-store.js';
+import { FinishedViews } from './tasks/finished-views.js';
+import { ImageTaskService } from './image/service.js';
+import { VideoTaskService } from './video/service.js';
 import { WebhookSecrets } from './webhooks/service.js';
 import { connectTemporal } from './temporal/client.js';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { Connection } from '@temporalio/client';
 import { ApiMetrics } from './ops/metrics.js';
-import { waitGauge, WaitRegistry } from './infra/waits.js';
+import { waitGauge, WaitRegistry } from './tasks/waits.js';
 import { checkReadiness } from './ops/readiness.js';
 import { setupTracing } from './ops/tracing.js';
 import { AesGcmCodec } from './temporal/codec.js';
@@ -95,7 +95,7 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
   // Long-polls: one subscriber connection for the whole process.
   const waits = new WaitRegistry(connectRedis(config, true), store.waitChannel, log);
   await waits.start();
-  const tasks = new TaskService(config, store, client, waits);
+  const tasks = new ImageTaskService(config, store, client, waits);
   const fetchImage = createSafeFetch({
     maxBytes: 32 * 1024 * 1024,
     maxRedirects: 3,
@@ -111,7 +111,7 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
     direct,
     pollAfterSeconds: config.pollAfterSeconds,
     chat: new ChatService(config.models, config.upstreamKeys),
-    videos: new VideoService(config, store, client, waits),
+    videos: new VideoTaskService(config, store, client, waits),
     webhooks: new WebhookSecrets(redis, config.redisPrefix, config.ownerKey),
     console: consoleOptions(config),
     log,

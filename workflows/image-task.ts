@@ -26,9 +26,10 @@ import {
   lostAfterSending,
 } from './task-outcome.js';
 import { startWebhookDelivery } from './webhook-delivery.js';
-import { newImageRecord, type ActivityPolicy, type ImageTaskInput, type TaskRecord } from '../src/shared/task.js';
+import { newImageRecord, type ImageTaskInput, type ImageTaskRecord } from '../src/shared/image-task.js';
+import type { ActivityPolicy } from '../src/shared/task.js';
 
-export const getTaskQuery = defineQuery<TaskRecord>('getTask');
+export const getTaskQuery = defineQuery<ImageTaskRecord>('getTask');
 
 export interface ImageTaskWorkflowInput {
   task: ImageTaskInput;
@@ -41,8 +42,12 @@ const { recordTransition, recordOutcome, mayHaveReachedUpstream, upstreamReach }
   proxyLocalActivities<Activities>(LOCAL_ACTIVITY);
 const { readModel } = proxySinks<ReadModelSinks>();
 
-export async function imageTaskWorkflow({ task, policy, activityQueue }: ImageTaskWorkflowInput): Promise<TaskRecord> {
-  let record: TaskRecord = newImageRecord(task, 'queued');
+export async function imageTaskWorkflow({
+  task,
+  policy,
+  activityQueue,
+}: ImageTaskWorkflowInput): Promise<ImageTaskRecord> {
+  let record: ImageTaskRecord = newImageRecord(task, 'queued');
   setHandler(getTaskQuery, () => record);
   const setEndStatus = endStatus();
   // Written by the worker before this workflow task completes, so before the upstream activity can
@@ -66,7 +71,7 @@ export async function imageTaskWorkflow({ task, policy, activityQueue }: ImageTa
     return queued(input);
   };
 
-  const finished = (): Pick<TaskRecord, 'finished_at'> => ({ finished_at: Math.floor(Date.now() / 1000) });
+  const finished = (): Pick<ImageTaskRecord, 'finished_at'> => ({ finished_at: Math.floor(Date.now() / 1000) });
   try {
     if (task.webhook?.events === 'all') {
       // Only tasks that asked for every event: `running` is recorded here (the activity writes it
@@ -91,7 +96,7 @@ export async function imageTaskWorkflow({ task, policy, activityQueue }: ImageTa
       const outcome = byOwner
         ? canceled(await upstreamReach(task), IMAGE_CALL)
         : ((await lostAfterSending(err, IMAGE_CALL, () => mayHaveReachedUpstream(task))) ?? classify(err));
-      const ended: TaskRecord =
+      const ended: ImageTaskRecord =
         outcome.status === 'uncertain'
           ? {
               ...record,

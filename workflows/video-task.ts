@@ -22,7 +22,7 @@ import {
   type VideoPolicy,
   type VideoTaskInput,
   type VideoTaskRecord,
-} from '../src/shared/video.js';
+} from '../src/shared/video-task.js';
 import { LOCAL_ACTIVITY, upstreamActivity } from './activity-policy.js';
 import {
   canceled,

@@ -5,7 +5,7 @@
 import { CancellationScope, ParentClosePolicy, proxyActivities, sleep, startChild } from '@temporalio/workflow';
 import type { WebhookActivities, WebhookDelivery } from '../activities/webhook.js';
 import type { TaskStatus } from '../src/shared/task.js';
-import type { AnyTaskRecord } from '../src/shared/video.js';
+import type { AnyTaskRecord } from '../src/shared/records.js';
 import type { WebhookState, WebhookTarget } from '../src/shared/webhook.js';
 
 const { deliverWebhook } = proxyActivities<WebhookActivities>({

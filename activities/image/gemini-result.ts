@@ -4,7 +4,7 @@
 //   (3) data starting with `http` is an image URL, passed through;
 //   (4) otherwise data is base64, decoded as mimeType says, stored, and replaced by its URL.
 import type { BlobStore } from '../../src/infra/blobs.js';
-import type { Candidate, Part } from '../../src/shared/task.js';
+import type { Candidate, Part } from '../../src/shared/image-task.js';
 import { UpstreamFailure } from '../upstream-http.js';
 
 interface UpstreamPart {

@@ -5,7 +5,7 @@ import { abortableSleep } from '../../src/shared/abortable-sleep.js';
 import { upstreamKey } from '../../src/shared/credentials.js';
 import { parseRetryAfter } from '../../src/shared/retry-after.js';
 import { statusToCode, upstreamMessage } from '../../src/shared/upstream.js';
-import type { GenerationResult } from '../../src/shared/task.js';
+import type { GenerationResult } from '../../src/shared/image-task.js';
 import { fetchText, parseUpstreamJson, UpstreamFailure } from '../upstream-http.js';
 import { parseGeminiResult, type GeminiResponse } from './gemini-result.js';
 import { inlineReferences } from './references.js';

@@ -2,8 +2,8 @@
 // the worker (and tests) hand in their dependencies.
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { ImageModel } from '../../src/config.js';
-import type { TaskStore } from '../../src/infra/store.js';
-import type { GenerationResult, ImageTaskInput, TaskRecord } from '../../src/shared/task.js';
+import type { TaskStore } from '../../src/tasks/store/task-store.js';
+import type { GenerationResult, ImageTaskInput, ImageTaskRecord } from '../../src/shared/image-task.js';
 import { INLINE_BUSY_FAILURE_TYPE } from '../../src/shared/errors.js';
 import { IMAGE_CALL } from '../../src/shared/upstream.js';
 import { WEBHOOK_PENDING } from '../../src/shared/webhook.js';
@@ -34,13 +34,13 @@ export function createActivities({ store, models, providers }: ActivityDeps) {
      * Writes one transition to the read model (run as a local activity). True when it moved the
      * task forward: the first terminal write of a task is the one that counts it as finished.
      */
-    recordTransition: (record: TaskRecord): Promise<boolean> => store.transition(record),
+    recordTransition: (record: ImageTaskRecord): Promise<boolean> => store.transition(record),
     /**
      * The terminal write of a task that did not succeed (a local activity): returns the record the
      * read model ends up with, which is an earlier `succeeded` when an attempt recorded its image
      * and then lost its answer.
      */
-    recordOutcome: async (record: TaskRecord): Promise<Settled> => settle(store, await keepTiming(store, record)),
+    recordOutcome: async (record: ImageTaskRecord): Promise<Settled> => settle(store, await keepTiming(store, record)),
     /** A local activity: see upstreamCalls. */
     mayHaveReachedUpstream: upstream.mayHaveReached,
     /** A local activity, asked when the owner cancels: see upstreamCalls. */
@@ -78,7 +78,7 @@ export function createActivities({ store, models, providers }: ActivityDeps) {
   /** The attempt itself: `running`, the provider's call, then `succeeded` with the image. */
   async function generate(
     input: ImageTaskInput,
-    stored: TaskRecord | null | undefined,
+    stored: ImageTaskRecord | null | undefined,
     claim: () => Promise<void>,
   ): Promise<ImageDone> {
     const base = { id: input.id, kind: 'image' as const, owner: input.owner, model: input.model };
@@ -105,7 +105,7 @@ export function createActivities({ store, models, providers }: ActivityDeps) {
     );
     // The fields in the order the workflow wrote them before, so stored JSON keeps its shape.
     const { candidates, ...rest } = result;
-    const record: TaskRecord = {
+    const record: ImageTaskRecord = {
       ...base,
       status: 'succeeded',
       created_at: input.created_at,

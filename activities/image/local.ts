@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import type { BlobStore } from '../../src/infra/blobs.js';
 import { abortableSleep } from '../../src/shared/abortable-sleep.js';
-import type { GenerationResult } from '../../src/shared/task.js';
+import type { GenerationResult } from '../../src/shared/image-task.js';
 import { promptText } from '../../src/shared/prompt.js';
 import type { ImageCall, ImageProvider } from './types.js';
 

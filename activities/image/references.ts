@@ -2,7 +2,7 @@
 // activity downloads them itself, through the SSRF-guarded fetcher.
 import type { ImageModel } from '../../src/config.js';
 import { createSafeFetch, UnusableUrl, type SafeFetch } from '../../src/infra/safe-fetch.js';
-import type { ImageRequest, Part } from '../../src/shared/task.js';
+import type { ImageRequest, Part } from '../../src/shared/image-task.js';
 import { UpstreamFailure } from '../upstream-http.js';
 
 /** Media types upstream image models accept as input; SVG (a document, not a picture) is not one. */

@@ -1,5 +1,5 @@
 import type { ImageModel } from '../../src/config.js';
-import type { GenerationResult, ImageTaskInput } from '../../src/shared/task.js';
+import type { GenerationResult, ImageTaskInput } from '../../src/shared/image-task.js';
 import type { Dispatching } from '../upstream-call.js';
 
 export interface ImageCall {

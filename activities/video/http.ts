@@ -1,7 +1,7 @@
 // HTTP plumbing of the video upstreams: JSON calls with Kiln's failure mapping, and capped downloads.
 import type { BlobStore } from '../../src/infra/blobs.js';
 import { causeCode, statusToCode, upstreamMessage } from '../../src/shared/upstream.js';
-import type { VideoResult } from '../../src/shared/video.js';
+import type { VideoResult } from '../../src/shared/video-task.js';
 import { fetchText, parseUpstreamJson, TransportFailure, UpstreamFailure } from '../upstream-http.js';
 
 /** A non-2xx answer: its status tells a lasting refusal from a passing fault. */

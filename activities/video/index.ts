@@ -1,10 +1,16 @@
 // Video activities: create the upstream job, check it, copy the finished files into the blob store.
 // Waiting between checks is the workflow's (durable timers), never an activity's.
 import type { VideoModel } from '../../src/config.js';
-import type { TaskStore } from '../../src/infra/store.js';
+import type { TaskStore } from '../../src/tasks/store/task-store.js';
 import { upstreamKey } from '../../src/shared/credentials.js';
 import { VIDEO_CALL } from '../../src/shared/upstream.js';
-import type { VideoCheck, VideoJob, VideoOutput, VideoTaskInput, VideoTaskRecord } from '../../src/shared/video.js';
+import type {
+  VideoCheck,
+  VideoJob,
+  VideoOutput,
+  VideoTaskInput,
+  VideoTaskRecord,
+} from '../../src/shared/video-task.js';
 import { TERMINAL_STATUSES } from '../../src/shared/task.js';
 import { keepTiming, upstreamCalls } from '../upstream-call.js';
 import type { VideoCall, VideoFinished, VideoProvider } from './types.js';

@@ -2,7 +2,7 @@
 // H.264 MP4 showing the prompt, rendered by ffmpeg and stored in the blob store.
 import { randomUUID } from 'node:crypto';
 import type { BlobStore } from '../../src/infra/blobs.js';
-import type { VideoCheck, VideoJob } from '../../src/shared/video.js';
+import type { VideoCheck, VideoJob } from '../../src/shared/video-task.js';
 import { renderPromptMp4 } from './render-mp4.js';
 import { UpstreamFailure } from '../upstream-http.js';
 import type { VideoCall, VideoFinished, VideoProvider } from './types.js';

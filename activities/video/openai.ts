@@ -2,7 +2,7 @@
 import type { BlobStore } from '../../src/infra/blobs.js';
 import { TASK_FAILURE_CODES, type TaskFailureCode } from '../../src/shared/errors.js';
 import { upstreamMessage } from '../../src/shared/upstream.js';
-import type { VideoCheck, VideoJob } from '../../src/shared/video.js';
+import type { VideoCheck, VideoJob } from '../../src/shared/video-task.js';
 import { UpstreamFailure } from '../upstream-http.js';
 import { copyToBlobs, requestJson } from './http.js';
 import type { VideoCall, VideoFinished, VideoProvider } from './types.js';

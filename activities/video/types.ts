@@ -1,6 +1,6 @@
 import type { VideoModel } from '../../src/config.js';
 import type { Dispatching } from '../upstream-call.js';
-import type { VideoCheck, VideoJob, VideoOutput, VideoResult, VideoTaskInput } from '../../src/shared/video.js';
+import type { VideoCheck, VideoJob, VideoOutput, VideoResult, VideoTaskInput } from '../../src/shared/video-task.js';
 
 export interface VideoCall {
   input: VideoTaskInput;

@@ -2,7 +2,7 @@
 // outputs ([{fileUrl, fileType}]); every output is copied into the blob store as results[*].url.
 import type { BlobStore } from '../../src/infra/blobs.js';
 import type { TaskFailureCode } from '../../src/shared/errors.js';
-import type { NodeInfo, VideoCheck, VideoJob, VideoOutput, VideoResult } from '../../src/shared/video.js';
+import type { NodeInfo, VideoCheck, VideoJob, VideoOutput, VideoResult } from '../../src/shared/video-task.js';
 import { UpstreamFailure } from '../upstream-http.js';
 import { copyToBlobs, requestJson } from './http.js';
 import type { VideoCall, VideoFinished, VideoProvider } from './types.js';

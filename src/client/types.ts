@@ -8,9 +8,9 @@ export interface ErrorObject {
 }
 
 // The result parts are the same shapes the server stores: one definition (src/shared is pure).
-import type { Candidate, Part } from '../shared/task.js';
+import type { Candidate, Part } from '../shared/image-task.js';
 import type { WebhookState } from '../shared/webhook.js';
-export type { Part, Candidate } from '../shared/task.js';
+export type { Part, Candidate } from '../shared/image-task.js';
 export type { WebhookEvents, WebhookState } from '../shared/webhook.js';
 
 /**

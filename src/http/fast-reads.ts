@@ -11,7 +11,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { Authenticator, Caller } from '../infra/auth.js';
-import type { ViewText } from '../infra/poll.js';
+import type { ViewText } from '../tasks/poll.js';
 import { runWithRequest } from '../ops/request-context.js';
 import { UNFINISHED_STATUSES } from '../shared/task.js';
 import { errorAnswer, retryAfterHeader } from './errors.js';

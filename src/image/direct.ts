@@ -4,11 +4,12 @@
 import type { Client } from '@temporalio/client';
 import type { ImageModel } from '../config.js';
 import { ERROR_STATUS, KilnError, type ErrorCode } from '../shared/errors.js';
-import { TERMINAL_STATUSES, type Candidate, type ImageRequest, type Part } from '../shared/task.js';
+import { TERMINAL_STATUSES } from '../shared/task.js';
+import type { Candidate, ImageRequest, Part } from '../shared/image-task.js';
 import type { Caller } from '../infra/auth.js';
 import type { Blobs } from '../infra/blob-store.js';
 import { UnusableUrl, type SafeFetch } from '../infra/safe-fetch.js';
-import type { TaskService } from './service.js';
+import type { ImageTaskService } from './service.js';
 import type { WebhookTarget } from '../shared/webhook.js';
 import { validateSubmit } from './validate.js';
 // Type only: the handle's result is typed by the workflow function, whose code the API never loads.
@@ -64,7 +65,7 @@ export function validateDirect(
 
 export class DirectService {
   constructor(
-    private readonly tasks: TaskService,
+    private readonly tasks: ImageTaskService,
     private readonly temporal: Client,
     private readonly blobs: Blobs,
     /** For result images an upstream returned as URLs, when base64 is asked for. */

@@ -6,16 +6,16 @@ import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
 import { jsonBody, redirectTo, sendJsonText, sendSubmitted } from '../http/body.js';
 import { IdempotencyKeyHeader, redirectResponse } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
-import { collectionRoutes, wholeNumber, type Collection } from '../http/collection-routes.js';
-import { BatchWait, PREFERENCE_APPLIED, PreferHeader, sendWaitApplied, waitAsked } from '../http/wait.js';
-import type { TaskService } from './service.js';
+import { collectionRoutes, wholeNumber, type Collection } from '../tasks/routes.js';
+import { BatchWait, PREFERENCE_APPLIED, PreferHeader, sendWaitApplied, waitAsked } from '../tasks/wait-query.js';
+import type { ImageTaskService } from './service.js';
 import { SubmitBody, validateSubmit } from './validate.js';
 import { WebhookQuery } from '../webhooks/openapi.js';
 import { validateDirect, type DirectService } from './direct.js';
 import { BatchList, ImageTask, RecentList, SubmitResponse, TaskId } from './openapi.js';
 
 export interface ImageRouteDeps {
-  tasks: TaskService;
+  tasks: ImageTaskService;
   pollAfterSeconds: number;
   /** Answers generateContent on `form: direct` models. */
   direct?: DirectService;

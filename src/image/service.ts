@@ -1,26 +1,21 @@
 // Image task service: submit starts a workflow; reads come from the Redis read model and reach
 // Temporal only for ids Redis does not know (then the record is repaired).
-import { priorSubmit, replayedRecord, TaskServiceBase } from '../temporal/keyed-submit.js';
+import { priorSubmit, replayedRecord, TaskServiceBase } from '../tasks/service.js';
 import { requestFingerprint } from '../shared/idempotency.js';
 import { createHash } from 'node:crypto';
 import type { ImageModel } from '../config.js';
 import { KilnError } from '../shared/errors.js';
 import { promptText } from '../shared/prompt.js';
-import { taskSummary } from '../temporal/summary.js';
-import { readFromTemporal, type FallbackKind } from '../temporal/fallback.js';
-import { cancelTask, type CancelAnswer, type CancelKind } from '../temporal/cancel.js';
-import {
-  newImageRecord,
-  UNFINISHED_STATUSES,
-  type ImageRequest,
-  type TaskRecord,
-  type TaskStatus,
-} from '../shared/task.js';
+import { taskSummary } from '../tasks/summary.js';
+import { readFromTemporal, type FallbackKind } from '../tasks/fallback.js';
+import { cancelTask, type CancelAnswer, type CancelKind } from '../tasks/cancel.js';
+import { newImageRecord, type ImageRequest, type ImageTaskRecord } from '../shared/image-task.js';
+import { UNFINISHED_STATUSES, type TaskStatus } from '../shared/task.js';
 import type { ImageTaskWorkflowInput } from '../../workflows/image-task.js';
-import { indexMember } from '../infra/store.js';
+import { indexMember } from '../tasks/store/task-store.js';
 import type { WebhookTarget } from '../shared/webhook.js';
-import { finishedView, pollViews, taskLimiterKey, type ViewText } from '../infra/poll.js';
-import { longPoll, type WaitAsk } from '../infra/waits.js';
+import { finishedView, pollViews, taskLimiterKey, type ViewText } from '../tasks/poll.js';
+import { longPoll, type WaitAsk } from '../tasks/waits.js';
 import type { Caller } from '../infra/auth.js';
 import { notFoundItem, taskView, type TaskView } from '../shared/views.js';
 
@@ -28,7 +23,7 @@ export const TASK_ID = /^task_[a-f0-9]{32}$/;
 const LIST_MAX_DAYS = 3;
 const FALLBACK_LOOKUPS = 100;
 
-const IMAGE_FALLBACK: FallbackKind<TaskRecord> = {
+const IMAGE_FALLBACK: FallbackKind<ImageTaskRecord> = {
   workflowType: 'imageTaskWorkflow',
   record: (f) => ({
     id: f.id,
@@ -43,7 +38,7 @@ const IMAGE_FALLBACK: FallbackKind<TaskRecord> = {
   }),
 };
 
-const IMAGE_CANCEL: CancelKind<TaskRecord> = {
+const IMAGE_CANCEL: CancelKind<ImageTaskRecord> = {
   kind: 'image',
   idPattern: TASK_ID,
   fallback: IMAGE_FALLBACK,
@@ -77,7 +72,7 @@ export interface SubmitResult {
   /** True when an Idempotency-Key named an earlier submit's task. */
   replayed: boolean;
   /** The task's record as known at this moment (finished already, for some replays). */
-  record: TaskRecord;
+  record: ImageTaskRecord;
 }
 
 export interface ListQuery {
@@ -89,7 +84,7 @@ export interface ListQuery {
 
 const LIST_END = Buffer.from(']}');
 
-export class TaskService extends TaskServiceBase<'image'> {
+export class ImageTaskService extends TaskServiceBase<'image'> {
   protected readonly kind = 'image';
 
   async submit(
@@ -108,7 +103,8 @@ export class TaskService extends TaskServiceBase<'image'> {
           opts.webhook,
         )
       : undefined;
-    const prior = fingerprint && (await priorSubmit<TaskRecord>(this.store, id, 'image', caller.owner, fingerprint));
+    const prior =
+      fingerprint && (await priorSubmit<ImageTaskRecord>(this.store, id, 'image', caller.owner, fingerprint));
     if (prior) return this.submitted(prior, true);
     const created_at = Math.floor(Date.now() / 1000);
     const input: ImageTaskWorkflowInput = this.workflowInput(caller, model, id, created_at, request, opts.webhook);
@@ -133,7 +129,7 @@ export class TaskService extends TaskServiceBase<'image'> {
     return this.submitted(record, false);
   }
 
-  private submitted(record: TaskRecord, replayed: boolean): SubmitResult {
+  private submitted(record: ImageTaskRecord, replayed: boolean): SubmitResult {
     const { id } = record;
     const response: SubmitResponse = {
       id,
@@ -270,7 +266,7 @@ export class TaskService extends TaskServiceBase<'image'> {
   }
 
   /** Redis has no record for these ids (lost, or not yet written): Temporal answers, and Redis is repaired. */
-  private async fromTemporal(owner: string, ids: string[]): Promise<Map<string, TaskRecord>> {
+  private async fromTemporal(owner: string, ids: string[]): Promise<Map<string, ImageTaskRecord>> {
     return readFromTemporal({ temporal: this.temporal, store: this.store }, IMAGE_FALLBACK, owner, ids);
   }
 }

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { ImageModel } from '../config.js';
 import { KilnError } from '../shared/errors.js';
 import { referenceImages } from '../shared/prompt.js';
-import type { ImageRequest, Part } from '../shared/task.js';
+import type { ImageRequest, Part } from '../shared/image-task.js';
 import { checkHttpUrl } from '../shared/http-url.js';
 import { chars, LIMITS } from '../shared/limits.js';
 

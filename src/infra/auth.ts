@@ -3,7 +3,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { KilnError } from '../shared/errors.js';
 import { ownerOfKey } from '../config.js';
-import type { RedisClient } from './store.js';
+import type { RedisClient } from '../tasks/store/task-store.js';
 
 // RFC 6750 b64token, bounded (padding included) so a hostile header cannot become a huge HMAC
 // input, Redis key or upstream header.

@@ -5,7 +5,7 @@
 import type { Connection } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { Cluster } from 'ioredis';
-import type { RedisClient } from '../infra/store.js';
+import type { RedisClient } from '../tasks/store/task-store.js';
 import { liveWorkers } from './worker-beacon.js';
 
 const { temporal } = proto;

@@ -6,7 +6,7 @@
 // Cluster), so its transaction is allowed there.
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { RedisClient } from '../infra/store.js';
+import type { RedisClient } from '../tasks/store/task-store.js';
 
 export const BEAT_MS = 500;
 export const STALE_MS = 2000;

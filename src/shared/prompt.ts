@@ -1,5 +1,5 @@
 // Prompt helpers shared by validation and providers. Pure.
-import type { ImageRequest } from './task.js';
+import type { ImageRequest } from './image-task.js';
 
 /** All text parts of the user contents, joined: the prompt as a person wrote it. */
 export function promptText(req: Pick<ImageRequest, 'contents'>): string {

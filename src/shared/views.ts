@@ -2,8 +2,9 @@
 // record on every transition, so a poll, batch or list answers with stored JSON text instead of
 // parsing and re-serialising records on every request. Pure: also used where records are rebuilt
 // from Temporal.
-import type { TaskRecord } from './task.js';
-import { videoStatus, type AnyTaskRecord, type VideoTaskRecord } from './video.js';
+import type { ImageTaskRecord } from './image-task.js';
+import type { AnyTaskRecord } from './records.js';
+import { videoStatus, type VideoTaskRecord } from './video-task.js';
 
 export type TaskView = ReturnType<typeof taskView>;
 export type VideoView = ReturnType<typeof videoView>;
@@ -13,7 +14,7 @@ function timing(r: AnyTaskRecord): { started_at: number | null; attempts: number
   return { started_at: r.started_at ?? null, attempts: r.attempts ?? 0 };
 }
 
-export function taskView(r: TaskRecord) {
+export function taskView(r: ImageTaskRecord) {
   const base = {
     id: r.id,
     object: 'image.task' as const,
@@ -38,7 +39,7 @@ export function taskView(r: TaskRecord) {
 }
 
 /** One entry of GET /v1/tasks. */
-export function listItem(r: TaskRecord) {
+export function listItem(r: ImageTaskRecord) {
   return {
     id: r.id,
     model: r.model,

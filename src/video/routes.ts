@@ -8,18 +8,18 @@ import { z } from 'zod';
 import getRawBody from 'raw-body';
 import { LIMITS } from '../image/validate.js';
 import { parseVideoBody, validateVideo, VideoBody } from './validate.js';
-import type { VideoService } from './service.js';
+import type { VideoTaskService } from './service.js';
 import { KilnError } from '../shared/errors.js';
 import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
 import { jsonBody, redirectTo, sendSubmitted } from '../http/body.js';
 import { IdempotencyKeyHeader, redirectResponse } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
-import { collectionRoutes, wholeNumber, type Collection } from '../http/collection-routes.js';
+import { collectionRoutes, wholeNumber, type Collection } from '../tasks/routes.js';
 import { Video, VideoList } from './openapi.js';
 import { VIDEO_ID } from './service.js';
 
 export interface VideoRouteDeps {
-  videos: VideoService;
+  videos: VideoTaskService;
   pollAfterSeconds: number;
 }
 

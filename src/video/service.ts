@@ -1,20 +1,20 @@
 // Video task service: submit starts a `videoTaskWorkflow`; polls come from the Redis read model
 // (behind the same limiter as image tasks) and reach Temporal only when Redis has no record.
-import { priorSubmit, replayedRecord, TaskServiceBase } from '../temporal/keyed-submit.js';
+import { priorSubmit, replayedRecord, TaskServiceBase } from '../tasks/service.js';
 import { requestFingerprint } from '../shared/idempotency.js';
 import { videoOptions, type VideoModel } from '../config.js';
 import { KilnError } from '../shared/errors.js';
 import { UNFINISHED_STATUSES } from '../shared/task.js';
-import { newVideoRecord, videoStatus, type VideoRequest, type VideoTaskRecord } from '../shared/video.js';
+import { newVideoRecord, videoStatus, type VideoRequest, type VideoTaskRecord } from '../shared/video-task.js';
 import type { VideoTaskWorkflowInput } from '../../workflows/video-task.js';
 import type { Caller } from '../infra/auth.js';
 import type { WebhookTarget } from '../shared/webhook.js';
-import { finishedView, pollViews, taskLimiterKey, type ViewText } from '../infra/poll.js';
-import { longPoll, type WaitAsk } from '../infra/waits.js';
+import { finishedView, pollViews, taskLimiterKey, type ViewText } from '../tasks/poll.js';
+import { longPoll, type WaitAsk } from '../tasks/waits.js';
 import { videoView, type VideoView } from '../shared/views.js';
-import { readFromTemporal, type FallbackKind } from '../temporal/fallback.js';
-import { cancelTask, type CancelAnswer, type CancelKind } from '../temporal/cancel.js';
-import { taskSummary } from '../temporal/summary.js';
+import { readFromTemporal, type FallbackKind } from '../tasks/fallback.js';
+import { cancelTask, type CancelAnswer, type CancelKind } from '../tasks/cancel.js';
+import { taskSummary } from '../tasks/summary.js';
 
 export const VIDEO_ID = /^video_[a-f0-9]{32}$/;
 
@@ -55,7 +55,7 @@ const VIDEO_CANCEL: CancelKind<VideoTaskRecord> = {
   noun: 'Video',
 };
 
-export class VideoService extends TaskServiceBase<'video'> {
+export class VideoTaskService extends TaskServiceBase<'video'> {
   protected readonly kind = 'video';
 
   async submit(

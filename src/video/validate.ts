@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { videoOptions, type VideoModel } from '../config.js';
 import { KilnError } from '../shared/errors.js';
-import type { NodeInfo, VideoRequest } from '../shared/video.js';
+import type { NodeInfo, VideoRequest } from '../shared/video-task.js';
 import { checkHttpUrl } from '../shared/http-url.js';
 import { chars, LIMITS } from '../shared/limits.js';
 

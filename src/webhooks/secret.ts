@@ -3,7 +3,7 @@
 // Redis keeps only the generation, which a rotation bumps. The API derives it to show it; the
 // delivery activity derives it again to sign, so it never travels in a workflow's history.
 import { createHmac, hkdfSync } from 'node:crypto';
-import type { RedisClient } from '../infra/store.js';
+import type { RedisClient } from '../tasks/store/task-store.js';
 
 const SECRET_PREFIX = 'whsec_';
 

@@ -1,6 +1,6 @@
 // The caller's webhook signing secret: shown and rotated. Redis holds only the generation number;
 // the secret is derived again on every request (and by the delivery activity when it signs).
-import type { RedisClient } from '../infra/store.js';
+import type { RedisClient } from '../tasks/store/task-store.js';
 import { KilnError } from '../shared/errors.js';
 import { currentGeneration, rotateGeneration, secretText, signingKey, webhookRoot } from './secret.js';
 

@@ -2,7 +2,7 @@
 // attribute filters, and the codec endpoints that decrypt payloads for an authorised operator.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_SUMMARY_BYTES, taskSummary } from '../../src/temporal/summary.js';
+import { MAX_SUMMARY_BYTES, taskSummary } from '../../src/tasks/summary.js';
 import { startKiln, http, submitBody, waitForStatus, eventually, listIds, KEY_A, type Kiln } from '../support/kiln.js';
 
 const TOKEN = randomBytes(24).toString('hex');

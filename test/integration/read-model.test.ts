@@ -6,9 +6,10 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ownerOfKey } from '../../src/config.js';
-import { indexMember } from '../../src/infra/store.js';
-import { STATUS_RANK, type TaskRecord } from '../../src/shared/task.js';
-import type { AnyTaskRecord } from '../../src/shared/video.js';
+import { indexMember } from '../../src/tasks/store/task-store.js';
+import { STATUS_RANK } from '../../src/shared/task.js';
+import type { ImageTaskRecord } from '../../src/shared/image-task.js';
+import type { AnyTaskRecord } from '../../src/shared/records.js';
 import { storedViews, taskView, videoView } from '../../src/shared/views.js';
 import { http, KEY_A, KEY_B, startKiln, type Kiln } from '../support/kiln.js';
 import { imageRecord, nowSeconds, succeededRecord, videoRecord } from '../support/records.js';
@@ -24,7 +25,8 @@ afterAll(async () => {
 });
 
 const now = () => Math.floor(Date.now() / 1000);
-const image = (status: TaskRecord['status'], over: Partial<TaskRecord> = {}) => imageRecord(owner, status, over);
+const image = (status: ImageTaskRecord['status'], over: Partial<ImageTaskRecord> = {}) =>
+  imageRecord(owner, status, over);
 const succeeded = succeededRecord;
 type Kind = AnyTaskRecord['kind'];
 

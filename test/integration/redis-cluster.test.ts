@@ -10,10 +10,10 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePorts, waitUntil } from '../../scripts/production/proc.js';
 import { startRedisCluster, type RedisCluster } from '../../scripts/production/redis-cluster.js';
 import { ownerOfKey } from '../../src/config.js';
-import { keySlot } from '../../src/infra/slots.js';
-import { indexMember, TaskStore } from '../../src/infra/store.js';
-import type { TaskRecord } from '../../src/shared/task.js';
-import type { VideoTaskRecord } from '../../src/shared/video.js';
+import { keySlot } from '../../src/tasks/store/slots.js';
+import { indexMember, TaskStore } from '../../src/tasks/store/task-store.js';
+import type { ImageTaskRecord } from '../../src/shared/image-task.js';
+import type { VideoTaskRecord } from '../../src/shared/video-task.js';
 import { eventually, http, imageSteps, KEY_A, KEY_B, startKiln, submitBody, type Kiln } from '../support/kiln.js';
 import { imageRecord, succeededRecord } from '../support/records.js';
 
@@ -303,7 +303,7 @@ describe('Kiln on a Redis Cluster', () => {
 
       // Every record converges to its workflow's result: the record, the view and the list item.
       for (const id of ids) {
-        const result = (await kiln.api.client.workflow.getHandle(id).result()) as TaskRecord;
+        const result = (await kiln.api.client.workflow.getHandle(id).result()) as ImageTaskRecord;
         expect(result.status).toBe('succeeded');
         const stored = await eventually(
           () => store.get(id).catch(() => null),

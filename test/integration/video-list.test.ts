@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Kiln as KilnClient } from '../../src/client/index.js';
 import { ownerOfKey } from '../../src/config.js';
-import type { VideoTaskRecord } from '../../src/shared/video.js';
+import type { VideoTaskRecord } from '../../src/shared/video-task.js';
 import { http, KEY_A, KEY_B, startKiln, submitBody, waitForStatus, type Kiln } from '../support/kiln.js';
 import { videoRecord as sharedVideoRecord } from '../support/records.js';
 

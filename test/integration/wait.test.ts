@@ -8,13 +8,13 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { ownerOfKey } from '../../src/config.js';
-import type { TaskRecord } from '../../src/shared/task.js';
-import type { VideoTaskRecord } from '../../src/shared/video.js';
+import type { ImageTaskRecord } from '../../src/shared/image-task.js';
+import type { VideoTaskRecord } from '../../src/shared/video-task.js';
 import { Kiln as KilnClient } from '../../src/client/index.js';
 import { KEY_A, KEY_B, eventually, http, startKiln, type Kiln } from '../support/kiln.js';
 import { imageRecord, succeededRecord } from '../support/records.js';
-import { longPoll, WaitRegistry } from '../../src/infra/waits.js';
-import type { ViewText } from '../../src/infra/poll.js';
+import { longPoll, WaitRegistry } from '../../src/tasks/waits.js';
+import type { ViewText } from '../../src/tasks/poll.js';
 import { slowProxy } from '../support/slow-proxy.js';
 import { startRedisCluster } from '../../scripts/production/redis-cluster.js';
 import { freePorts } from '../../scripts/production/proc.js';
@@ -37,8 +37,8 @@ afterAll(async () => {
   await kiln?.stop();
 });
 
-const image = (status: TaskRecord['status']) => imageRecord(owner, status);
-const write = (r: TaskRecord | VideoTaskRecord, store = kiln.api.store) => store.transition(r);
+const image = (status: ImageTaskRecord['status']) => imageRecord(owner, status);
+const write = (r: ImageTaskRecord | VideoTaskRecord, store = kiln.api.store) => store.transition(r);
 
 /** Starts a request and reports its answer with the time it arrived. */
 function timed(p: Promise<{ status: number; json: any; headers: Headers }>) {

@@ -1,16 +1,16 @@
 // Task records written straight into the read model by tests that check how it is read.
 import { randomBytes } from 'node:crypto';
-import type { ImageTaskInput, TaskRecord } from '../../src/shared/task.js';
-import type { VideoTaskRecord } from '../../src/shared/video.js';
+import type { ImageTaskInput, ImageTaskRecord } from '../../src/shared/image-task.js';
+import type { VideoTaskRecord } from '../../src/shared/video-task.js';
 
 export const nowSeconds = () => Math.floor(Date.now() / 1000);
 
 /** An image task record of `owner` in `status`, created now; `over` replaces any field. */
 export const imageRecord = (
   owner: string,
-  status: TaskRecord['status'],
-  over: Partial<TaskRecord> = {},
-): TaskRecord => ({
+  status: ImageTaskRecord['status'],
+  over: Partial<ImageTaskRecord> = {},
+): ImageTaskRecord => ({
   id: `task_${randomBytes(16).toString('hex')}`,
   kind: 'image',
   owner,
@@ -24,7 +24,7 @@ export const imageRecord = (
 });
 
 /** The same task, succeeded with one image. */
-export const succeededRecord = (r: TaskRecord): TaskRecord => ({
+export const succeededRecord = (r: ImageTaskRecord): ImageTaskRecord => ({
   ...r,
   status: 'succeeded',
   finished_at: nowSeconds(),

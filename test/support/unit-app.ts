@@ -12,11 +12,11 @@ import type { Client } from '@temporalio/client';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { ChatService } from '../../src/chat/service.js';
-import { TaskService } from '../../src/image/service.js';
-import { VideoService } from '../../src/video/service.js';
+import { ImageTaskService } from '../../src/image/service.js';
+import { VideoTaskService } from '../../src/video/service.js';
 import { PassthroughAuth, type Authenticator } from '../../src/infra/auth.js';
 import { FsBlobStore } from '../../src/infra/blobs.js';
-import { FinishedViews } from '../../src/infra/finished-views.js';
+import { FinishedViews } from '../../src/tasks/finished-views.js';
 import { MemoryStore } from './unit-store.js';
 
 export const KEY = 'unit-test-key-0123456789';
@@ -98,10 +98,10 @@ export async function startUnitApp(env: Record<string, string> = {}): Promise<Un
     auth,
     models: config.models,
     pollAfterSeconds: config.pollAfterSeconds,
-    tasks: new TaskService(config, taskStore, temporal),
+    tasks: new ImageTaskService(config, taskStore, temporal),
     blobs: new FsBlobStore(config.blobDir, config.publicBaseUrl),
     chat: new ChatService(config.models, config.upstreamKeys),
-    videos: new VideoService(config, taskStore, temporal),
+    videos: new VideoTaskService(config, taskStore, temporal),
   });
   const server: Server = createServer(app.callback());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

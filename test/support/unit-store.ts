@@ -1,11 +1,11 @@
-// Unit tier: an in-memory stand-in for the Redis read model (src/infra/store.ts). It keeps the
+// Unit tier: an in-memory stand-in for the Redis read model (src/tasks/store). It keeps the
 // rules callers rely on (transitions only move forward, one reservation per task, the dispatch
 // mark, the poll limiter) and records every write so tests can assert the sequence of states.
 // Integration tests use the real store on a real redis-server.
-import type { FinishedViews } from '../../src/infra/finished-views.js';
-import type { ReadOutcome, StoredView, TaskStore } from '../../src/infra/store.js';
+import type { FinishedViews } from '../../src/tasks/finished-views.js';
+import type { ReadOutcome, StoredView, TaskStore } from '../../src/tasks/store/task-store.js';
 import { STATUS_RANK, TERMINAL_STATUSES } from '../../src/shared/task.js';
-import type { AnyTaskRecord } from '../../src/shared/video.js';
+import type { AnyTaskRecord } from '../../src/shared/records.js';
 import { storedViews } from '../../src/shared/views.js';
 
 type StoreApi = Pick<
@@ -36,7 +36,7 @@ export class MemoryStore implements StoreApi {
   private readonly limiter = new Map<string, number>();
   private readonly missing = new Set<string>();
   readonly fingerprints = new Map<string, string>();
-  /** An API process's cache of finished views (src/infra/poll.ts reads through it), when a test sets one. */
+  /** An API process's cache of finished views (src/tasks/poll.ts reads through it), when a test sets one. */
   finished?: FinishedViews;
   /** Calls of `read`: a poll answered from memory makes none. */
   reads = 0;

@@ -11,8 +11,8 @@ import { HttpStatusFailure } from '../../activities/video/http.js';
 import type { VideoCall, VideoProvider } from '../../activities/video/types.js';
 import { TransportFailure, UpstreamFailure } from '../../activities/upstream-http.js';
 import { modelsOfKind, parseModels } from '../../src/config.js';
-import type { GenerationResult, ImageTaskInput, TaskRecord } from '../../src/shared/task.js';
-import type { VideoTaskInput } from '../../src/shared/video.js';
+import type { GenerationResult, ImageTaskInput, ImageTaskRecord } from '../../src/shared/image-task.js';
+import type { VideoTaskInput } from '../../src/shared/video-task.js';
 import { MemoryStore } from '../support/unit-store.js';
 import { imageTaskInput } from '../support/records.js';
 
@@ -189,7 +189,7 @@ describe('generateImage', () => {
     'Redis failing the succeeded write keeps the image: ' + 'the answer says unrecorded, for the workflow to write',
     async () => {
       const store = new (class extends MemoryStore {
-        override async transition(r: TaskRecord) {
+        override async transition(r: ImageTaskRecord) {
           if (r.status === 'succeeded') throw new Error('redis down');
           return super.transition(r);
         }
@@ -305,7 +305,7 @@ describe('recordOutcome', () => {
   it('writes a terminal record, or answers the terminal record Redis already holds (the first one wins)', async () => {
     const { acts, store } = image(async () => RESULT);
     const task = imageTask('img-once');
-    const failed: TaskRecord = {
+    const failed: ImageTaskRecord = {
       id: task.id,
       kind: 'image',
       owner: task.owner,
@@ -318,7 +318,7 @@ describe('recordOutcome', () => {
     };
     await expect(acts.recordOutcome(failed)).resolves.toEqual({ record: failed, written: true });
     const other = imageTask('img-once');
-    const won: TaskRecord = {
+    const won: ImageTaskRecord = {
       ...failed,
       id: other.id,
       status: 'succeeded',

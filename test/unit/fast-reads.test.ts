@@ -17,8 +17,8 @@ import { parseQuery, withFastReads, type FastList, type FastRead } from '../../s
 import { requestObserver } from '../../src/http/observe.js';
 import { PassthroughAuth } from '../../src/infra/auth.js';
 import { KilnError } from '../../src/shared/errors.js';
-import type { TaskRecord } from '../../src/shared/task.js';
-import type { VideoTaskRecord } from '../../src/shared/video.js';
+import type { ImageTaskRecord } from '../../src/shared/image-task.js';
+import type { VideoTaskRecord } from '../../src/shared/video-task.js';
 import {
   EXPLODING_KEY,
   INTERNAL_DETAIL,
@@ -32,7 +32,7 @@ import {
 const hex = () => randomBytes(16).toString('hex');
 const now = Math.floor(Date.now() / 1000);
 /** A new image task's record, finished when `succeeded`. */
-const imageRecord = (status: TaskRecord['status'], owner: string): TaskRecord => ({
+const imageRecord = (status: ImageTaskRecord['status'], owner: string): ImageTaskRecord => ({
   id: `task_${hex()}`,
   kind: 'image',
   owner,
@@ -73,7 +73,7 @@ describe('answers of the fast path and of Koa', () => {
   afterAll(async () => {
     await app?.close();
   });
-  const image = (status: TaskRecord['status'], who = owner) => imageRecord(status, who);
+  const image = (status: ImageTaskRecord['status'], who = owner) => imageRecord(status, who);
 
   it('a finished task: 200, the stored view, no Retry-After', async () => {
     const t = image('succeeded');
@@ -217,7 +217,7 @@ describe('polls a process answers from memory (a known key, a finished task, no 
   afterAll(async () => {
     await app?.close();
   });
-  const image = (status: TaskRecord['status'], who = owner) => imageRecord(status, who);
+  const image = (status: ImageTaskRecord['status'], who = owner) => imageRecord(status, who);
   /** A poll, and how many store reads it made. */
   const poll = async (path: string, opts: Parameters<typeof request>[3] = {}) => {
     const before = app.store.reads;

@@ -6,7 +6,7 @@ import proto from '@temporalio/proto';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Activities } from '../../activities/image/index.js';
 import type { ImageTaskWorkflowInput } from '../../workflows/image-task.js';
-import type { GenerationResult, ImageTaskInput, TaskRecord } from '../../src/shared/task.js';
+import type { GenerationResult, ImageTaskInput, ImageTaskRecord } from '../../src/shared/image-task.js';
 import { SEARCH_ATTRIBUTES } from '../../src/shared/task.js';
 import { readModelSinks, settle } from '../../activities/read-model.js';
 import { MemoryStore } from '../support/unit-store.js';
@@ -44,7 +44,13 @@ const activities: Activities = {
     const base = { id: i.id, kind: 'image' as const, owner: i.owner, model: i.model, created_at: i.created_at };
     await c.store.transition({ ...base, status: 'running', finished_at: null, candidates: null, error: null });
     const result = await c.generate(i);
-    const record: TaskRecord = { ...base, status: 'succeeded', finished_at: 1_700_000_100, ...result, error: null };
+    const record: ImageTaskRecord = {
+      ...base,
+      status: 'succeeded',
+      finished_at: 1_700_000_100,
+      ...result,
+      error: null,
+    };
     if (c.unrecorded) return { record, recorded: false, written: false };
     return { ...(await settle(c.store.asTaskStore(), record)), recorded: true };
   },
@@ -112,7 +118,7 @@ async function run(generate: Case['generate'], store = new MemoryStore(), opts: 
     policy: { timeoutMs: 30_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3 },
     activityQueue: QUEUE,
   };
-  const run = await runToEnd<TaskRecord>(env, 'imageTaskWorkflow', task.id, QUEUE, input);
+  const run = await runToEnd<ImageTaskRecord>(env, 'imageTaskWorkflow', task.id, QUEUE, input);
   const record = run.result;
   const status = run.description.searchAttributes[SEARCH_ATTRIBUTES.status];
   const { events } = run.history;

@@ -15,7 +15,7 @@ import {
   type VideoPolicy,
   type VideoTaskInput,
   type VideoTaskRecord,
-} from '../../src/shared/video.js';
+} from '../../src/shared/video-task.js';
 import { MemoryStore } from '../support/unit-store.js';
 import { runToEnd, startWorker, timeSkippingEnv, unitQueue } from '../support/unit-temporal.js';
 

@@ -1,4 +1,4 @@
-// The read model's Lua scripts (src/infra/store.ts runs them). Each one is atomic in Redis; in
+// The read model's Lua scripts (task-store.ts runs them). Each one is atomic in Redis; in
 // cluster mode only the single-slot ones are used.
 
 // Lua shared by the scripts that keep or read an owner's list items: a hash in the owner's slot,

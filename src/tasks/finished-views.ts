@@ -6,8 +6,8 @@
 // retention), bounded by bytes, least recently used first.
 import { LRUCache } from 'lru-cache';
 import { TERMINAL_STATUSES, type TaskStatus } from '../shared/task.js';
-import type { AnyTaskRecord } from '../shared/video.js';
-import type { StoredView } from './store.js';
+import type { AnyTaskRecord } from '../shared/records.js';
+import type { StoredView } from './store/task-store.js';
 
 interface Entry {
   owner: string;

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { Gauge, type Registry } from 'prom-client';
 import { KilnError } from '../shared/errors.js';
 import { UNFINISHED_STATUSES, type TaskStatus } from '../shared/task.js';
-import type { RedisClient } from './store.js';
+import type { RedisClient } from './store/task-store.js';
 import type { ViewText } from './poll.js';
 
 /** Why a wait ended before its answer is read again. */

@@ -1,6 +1,6 @@
 // Video task shapes shared by API, activities and workflows. Pure types and constants only.
 import type { ErrorBody } from './errors.js';
-import type { ActivityPolicy, TaskRecord, TaskStatus } from './task.js';
+import type { ActivityPolicy, TaskStatus } from './task.js';
 import { WEBHOOK_PENDING, type WebhookState, type WebhookTarget } from './webhook.js';
 
 /** The contract's strict rules for the pro model: any other value is refused before it can reach the upstream. */
@@ -107,9 +107,6 @@ export function videoStatus(status: TaskStatus): 'queued' | 'in_progress' | 'com
       return status;
   }
 }
-
-/** Any record the read model stores: image and video tasks share the ids' keyspace and ranks. */
-export type AnyTaskRecord = TaskRecord | VideoTaskRecord;
 
 /** A video task's record before any result: what a submit writes (accepted) and the workflow starts from (queued). */
 export function newVideoRecord(

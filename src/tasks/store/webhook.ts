@@ -1,11 +1,11 @@
 // The read model's one write that is not a transition: a task's webhook delivery state. It changes
 // the record and its stored poll view together (a compare-and-set on the record's JSON, so a
 // transition written in between is never undone), and never the task's status.
-import type { TaskStatus } from '../shared/task.js';
-import type { AnyTaskRecord } from '../shared/video.js';
-import { storedViews } from '../shared/views.js';
-import type { WebhookState } from '../shared/webhook.js';
-import type { TaskStore } from './store.js';
+import type { TaskStatus } from '../../shared/task.js';
+import type { AnyTaskRecord } from '../../shared/records.js';
+import { storedViews } from '../../shared/views.js';
+import type { WebhookState } from '../../shared/webhook.js';
+import type { TaskStore } from './task-store.js';
 
 // KEYS: task hash. ARGV: the record JSON read, the new record JSON, its view. Writes only when the
 // record is still the one read; the TTL stays the record's.

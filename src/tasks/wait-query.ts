@@ -4,7 +4,7 @@
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { KilnError } from '../shared/errors.js';
-import type { WaitAsk } from '../infra/waits.js';
+import type { WaitAsk } from './waits.js';
 
 export const MAX_WAIT_SECONDS = 60;
 

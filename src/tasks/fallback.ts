@@ -2,11 +2,11 @@
 // down): Temporal answers, and each record found is written back to Redis. One path for image and
 // video tasks.
 import { WorkflowNotFoundError, type Client, type WorkflowExecutionInfo } from '@temporalio/client';
-import type { TaskStore } from '../infra/store.js';
+import type { TaskStore } from './store/task-store.js';
 import type { ErrorBody } from '../shared/errors.js';
 import { SEARCH_ATTRIBUTES } from '../shared/task.js';
-import type { AnyTaskRecord } from '../shared/video.js';
-import { SA } from './search-attributes.js';
+import type { AnyTaskRecord } from '../shared/records.js';
+import { SA } from '../temporal/search-attributes.js';
 
 /** What Temporal tells about a task whose workflow has no result. */
 export interface WorkflowFacts {

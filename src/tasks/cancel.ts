@@ -5,11 +5,11 @@
 // once one runs. A finished task is answered unchanged.
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import type { TaskStore } from '../infra/store.js';
-import type { ViewText } from '../infra/poll.js';
+import type { TaskStore } from './store/task-store.js';
+import type { ViewText } from './poll.js';
 import { KilnError } from '../shared/errors.js';
 import { TERMINAL_STATUSES } from '../shared/task.js';
-import type { AnyTaskRecord } from '../shared/video.js';
+import type { AnyTaskRecord } from '../shared/records.js';
 import { readFromTemporal, type FallbackKind } from './fallback.js';
 
 /** What differs between the kinds: their ids, their Temporal fallback, their public view. */

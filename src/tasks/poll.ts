@@ -2,8 +2,8 @@
 // Redis Cluster: one per node, in parallel).
 import { KilnError } from '../shared/errors.js';
 import type { TaskStatus } from '../shared/task.js';
-import type { AnyTaskRecord } from '../shared/video.js';
-import type { StoredView, TaskStore } from './store.js';
+import type { AnyTaskRecord } from '../shared/records.js';
+import type { StoredView, TaskStore } from './store/task-store.js';
 
 /** A task's public view as stored (JSON text) with its status: a read answers with the text as is. */
 export interface ViewText {

@@ -6,14 +6,14 @@ import type { Client } from '@temporalio/client';
 import { modelTaskQueue, type Config, type ImageModel, type Model, type VideoModel } from '../config.js';
 import { findModel } from '../infra/models.js';
 import type { Caller } from '../infra/auth.js';
-import type { TaskStore } from '../infra/store.js';
-import type { WaitRegistry } from '../infra/waits.js';
+import type { TaskStore } from './store/task-store.js';
+import type { WaitRegistry } from './waits.js';
 import { idempotencySecret, idempotentTaskId } from '../shared/idempotency.js';
-import type { AnyTaskRecord } from '../shared/video.js';
+import type { AnyTaskRecord } from '../shared/records.js';
 import type { WebhookTarget } from '../shared/webhook.js';
 import { webhookTarget } from '../webhooks/target.js';
 import { endedWithoutResult, statusOf, type FallbackKind } from './fallback.js';
-import { keyReused, startTask, type ExistingTask, type StartTask } from './start-task.js';
+import { keyReused, startTask, type ExistingTask, type StartTask } from './start.js';
 
 /**
  * The caller's task of this id when the read model knows it with a fingerprint; throws

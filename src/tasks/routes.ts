@@ -3,13 +3,20 @@
 // derived from it), so their long-poll handling, headers and documentation cannot drift apart.
 import { z } from 'zod';
 import type { Caller } from '../infra/auth.js';
-import type { ViewText } from '../infra/poll.js';
-import type { WaitAsk } from '../infra/waits.js';
-import type { CancelAnswer } from '../temporal/cancel.js';
-import { sendJsonText, sendView } from './body.js';
-import type { FastList, FastRead } from './fast-reads.js';
-import { route, type RouteDef } from './route-table.js';
-import { PREFERENCE_APPLIED, PreferHeader, sendWaitApplied, WAIT_DESCRIPTION, waitAsked, WaitQuery } from './wait.js';
+import type { ViewText } from './poll.js';
+import type { WaitAsk } from './waits.js';
+import type { CancelAnswer } from './cancel.js';
+import { sendJsonText, sendView } from '../http/body.js';
+import type { FastList, FastRead } from '../http/fast-reads.js';
+import { route, type RouteDef } from '../http/route-table.js';
+import {
+  PREFERENCE_APPLIED,
+  PreferHeader,
+  sendWaitApplied,
+  WAIT_DESCRIPTION,
+  waitAsked,
+  WaitQuery,
+} from './wait-query.js';
 
 /** What a service answers for a collection's operations. */
 export interface CollectionService<Q> {

@@ -6,9 +6,9 @@ import type { Client } from '@temporalio/client';
 import { WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError } from '@temporalio/client';
 import type { Config } from '../config.js';
 import { KilnError } from '../shared/errors.js';
-import type { TaskStore } from '../infra/store.js';
+import type { TaskStore } from './store/task-store.js';
 import { TERMINAL_STATUSES } from '../shared/task.js';
-import { SA } from './search-attributes.js';
+import { SA } from '../temporal/search-attributes.js';
 import { IDEMPOTENCY_HEADER, IDEMPOTENCY_MEMO, type IdempotencyMemo } from '../shared/idempotency.js';
 // Types only: the API process never loads workflow code, yet a wrong input fails type checking.
 import type { imageTaskWorkflow } from '../../workflows/image-task.js';

@@ -11,11 +11,12 @@
 // keys: one HMGET for a page.
 import { Cluster, Redis } from 'ioredis';
 import { ENTRY_HEAD, entryLive, joinItems, liveItems } from './list-items.js';
-import { STATUS_RANK, TERMINAL_STATUSES, type TaskRecord, type TaskStatus } from '../shared/task.js';
-import type { AnyTaskRecord } from '../shared/video.js';
-import { listItem, storedViews } from '../shared/views.js';
+import { STATUS_RANK, TERMINAL_STATUSES, type TaskStatus } from '../../shared/task.js';
+import type { ImageTaskRecord } from '../../shared/image-task.js';
+import type { AnyTaskRecord } from '../../shared/records.js';
+import { listItem, storedViews } from '../../shared/views.js';
 import { keySlot } from './slots.js';
-import type { FinishedViews } from './finished-views.js';
+import type { FinishedViews } from '../finished-views.js';
 import { perNode, replicated } from './cluster-ops.js';
 import {
   TRANSITION,
@@ -28,7 +29,7 @@ import {
   RESERVE_SHARD,
   PAGE,
   PAGE_ITEMS,
-} from './store-scripts.js';
+} from './scripts.js';
 
 /** The read model's connection: one Redis, or a Redis Cluster (REDIS_CLUSTER_NODES). */
 export type RedisClient = Redis | Cluster;
@@ -64,7 +65,7 @@ export class TaskStore {
     readonly redis: RedisClient,
     private readonly prefix: string,
     private readonly retentionSeconds: number,
-    /** API processes: finished tasks' views kept in memory (src/infra/poll.ts reads through it). */
+    /** API processes: finished tasks' views kept in memory (src/tasks/poll.ts reads through it). */
     readonly finished?: FinishedViews,
   ) {
     this.cluster = redis instanceof Cluster ? redis : null;
@@ -99,7 +100,7 @@ export class TaskStore {
   ownerItemsKey(owner: string, kind: AnyTaskRecord['kind'] = 'image') {
     return `${this.ownerKey(owner, kind)}:items`;
   }
-  /** Pub/sub channel of status changes, "<id> <status>" (src/infra/waits.ts listens). */
+  /** Pub/sub channel of status changes, "<id> <status>" (src/tasks/waits.ts listens). */
   get waitChannel() {
     return `${this.prefix}status`;
   }
@@ -189,9 +190,9 @@ export class TaskStore {
     return applied === 1;
   }
 
-  async get(id: string): Promise<TaskRecord | null> {
+  async get(id: string): Promise<ImageTaskRecord | null> {
     const j = await this.redis.hget(this.taskKey(id), 'j');
-    return j ? (JSON.parse(j) as TaskRecord) : null;
+    return j ? (JSON.parse(j) as ImageTaskRecord) : null;
   }
 
   /**
@@ -318,7 +319,7 @@ export class TaskStore {
       if (reply[i] === 1) {
         if (entryLive(text, Date.now())) items.push(text.subarray(ENTRY_HEAD));
       } else if (reply[i] === 2) items.push(text);
-      else items.push(Buffer.from(JSON.stringify(listItem(JSON.parse(text.toString()) as TaskRecord))));
+      else items.push(Buffer.from(JSON.stringify(listItem(JSON.parse(text.toString()) as ImageTaskRecord))));
     }
     return joinItems(items);
   }
