@@ -1,14 +1,50 @@
 // JSON body parsing with the contract's limits: gzip or br only, 2 MB counted after decompression.
 // raw-body stops reading (and so stops the inflater) as soon as the limit is passed, so a
 // decompression bomb costs at most the limit in memory.
+import { createBrotliDecompress, createGunzip } from 'node:zlib';
+import type { Readable } from 'node:stream';
 import type { Context, Middleware } from 'koa';
 import { koaBody } from 'koa-body';
+import getRawBody from 'raw-body';
 import { KilnError } from '../shared/errors.js';
 import { LIMITS } from '../shared/limits.js';
 import { REPLAYED_HEADER } from '../shared/idempotency.js';
 import { UNFINISHED_STATUSES, type TaskStatus } from '../shared/task.js';
 
 const ALLOWED_ENCODINGS = new Set(['identity', 'gzip', 'br']);
+
+/** The request's content coding, checked: gzip, br or none (unsupported_content_encoding otherwise). */
+function contentEncoding(ctx: Context): string {
+  const encoding = (ctx.get('content-encoding') || 'identity').trim().toLowerCase();
+  if (!ALLOWED_ENCODINGS.has(encoding)) {
+    throw new KilnError(
+      'unsupported_content_encoding',
+      `Content-Encoding "${encoding}" is not accepted; use gzip, br or none.`,
+    );
+  }
+  return encoding;
+}
+
+/** Corrupt or truncated gzip/br data, or a broken request stream: the client's doing, never a 500. */
+const unreadable = () =>
+  new KilnError(
+    'invalid_request',
+    'The request body could not be read or decompressed; check the data against its Content-Encoding.',
+  );
+
+/** The decompressed body as bytes, at most `limitBytes` of them (413 past that), for non-JSON bodies. */
+export async function rawBody(ctx: Context, limitBytes = LIMITS.bodyBytes): Promise<Buffer> {
+  const encoding = contentEncoding(ctx);
+  let stream: Readable = ctx.req;
+  if (encoding === 'gzip') stream = ctx.req.pipe(createGunzip());
+  else if (encoding === 'br') stream = ctx.req.pipe(createBrotliDecompress());
+  try {
+    return await getRawBody(stream, { limit: limitBytes });
+  } catch (err) {
+    if ((err as { status?: number }).status === 413) throw err;
+    throw unreadable();
+  }
+}
 
 export interface JsonBodyOptions {
   /** Decompressed size limit; the contract's 2 MB unless an endpoint documents its own. */
@@ -32,24 +68,14 @@ export function jsonBody({ limitBytes = LIMITS.bodyBytes, keepRaw = false }: Jso
     multipart: false,
     urlencoded: false,
     text: false,
-    // Errors without an HTTP status come from the inflater (corrupt or truncated gzip/br data) or
-    // the request stream: the client's doing, never a 500.
+    // Errors without an HTTP status come from the inflater or the request stream.
     onError: (err) => {
       if (typeof (err as { status?: unknown }).status === 'number') throw err;
-      throw new KilnError(
-        'invalid_request',
-        'The request body could not be read or decompressed; check the data against its Content-Encoding.',
-      );
+      throw unreadable();
     },
   });
   return async (ctx, next) => {
-    const encoding = (ctx.get('content-encoding') || 'identity').trim().toLowerCase();
-    if (!ALLOWED_ENCODINGS.has(encoding)) {
-      throw new KilnError(
-        'unsupported_content_encoding',
-        `Content-Encoding "${encoding}" is not accepted; use gzip, br or none.`,
-      );
-    }
+    const encoding = contentEncoding(ctx);
     // Content codings are case-insensitive (RFC 9110); the inflater compares them as written.
     if (ctx.req.headers['content-encoding'] !== undefined) ctx.req.headers['content-encoding'] = encoding;
     if (!ctx.is('application/json')) {

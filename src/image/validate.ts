@@ -7,9 +7,6 @@ import type { ImageRequest, Part } from '../shared/image-task.js';
 import { checkHttpUrl } from '../shared/http-url.js';
 import { chars, LIMITS } from '../shared/limits.js';
 
-// Other modules still import LIMITS from here; its home is src/shared/limits.ts.
-export { LIMITS };
-
 /** True when a JSON value nests deeper than `max`; stops descending at that depth. */
 function deeperThan(v: unknown, max: number): boolean {
   if (v === null || typeof v !== 'object') return false;

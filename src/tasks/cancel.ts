@@ -10,19 +10,8 @@ import type { ViewText } from './poll.js';
 import { KilnError } from '../shared/errors.js';
 import { TERMINAL_STATUSES } from '../shared/task.js';
 import type { AnyTaskRecord } from '../shared/records.js';
-import { readFromTemporal, type FallbackKind } from './fallback.js';
-
-/** What differs between the kinds: their ids, their Temporal fallback, their public view. */
-export interface CancelKind<R extends AnyTaskRecord> {
-  kind: R['kind'];
-  idPattern: RegExp;
-  fallback: FallbackKind<R>;
-  view(record: R): unknown;
-  /** The collection path (`/v1/tasks`), named in the cancel's reason. */
-  path: string;
-  /** `Task`, `Video`: how a not_found message names it. */
-  noun: string;
-}
+import { readFromTemporal } from './fallback.js';
+import { notFound as notFoundError, type TaskKind } from './kind.js';
 
 export interface CancelDeps {
   temporal: Client;
@@ -42,11 +31,11 @@ const GRPC_NOT_FOUND = 5;
 
 export async function cancelTask<R extends AnyTaskRecord>(
   deps: CancelDeps,
-  k: CancelKind<R>,
+  k: TaskKind<R>,
   owner: string,
   id: string,
 ): Promise<CancelAnswer> {
-  const notFound = () => new KilnError('not_found', `${k.noun} ${id} was not found.`);
+  const notFound = () => notFoundError(k, id);
   if (!k.idPattern.test(id)) throw notFound();
   let record = await find(deps, k, owner, id);
   if (!record) throw notFound();
@@ -60,14 +49,14 @@ export async function cancelTask<R extends AnyTaskRecord>(
   return answer(k, record, 202);
 }
 
-function answer<R extends AnyTaskRecord>(k: CancelKind<R>, record: R, code: 200 | 202): CancelAnswer {
+function answer<R extends AnyTaskRecord>(k: TaskKind<R>, record: R, code: 200 | 202): CancelAnswer {
   return { code, status: record.status, json: JSON.stringify(k.view(record)) };
 }
 
 /** The owner's task of this kind: the read model's record, else (Redis lost or down) Temporal's. */
 async function find<R extends AnyTaskRecord>(
   deps: CancelDeps,
-  k: CancelKind<R>,
+  k: TaskKind<R>,
   owner: string,
   id: string,
 ): Promise<R | null> {

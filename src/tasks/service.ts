@@ -1,70 +1,66 @@
-// The read side of a keyed submit (Idempotency-Key), shared by image and video tasks: the task a
-// key already names, found in the read model before a start is tried, or after Temporal refused a
-// second workflow for the key.
+// The task kernel's service: one submit flow (idempotency, admission, start, replay) and one read
+// path (poll, long-poll, Temporal fallback, cancel) for every task kind. A kind's service adds only
+// what is its own: its request, its workflow input and its answers.
 import { randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { modelTaskQueue, type Config, type ImageModel, type Model, type VideoModel } from '../config.js';
 import { findModel } from '../infra/models.js';
 import type { Caller } from '../infra/auth.js';
 import type { TaskStore } from './store/task-store.js';
-import type { WaitRegistry } from './waits.js';
-import { idempotencySecret, idempotentTaskId } from '../shared/idempotency.js';
+import { longPoll, type WaitAsk, type WaitRegistry } from './waits.js';
+import { idempotencySecret, idempotentTaskId, requestFingerprint } from '../shared/idempotency.js';
+import { KilnError } from '../shared/errors.js';
 import type { AnyTaskRecord } from '../shared/records.js';
+import { UNFINISHED_STATUSES } from '../shared/task.js';
 import type { WebhookTarget } from '../shared/webhook.js';
 import { webhookTarget } from '../webhooks/target.js';
-import { endedWithoutResult, statusOf, type FallbackKind } from './fallback.js';
-import { keyReused, startTask, type ExistingTask, type StartTask } from './start.js';
+import { cancelTask, type CancelAnswer } from './cancel.js';
+import { readFromTemporal } from './fallback.js';
+import { notFound, type TaskKind } from './kind.js';
+import { finishedView, pollViews, taskLimiterKey, type ViewText } from './poll.js';
+import { priorSubmit, replayedRecord } from './replay.js';
+import { startTask, type StartTask } from './start.js';
+import { taskSummary } from './summary.js';
 
-/**
- * The caller's task of this id when the read model knows it with a fingerprint; throws
- * idempotency_key_reused when it was submitted for another request. Null: Temporal decides.
- */
-export async function priorSubmit<R extends AnyTaskRecord>(
-  store: TaskStore,
-  id: string,
-  kind: R['kind'],
-  owner: string,
-  fingerprint: string,
-): Promise<R | null> {
-  // The read model knows most replays (and is the only memory once Temporal's retention of a
-  // closed workflow has passed).
-  const prior = await store.fingerprintOf(id).catch(() => null);
-  if (!prior?.fingerprint || prior.record?.kind !== kind || prior.record.owner !== owner) return null;
-  if (prior.fingerprint !== fingerprint) throw keyReused();
-  return prior.record as R;
+/** Lookups in Temporal per read at most: a batch of unknown ids must not become a visibility scan. */
+const FALLBACK_LOOKUPS = 100;
+
+/** The input every task kind's workflow starts with: the task, its attempt policy and the model's queue. */
+export interface BaseWorkflowInput<Q> {
+  task: {
+    id: string;
+    owner: string;
+    model: string;
+    created_at: number;
+    request: Q;
+    credential?: string;
+    webhook?: WebhookTarget;
+  };
+  policy: { timeoutMs: number; heartbeatTimeoutMs: number; maxAttempts: number; inline?: boolean };
+  activityQueue: string;
 }
 
-/** The task a keyed submit found already started for the same request, as it is now. */
-export async function replayedRecord<R extends AnyTaskRecord>(
-  store: TaskStore,
-  fallback: FallbackKind<R>,
-  kind: R['kind'],
-  ids: { id: string; owner: string; model: string },
-  wf: ExistingTask,
-): Promise<R> {
-  const stored = await store.fingerprintOf(ids.id).catch(() => null);
-  if (stored?.record?.kind === kind) return stored.record as R;
-  if (wf.temporalStatus === 'COMPLETED') {
-    const result = (await wf.result().catch(() => null)) as R | null;
-    if (result) return result;
-  }
-  return fallback.record(
-    {
-      id: ids.id,
-      owner: ids.owner,
-      model: wf.model ?? ids.model,
-      created_at: wf.createdAt,
-      status: statusOf(wf.running, wf.statusAttr),
-      closed_at: wf.closedAt,
-      error: wf.running ? null : endedWithoutResult(wf.temporalStatus),
-    },
-    wf.memo,
-  );
+/** A kind's submit, as the kernel runs it. */
+export interface Submission<Q, I, R> {
+  request: Q;
+  /** What the request was made through (`generateContent`, `videos`): part of a keyed submit's fingerprint. */
+  operation: string;
+  idempotencyKey?: string;
+  webhook?: WebhookTarget;
+  /** The prompt, for the workflow's summary in the Web UI. */
+  prompt: string;
+  /** The kind's workflow and its input (and memo) from the common input. */
+  workflow(base: BaseWorkflowInput<Q>): {
+    workflowType: StartTask['workflowType'];
+    input: I;
+    memo?: Record<string, unknown>;
+  };
+  /** The record a new task starts with (`accepted`). */
+  record(input: I): R;
 }
 
-/** What the image and video task services share: their dependencies and how a task id is made. */
-export abstract class TaskServiceBase<K extends 'image' | 'video'> {
-  protected abstract readonly kind: K;
+export abstract class TaskService<R extends AnyTaskRecord> {
+  protected abstract readonly spec: TaskKind<R>;
   private readonly idSecret: Buffer;
   constructor(
     protected readonly config: Config,
@@ -77,19 +73,66 @@ export abstract class TaskServiceBase<K extends 'image' | 'video'> {
   }
 
   /** This kind's model of that id; model_not_found otherwise. */
-  model(id: string): Extract<Model, { kind: K }> {
-    return findModel(this.config.models, this.kind, id);
+  model(id: string): Extract<Model, { kind: R['kind'] }> {
+    return findModel(this.config.models, this.spec.kind, id);
   }
 
-  /** The workflow input every task kind starts with: the task, its attempt policy and the model's queue. */
-  protected workflowInput<Q>(
+  /** The submit's webhook parameters, checked (invalid_webhook_url); undefined when none was given. */
+  webhookTarget(url: unknown, events: unknown): WebhookTarget | undefined {
+    return webhookTarget(url, events, this.config.webhooks.allow);
+  }
+
+  /**
+   * Starts the caller's task, or with an Idempotency-Key finds the task that key already named for
+   * the same request (`replayed`). Temporal decides between concurrent submits of one key.
+   */
+  protected async submitTask<Q, I>(
+    caller: Caller,
+    model: ImageModel | VideoModel,
+    sub: Submission<Q, I, R>,
+  ): Promise<{ record: R; replayed: boolean }> {
+    const { kind } = this.spec;
+    const key = sub.idempotencyKey;
+    const id = key
+      ? idempotentTaskId(this.idSecret, this.spec.idPrefix, caller.owner, key)
+      : `${this.spec.idPrefix}_${randomBytes(16).toString('hex')}`;
+    const fingerprint = key ? requestFingerprint(sub.operation, model.id, sub.request, sub.webhook) : undefined;
+    const prior = fingerprint && (await priorSubmit<R>(this.store, id, kind, caller.owner, fingerprint));
+    if (prior) return { record: prior, replayed: true };
+    const created_at = Math.floor(Date.now() / 1000);
+    const workflow = sub.workflow(this.workflowInput(caller, model, id, created_at, sub.request, sub.webhook));
+    const outcome = await startTask({ config: this.config, store: this.store, temporal: this.temporal }, {
+      ...workflow,
+      id,
+      owner: caller.owner,
+      model: model.id,
+      summary: taskSummary(kind, model.id, caller.owner, sub.prompt, this.config.ops.summaryPromptChars),
+      ...(fingerprint ? { idempotency: { fingerprint, created_at } } : {}),
+      // The kind pairs its workflow type with that workflow's input; TypeScript cannot follow the pairing here.
+    } as StartTask);
+    if (outcome.replayed) {
+      const ids = { id, owner: caller.owner, model: model.id };
+      return {
+        record: await replayedRecord(this.store, this.spec.fallback, kind, ids, outcome.existing),
+        replayed: true,
+      };
+    }
+    const record = sub.record(workflow.input);
+    // The workflow records its own transitions; this write makes an immediate poll cheap, and a
+    // failure here only means that poll takes the Temporal path.
+    await this.store.transition(record).catch(() => undefined);
+    if (fingerprint) await this.store.rememberFingerprint(id, fingerprint).catch(() => undefined);
+    return { record, replayed: false };
+  }
+
+  private workflowInput<Q>(
     caller: Caller,
     model: ImageModel | VideoModel,
     id: string,
     created_at: number,
     request: Q,
     webhook?: WebhookTarget,
-  ) {
+  ): BaseWorkflowInput<Q> {
     return {
       task: {
         id,
@@ -111,17 +154,100 @@ export abstract class TaskServiceBase<K extends 'image' | 'video'> {
     };
   }
 
-  /** The submit's webhook parameters, checked (invalid_webhook_url); undefined when none was given. */
-  webhookTarget(url: unknown, events: unknown): WebhookTarget | undefined {
-    return webhookTarget(url, events, this.config.webhooks.allow);
+  /**
+   * One task, behind the per-task poll limiter. With `wait`, a long-poll: the limited read comes
+   * first, the read after a change or the time is not limited; `waited` says it was honoured.
+   */
+  async get(caller: Caller, id: string, wait?: WaitAsk): Promise<ViewText & { waited?: boolean }> {
+    // Built only when needed: an Error's stack trace was a visible share of a poll's CPU.
+    if (!this.spec.idPattern.test(id)) throw notFound(this.spec, id);
+    const limiter = taskLimiterKey(caller.owner, id);
+    const read = (limited: boolean) =>
+      this.views(caller, [id], limited ? limiter : null, limited ? this.config.rateLimitTaskMs : 0);
+    const share = `${this.spec.kind}\n${caller.owner}\n${id}`;
+    const { views, applied } = await longPoll(this.waits, [id], wait, read, { label: this.spec.label, share });
+    const [view] = views;
+    if (!view) throw notFound(this.spec, id);
+    return applied ? { ...view, waited: true } : view;
   }
 
-  protected start(t: StartTask) {
-    return startTask({ config: this.config, store: this.store, temporal: this.temporal }, t);
+  /** `get` without `wait`, when memory answers it (a finished task, no poll limit); else undefined. */
+  peek(caller: Caller, id: string): ViewText | undefined {
+    return finishedView(this.store, id, caller.owner, this.spec.kind, this.config.rateLimitTaskMs);
   }
 
-  /** A random id, or with an Idempotency-Key the one id that key names for this owner. */
-  protected taskId(prefix: 'task' | 'video', owner: string, key: string | undefined): string {
-    return key ? idempotentTaskId(this.idSecret, prefix, owner, key) : `${prefix}_${randomBytes(16).toString('hex')}`;
+  /** Cancels the caller's unfinished task (202), or answers a finished one unchanged (200). */
+  cancel(caller: Caller, id: string): Promise<CancelAnswer> {
+    return cancelTask({ temporal: this.temporal, store: this.store }, this.spec, caller.owner, id);
+  }
+
+  /**
+   * A finished task's stored view, parsed, for its content: task_not_ready while it runs. The kind
+   * finds the URL; without one (or not succeeded) the answer is task_failed.
+   */
+  protected async finished<V extends { error?: { message: string } | null }>(
+    caller: Caller,
+    id: string,
+    contentOf: (view: V) => string | undefined,
+    what: string,
+  ): Promise<string> {
+    const [stored] = await this.views(caller, [id], null, 0);
+    if (!stored) throw notFound(this.spec, id);
+    const label = this.spec.label ?? ((s) => s);
+    const { noun } = this.spec;
+    if (UNFINISHED_STATUSES.includes(stored.status)) {
+      throw new KilnError(
+        'task_not_ready',
+        `${noun} ${id} is ${label(stored.status)}; its content is not ready yet.`,
+        this.config.pollAfterSeconds,
+      );
+    }
+    const view = JSON.parse(stored.json) as V;
+    const url = contentOf(view);
+    if (stored.status !== 'succeeded' || !url) {
+      throw new KilnError(
+        'task_failed',
+        `${noun} ${id} ended ${label(stored.status)} and has no ${what}${view.error ? `: ${view.error.message}` : '.'}`,
+      );
+    }
+    return url;
+  }
+
+  /** Owner-scoped views for ids, in order; null where absent or another owner's. */
+  protected async views(
+    caller: Caller,
+    ids: string[],
+    limiterKey: string | null,
+    intervalMs: number,
+  ): Promise<(ViewText | null)[]> {
+    const { kind, idPattern } = this.spec;
+    const valid = ids.map((id) => idPattern.test(id));
+    // With Redis unreachable every id takes the Temporal path: polls keep answering, unthrottled.
+    const wanted = ids.filter((_, i) => valid[i]);
+    const stored = await pollViews(this.store, wanted, caller.owner, kind, limiterKey, intervalMs);
+    const out: (ViewText | null)[] = ids.map(() => null);
+    const missing: number[] = [];
+    for (let i = 0, j = 0; i < ids.length; i++) {
+      if (!valid[i]) continue;
+      const s = stored[j++];
+      if (typeof s === 'object') out[i] = { status: s.status, json: s.view };
+      else if (s === 'absent' && missing.length < FALLBACK_LOOKUPS) missing.push(i);
+    }
+    if (missing.length === 0) return out;
+    // Redis has no record for these ids (lost, or not yet written): Temporal answers, and Redis is repaired.
+    const deps = { temporal: this.temporal, store: this.store };
+    const found = await readFromTemporal(
+      deps,
+      this.spec.fallback,
+      caller.owner,
+      missing.map((i) => ids[i]!),
+    );
+    for (const i of missing) {
+      const r = found.get(ids[i]!);
+      // Every kind shares the keyspace: another kind's record is never this kind's task.
+      if (r && r.owner === caller.owner && r.kind === kind)
+        out[i] = { status: r.status, json: JSON.stringify(this.spec.view(r)) };
+    }
+    return out;
   }
 }

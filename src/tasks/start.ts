@@ -6,6 +6,7 @@ import type { Client } from '@temporalio/client';
 import { WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError } from '@temporalio/client';
 import type { Config } from '../config.js';
 import { KilnError } from '../shared/errors.js';
+import { storageUnavailable } from './kind.js';
 import type { TaskStore } from './store/task-store.js';
 import { TERMINAL_STATUSES } from '../shared/task.js';
 import { SA } from '../temporal/search-attributes.js';
@@ -54,9 +55,6 @@ export type StartOutcome = { replayed: false } | { replayed: true; existing: Exi
 
 type Deps = { config: Config; store: TaskStore; temporal: Client };
 
-const storeDown = () =>
-  new KilnError('service_unavailable', 'Task storage is unavailable for a moment; retry shortly.', 1);
-
 /**
  * Starts the task's workflow. A keyed submit (`t.idempotency`) is answered `{replayed: true}` when
  * the workflow id exists already, running or closed (reuse policy REJECT_DUPLICATE), for the same
@@ -69,7 +67,7 @@ export async function startTask(deps: Deps, t: StartTask): Promise<StartOutcome>
   let held = false;
   if (t.idempotency) {
     const r = await store.reserveOnce(t.id, config.maxUnfinishedTasks).catch(() => {
-      throw storeDown();
+      throw storageUnavailable();
     });
     if (r === 'full') {
       // A replay of a finished task asks for no new place: answer it even when the queue is full.
@@ -80,7 +78,7 @@ export async function startTask(deps: Deps, t: StartTask): Promise<StartOutcome>
     held = r === 'held';
   } else {
     const reserved = await store.reserve(t.id, config.maxUnfinishedTasks).catch(() => {
-      throw storeDown();
+      throw storageUnavailable();
     });
     if (!reserved)
       throw new KilnError('queue_full', 'The task queue is full; retry the submission later.', config.pollAfterSeconds);

@@ -1,17 +1,13 @@
 // The /v1/videos table (create, poll, content), mounted and documented from one declaration each
 // (see http/route-table.ts). The body is JSON or, as the official OpenAI SDK sends it,
 // multipart/form-data (text fields only).
-import { createBrotliDecompress, createGunzip } from 'node:zlib';
-import type { Readable } from 'node:stream';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import getRawBody from 'raw-body';
-import { LIMITS } from '../image/validate.js';
 import { parseVideoBody, validateVideo, VideoBody } from './validate.js';
 import type { VideoTaskService } from './service.js';
 import { KilnError } from '../shared/errors.js';
 import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
-import { jsonBody, redirectTo, sendSubmitted } from '../http/body.js';
+import { jsonBody, rawBody, redirectTo, sendSubmitted } from '../http/body.js';
 import { IdempotencyKeyHeader, redirectResponse } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
 import { collectionRoutes, wholeNumber, type Collection } from '../tasks/routes.js';
@@ -25,25 +21,7 @@ export interface VideoRouteDeps {
 
 /** Form fields that carry JSON (the SDK writes nested objects as `input_reference[image_url]`). */
 async function formBody(ctx: Context): Promise<Record<string, unknown>> {
-  const encoding = (ctx.get('content-encoding') || 'identity').trim().toLowerCase();
-  let stream: Readable = ctx.req;
-  if (encoding === 'gzip') stream = ctx.req.pipe(createGunzip());
-  else if (encoding === 'br') stream = ctx.req.pipe(createBrotliDecompress());
-  else if (encoding !== 'identity')
-    throw new KilnError(
-      'unsupported_content_encoding',
-      `Content-Encoding "${encoding}" is not accepted; use gzip, br or none.`,
-    );
-  let raw: Buffer;
-  try {
-    raw = await getRawBody(stream, { limit: LIMITS.bodyBytes });
-  } catch (err) {
-    if ((err as { status?: number }).status === 413) throw err;
-    throw new KilnError(
-      'invalid_request',
-      'The request body could not be read or decompressed; check the data against its Content-Encoding.',
-    );
-  }
+  const raw = await rawBody(ctx);
   let form: FormData;
   try {
     form = await new Response(new Uint8Array(raw), { headers: { 'content-type': ctx.get('content-type') } }).formData();
