@@ -5,7 +5,7 @@
 //     heading or an `<a id>` of that Markdown file;
 //   - every inline-code path (`src/…`, `test/…`, `bench/…`, `scripts/…`, `workflows/…`,
 //     `activities/…`, `console/…`, `docs/…`, `bin/…`, `.ci/…`, with an optional `:line` suffix)
-//     exists; a glob or placeholder (`*`, `<…>`, `{…}`) is checked up to the folder before it;
+//     exists; a glob or placeholder (`*`, `<…>`, `{…}`, `…`) is checked up to the folder before it;
 //   - nothing points outside the repository (a `../` link above its root, a `../shared` path);
 //   - README.md has at most 400 lines and BENCHMARKS.md at most 250.
 //
@@ -100,7 +100,7 @@ export function codePathTarget(code: string): string | undefined {
   const token = code.trim().split(/\s+/)[0];
   if (!CODE_PATH.test(token)) return undefined;
   let path = token.replace(/(?::\d+(?:-\d+)?|#L\d+(?:-L?\d+)?)$/, '').replace(/[.,;:]$/, '');
-  const wild = path.search(/[*<{[]/);
+  const wild = path.search(/[*<{[…]|\.\.\./);
   if (wild >= 0) path = path.slice(0, path.lastIndexOf('/', wild) + 1);
   return path.replace(/\/+$/, '');
 }

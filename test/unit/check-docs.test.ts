@@ -84,6 +84,7 @@ describe('helpers', () => {
   it('takes the folder part of globs and placeholders', () => {
     expect(codePathTarget('test/unit/*.test.ts')).toBe('test/unit');
     expect(codePathTarget('workflows/<kind>.ts')).toBe('workflows');
+    expect(codePathTarget('src/…')).toBe('src');
     expect(codePathTarget('scripts/production/stack.ts --fresh')).toBe('scripts/production/stack.ts');
     expect(codePathTarget('npm test')).toBeUndefined();
   });
