@@ -25,7 +25,7 @@ const EventType = proto.temporal.api.enums.v1.EventType;
  * The history of a successful image task, event by event: the floor for a workflow that runs one
  * activity on another task queue (started, a workflow task, the activity's three events, a second
  * workflow task, completed). `queued` is written by a sink and `succeeded` by the activity, so
- * neither costs a marker, and a success leaves KilnStatus unset (README, "How it works").
+ * neither costs a marker, and a success leaves KilnStatus unset (docs/architecture.md, "History").
  */
 const SUCCESSFUL_TASK = [
   'WORKFLOW_EXECUTION_STARTED',

@@ -81,7 +81,7 @@ describe('workflow summary', () => {
 });
 
 describe('search attributes', () => {
-  it('find tasks with the filters the README shows', async () => {
+  it('find tasks with the filters docs/operating.md shows', async () => {
     const found = await eventually(
       () =>
         listIds(
