@@ -5,7 +5,7 @@ import type { Kiln, ModelInfo } from '../../src/client/index.js';
 import { checkHttpUrl } from '../../src/shared/http-url.js';
 import { LIMITS, chars } from '../../src/shared/limits.js';
 import type { Row } from './rows.js';
-import { Choices, Field, FieldMessage, useSubmit, valueOf } from './ui.js';
+import { Choices, Field, FieldMessage, filledIn, useSubmit, valueOf } from './ui.js';
 import type { ApiError, FieldError as FieldErrorOf } from './ui.js';
 
 const ASPECTS = ['1:1', '16:9', '9:16', '4:3', '3:4', '3:2', '2:3', '21:9'];
@@ -65,9 +65,11 @@ export function ImageForm(props: {
     const task = await props.client.tasks.create({
       model,
       prompt,
-      ...(aspect ? { aspectRatio: aspect } : {}),
-      ...(sizeValue ? { imageSize: sizeValue } : {}),
-      ...(refs.length ? { references: refs.map((r) => r.trim()) } : {}),
+      ...filledIn({
+        aspectRatio: aspect,
+        imageSize: sizeValue,
+        references: refs.length ? refs.map((r) => r.trim()) : undefined,
+      }),
     });
     props.onSubmitted({
       id: task.id,

@@ -106,6 +106,11 @@ export function Choices({
 /** Value of an input event's target. */
 export const valueOf = (e: Event) => (e.target as HTMLInputElement).value;
 
+/** The fields that were filled in: an empty choice is not sent, so the API's default applies. */
+export function filledIn<T extends Record<string, unknown>>(fields: T): Partial<T> {
+  return Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined && v !== '')) as Partial<T>;
+}
+
 export const UNFINISHED: readonly TaskStatus[] = ['accepted', 'queued', 'running'];
 
 const STATUS_TEXT: Record<TaskStatus, string> = {

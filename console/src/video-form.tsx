@@ -6,7 +6,7 @@ import type { Kiln, ModelInfo, NodeInfo } from '../../src/client/index.js';
 import { checkHttpUrl } from '../../src/shared/http-url.js';
 import { LIMITS, chars } from '../../src/shared/limits.js';
 import { fromVideo, type Row } from './rows.js';
-import { Choices, Field, FieldMessage, useSubmit, valueOf } from './ui.js';
+import { Choices, Field, FieldMessage, filledIn, useSubmit, valueOf } from './ui.js';
 import type { ApiError, FieldError as FieldErrorOf } from './ui.js';
 
 type Target = 'prompt' | 'model' | 'seconds' | 'size' | 'image' | 'nodes' | 'form';
@@ -83,12 +83,13 @@ export function VideoForm(props: {
     const video = await props.client.videos.create({
       model,
       prompt,
-      ...(sec ? { seconds: sec } : {}),
-      ...(siz ? { size: siz } : {}),
-      ...(image.trim() ? { image: image.trim() } : {}),
-      ...(mode === 'node' && nodes.length
-        ? { nodeInfoList: nodes.map((n) => ({ ...n, fieldValue: typed(n.fieldValue) })) }
-        : {}),
+      ...filledIn({
+        seconds: sec,
+        size: siz,
+        image: image.trim(),
+        nodeInfoList:
+          mode === 'node' && nodes.length ? nodes.map((n) => ({ ...n, fieldValue: typed(n.fieldValue) })) : undefined,
+      }),
     });
     props.onSubmitted({ ...fromVideo(video), prompt: prompt || undefined, loaded: false });
     setPrompt('');

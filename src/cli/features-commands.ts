@@ -2,7 +2,7 @@
 // that show where a task's time went and how its webhook fared.
 import { InvalidArgumentError, type Command } from 'commander';
 import type { ImageTask, SubmitOptions, TaskTiming, Video, WebhookEvents } from '../client/index.js';
-import type { Ctx } from './context.js';
+import { idempotencyKey, type Ctx } from './context.js';
 
 type Make = (cmd: Command) => Ctx;
 
@@ -16,9 +16,19 @@ export function webhookEvents(v: string): WebhookEvents {
   return v;
 }
 
-/** Adds `--webhook` and `--webhook-events` to a create command. */
-export function webhookOptions(cmd: Command): Command {
+/**
+ * The options every create command shares: `--no-wait`, `--idempotency-key` (same key and request,
+ * same task back: `what` names the request and the task) and the webhook flags.
+ */
+export function createOptions(cmd: Command, what: { request: string; task: string; id: string }): Command {
   return cmd
+    .option('--no-wait', `print the ${what.id} id and return at once`)
+    .option(
+      '--idempotency-key <key>',
+      `run again with the same key and ${what.request} to get the same ${what.task} ` +
+        'back, never a second one (default: a fresh key per run)',
+      idempotencyKey,
+    )
     .option(
       '--webhook <url>',
       'https URL that receives the task, signed (Standard Webhooks; kiln webhooks secret), when it ends',
@@ -27,11 +37,22 @@ export function webhookOptions(cmd: Command): Command {
 }
 
 /** The submit options those flags stand for. */
-export function webhookSubmit(o: { webhook?: string; webhookEvents?: WebhookEvents }): SubmitOptions {
+export function createSubmit(
+  ctx: Ctx,
+  o: { idempotencyKey?: string; webhook?: string; webhookEvents?: WebhookEvents },
+): SubmitOptions & { signal: AbortSignal } {
   return {
+    signal: ctx.abort.signal,
+    ...(o.idempotencyKey !== undefined ? { idempotencyKey: o.idempotencyKey } : {}),
     ...(o.webhook !== undefined ? { webhook: o.webhook } : {}),
     ...(o.webhookEvents !== undefined ? { webhookEvents: o.webhookEvents } : {}),
   };
+}
+
+/** `--no-wait`: the new task as JSON (`--json`) or its id. */
+export function printSubmitted(ctx: Ctx, created: { id: string }): void {
+  ctx.out(created);
+  ctx.say(created.id);
 }
 
 const secs = (s: number) => `${s.toFixed(1)} s`;

@@ -12,8 +12,8 @@ import {
   type NodeInfo,
   type Video,
 } from '../client/index.js';
-import { Ctx, EXIT, ExitCode, idempotencyKey, integer, UsageError } from './context.js';
-import { taskTimingLines, webhookOptions, webhookSubmit } from './features-commands.js';
+import { Ctx, EXIT, ExitCode, integer, UsageError } from './context.js';
+import { createOptions, createSubmit, printSubmitted, taskTimingLines } from './features-commands.js';
 import { progressDisplay } from './progress.js';
 
 type Make = (cmd: Command) => Ctx;
@@ -89,52 +89,38 @@ export function registerMediaCommands(program: Command, make: Make): void {
     .option('--seconds <s>', 'length; the pro model takes only 10, 15 or 25')
     .option('--size <WxH>', 'size; the pro model takes only 1792x1024 or 1024x1792')
     .option('--node <nodeId:field=value>', 'workflow-node models: set a node field (repeatable)', collect)
-    .option('-o, --out <dir>', 'where to save the video', '.')
-    .option('--no-wait', 'print the video id and return at once')
-    .option(
-      '--idempotency-key <key>',
-      'run again with the same key and request to get the same video ' +
-        'task back, never a second one (default: a fresh key per run)',
-      idempotencyKey,
-    );
-  webhookOptions(video).action(async (prompt: string, o, cmd: Command) => {
-    const ctx = make(cmd);
-    const submit = {
-      signal: ctx.abort.signal,
-      idempotencyKey: o.idempotencyKey as string | undefined,
-      ...webhookSubmit(o),
-    };
-    const nodeInfoList = ((o.node as string[] | undefined) ?? []).map(parseNode);
-    const params = {
-      model: await ctx.defaultModel('video', o.model),
-      prompt,
-      ...(o.image ? { image: o.image as string } : {}),
-      ...(o.seconds ? { seconds: String(o.seconds) } : {}),
-      ...(o.size ? { size: o.size as string } : {}),
-      ...(nodeInfoList.length ? { nodeInfoList } : {}),
-    };
-    if (!o.wait) {
-      const v = await ctx.kiln.videos.create(params, submit);
-      ctx.out(v);
-      ctx.say(v.id);
-      return;
-    }
-    const progress = progressDisplay('video', !ctx.quiet);
-    let video: Video;
-    try {
-      video = await ctx.kiln.videos.createAndWait(params, {
-        ...submit,
-        onSubmitted: (v) => {
-          progress.submitted(v.id);
-          ctx.waiting = v.id;
-        },
-        onProgress: (p) => progress.update(p),
-      });
-    } finally {
-      progress.stop();
-    }
-    throw new ExitCode(await finishVideo(ctx, video, o.out));
-  });
+    .option('-o, --out <dir>', 'where to save the video', '.');
+  createOptions(video, { request: 'request', task: 'video task', id: 'video' }).action(
+    async (prompt: string, o, cmd: Command) => {
+      const ctx = make(cmd);
+      const submit = createSubmit(ctx, o);
+      const nodeInfoList = ((o.node as string[] | undefined) ?? []).map(parseNode);
+      const params = {
+        model: await ctx.defaultModel('video', o.model),
+        prompt,
+        ...(o.image ? { image: o.image as string } : {}),
+        ...(o.seconds ? { seconds: String(o.seconds) } : {}),
+        ...(o.size ? { size: o.size as string } : {}),
+        ...(nodeInfoList.length ? { nodeInfoList } : {}),
+      };
+      if (!o.wait) return printSubmitted(ctx, await ctx.kiln.videos.create(params, submit));
+      const progress = progressDisplay('video', !ctx.quiet);
+      let video: Video;
+      try {
+        video = await ctx.kiln.videos.createAndWait(params, {
+          ...submit,
+          onSubmitted: (v) => {
+            progress.submitted(v.id);
+            ctx.waiting = v.id;
+          },
+          onProgress: (p) => progress.update(p),
+        });
+      } finally {
+        progress.stop();
+      }
+      throw new ExitCode(await finishVideo(ctx, video, o.out));
+    },
+  );
 }
 
 async function finishVideo(ctx: Ctx, video: Video, dir: string): Promise<number> {

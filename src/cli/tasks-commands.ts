@@ -1,8 +1,8 @@
 // `kiln image`, `kiln tasks list|get|wait|content` and `kiln videos list`.
 import type { Command } from 'commander';
 import { chunk, type BatchItem, type ImageTask, imagesOf, isUnfinished } from '../client/index.js';
-import { Ctx, EXIT, ExitCode, idempotencyKey, integer } from './context.js';
-import { taskTimingLines, webhookOptions, webhookSubmit } from './features-commands.js';
+import { Ctx, EXIT, ExitCode, integer } from './context.js';
+import { createOptions, createSubmit, printSubmitted, taskTimingLines } from './features-commands.js';
 import { progressDisplay } from './progress.js';
 
 const UNCERTAIN_DEFAULT = 'the request may have reached the generator, but its result cannot be confirmed';
@@ -75,45 +75,31 @@ export function registerTaskCommands(program: Command, make: Make): void {
     .option('--size <label>', 'image size label, e.g. 2K')
     .option('--ref <url>', 'reference image URL (public http/https; repeatable, at most 8)', collect)
     .option('--system <text>', 'system instruction')
-    .option('-o, --out <dir>', 'where to save the images', '.')
-    .option('--no-wait', 'print the task id and return at once')
-    .option(
-      '--idempotency-key <key>',
-      'run again with the same key and prompt to get the same task ' +
-        'back, never a second one (default: a fresh key per run)',
-      idempotencyKey,
-    );
-  webhookOptions(image).action(async (prompt: string, o, cmd: Command) => {
-    const ctx = make(cmd);
-    const submit = {
-      signal: ctx.abort.signal,
-      idempotencyKey: o.idempotencyKey as string | undefined,
-      ...webhookSubmit(o),
-    };
-    const model = await ctx.defaultModel('image', o.model);
-    const params = { model, prompt, aspectRatio: o.aspect, imageSize: o.size, references: o.ref, system: o.system };
-    if (!o.wait) {
-      const sub = await ctx.kiln.tasks.create(params, submit);
-      ctx.out(sub);
-      ctx.say(sub.id);
-      return;
-    }
-    const progress = progressDisplay('image', !ctx.quiet);
-    try {
-      const task = await ctx.kiln.tasks.createAndWait(params, {
-        ...submit,
-        onSubmitted: (t) => {
-          progress.submitted(t.id);
-          ctx.waiting = t.id;
-        },
-        onProgress: (p) => progress.update(p),
-      });
-      progress.stop();
-      throw new ExitCode(await finish(ctx, task, o.out));
-    } finally {
-      progress.stop();
-    }
-  });
+    .option('-o, --out <dir>', 'where to save the images', '.');
+  createOptions(image, { request: 'prompt', task: 'task', id: 'task' }).action(
+    async (prompt: string, o, cmd: Command) => {
+      const ctx = make(cmd);
+      const submit = createSubmit(ctx, o);
+      const model = await ctx.defaultModel('image', o.model);
+      const params = { model, prompt, aspectRatio: o.aspect, imageSize: o.size, references: o.ref, system: o.system };
+      if (!o.wait) return printSubmitted(ctx, await ctx.kiln.tasks.create(params, submit));
+      const progress = progressDisplay('image', !ctx.quiet);
+      try {
+        const task = await ctx.kiln.tasks.createAndWait(params, {
+          ...submit,
+          onSubmitted: (t) => {
+            progress.submitted(t.id);
+            ctx.waiting = t.id;
+          },
+          onProgress: (p) => progress.update(p),
+        });
+        progress.stop();
+        throw new ExitCode(await finish(ctx, task, o.out));
+      } finally {
+        progress.stop();
+      }
+    },
+  );
 
   const tasks = program.command('tasks').description('list, inspect, wait for and fetch image tasks');
 

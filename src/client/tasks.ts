@@ -1,7 +1,8 @@
 // Image tasks: submit (generateContent, output=url), get, batch-get, list, content, wait.
 import type { KilnCore } from './core.js';
-import { newIdempotencyKey, retryAfterMs, waitApplied, waitRequest } from './core.js';
+import { newIdempotencyKey } from './core.js';
 import { KilnClientError } from './errors.js';
+import { cancelResource, createThenWait, getResource, withPollHints } from './resource.js';
 import { pollBatch, pollUntilDone, UNFINISHED_TASK_STATUSES, type PollProgress } from './polling.js';
 import type {
   BatchItem,
@@ -135,10 +136,12 @@ export class Tasks {
     params: ImageCreateParams,
     opts: Omit<WaitOptions, 'submittedAt'> & SubmitOptions & { onSubmitted?: (t: SubmitResponse) => void } = {},
   ): Promise<ImageTask> {
-    const submittedAt = this.core.clock.now();
-    const task = await this.create(params, opts);
-    opts.onSubmitted?.(task);
-    return this.wait(task.id, { ...opts, submittedAt });
+    return createThenWait(
+      this.core,
+      () => this.create(params, opts),
+      (id, o) => this.wait(id, o),
+      opts,
+    );
   }
 
   /**
@@ -150,12 +153,7 @@ export class Tasks {
     id: string,
     opts: { signal?: AbortSignal; wait?: number } = {},
   ): Promise<ImageTask & { retryAfterMs?: number; waited?: boolean }> {
-    const { data, response } = await this.core.request<ImageTask>('GET', `/v1/tasks/${encodeURIComponent(id)}`, {
-      signal: opts.signal,
-      maxRetries: 0,
-      ...waitRequest(opts.wait ?? 0),
-    });
-    return withPollHints(data, response);
+    return getResource<ImageTask>(this.core, `/v1/tasks/${encodeURIComponent(id)}`, opts);
   }
 
   /**
@@ -164,9 +162,7 @@ export class Tasks {
    * idempotent, so retries after a lost answer are safe. Unknown id: NotFoundError.
    */
   async cancel(id: string, opts: { signal?: AbortSignal } = {}): Promise<ImageTask & { retryAfterMs?: number }> {
-    const path = `/v1/tasks/${encodeURIComponent(id)}/cancel`;
-    const { data, response } = await this.core.request<ImageTask>('POST', path, { signal: opts.signal });
-    return withPollHints(data, response);
+    return cancelResource<ImageTask>(this.core, `/v1/tasks/${encodeURIComponent(id)}`, opts);
   }
 
   /** Up to 100 ids in one request (the server's limit); `waitMany` splits larger sets. `wait` as for `get`. */
@@ -252,15 +248,4 @@ export class Tasks {
       { options: this.core.polling, clock: this.core.clock, ...opts },
     );
   }
-}
-
-/** Adds the answer's Retry-After (`retryAfterMs`) and Preference-Applied (`waited`), not enumerable. */
-export function withPollHints<T extends object>(
-  data: T,
-  response: Response,
-): T & { retryAfterMs?: number; waited?: boolean } {
-  const hint = retryAfterMs(response);
-  if (hint !== undefined) Object.defineProperty(data, 'retryAfterMs', { value: hint, enumerable: false });
-  if (waitApplied(response)) Object.defineProperty(data, 'waited', { value: true, enumerable: false });
-  return data;
 }

@@ -1,10 +1,11 @@
 // Video tasks: create, retrieve, wait (same polling guidance as image tasks), content download.
 import type { KilnCore } from './core.js';
-import { newIdempotencyKey, waitRequest } from './core.js';
+import { newIdempotencyKey } from './core.js';
 import { KilnClientError } from './errors.js';
 import { pollUntilDone } from './polling.js';
 import { videoUrlsOf } from './results.js';
-import { withPollHints, type SubmitOptions, type WaitOptions } from './tasks.js';
+import { cancelResource, createThenWait, getResource } from './resource.js';
+import type { SubmitOptions, WaitOptions } from './tasks.js';
 import type { Video, VideoCreateParams } from './types.js';
 
 /** `GET /v1/videos`: `limit` 1-100 (default 20), `after` the `last_id` of the previous page. */
@@ -43,9 +44,7 @@ export class Videos {
 
   /** `POST /v1/videos/{id}/cancel`, as `tasks.cancel`: the task ends `failed` with `error.code: "canceled"`. */
   async cancel(id: string, opts: { signal?: AbortSignal } = {}): Promise<Video & { retryAfterMs?: number }> {
-    const path = `/v1/videos/${encodeURIComponent(id)}/cancel`;
-    const { data, response } = await this.core.request<Video>('POST', path, { signal: opts.signal });
-    return withPollHints(data, response);
+    return cancelResource<Video>(this.core, `/v1/videos/${encodeURIComponent(id)}`, opts);
   }
 
   /** One video task; `wait` (1-60 s) long-polls as for `tasks.get`. */
@@ -53,12 +52,7 @@ export class Videos {
     id: string,
     opts: { signal?: AbortSignal; wait?: number } = {},
   ): Promise<Video & { retryAfterMs?: number; waited?: boolean }> {
-    const { data, response } = await this.core.request<Video>('GET', `/v1/videos/${encodeURIComponent(id)}`, {
-      signal: opts.signal,
-      maxRetries: 0,
-      ...waitRequest(opts.wait ?? 0),
-    });
-    return withPollHints(data, response);
+    return getResource<Video>(this.core, `/v1/videos/${encodeURIComponent(id)}`, opts);
   }
 
   /** One page of the caller's videos, newest first unless `order: 'asc'`. */
@@ -96,10 +90,12 @@ export class Videos {
     params: VideoCreateParams,
     opts: Omit<WaitOptions, 'submittedAt'> & SubmitOptions & { onSubmitted?: (v: Video) => void } = {},
   ): Promise<Video> {
-    const submittedAt = this.core.clock.now();
-    const video = await this.create(params, opts);
-    opts.onSubmitted?.(video);
-    return this.wait(video.id, { ...opts, submittedAt });
+    return createThenWait(
+      this.core,
+      () => this.create(params, opts),
+      (id, o) => this.wait(id, o),
+      opts,
+    );
   }
 
   /** `GET /v1/videos/{id}/content?variant=video`: the video's bytes (the response streams them). */

@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { TASK_FAILURE_CODES } from '../shared/errors.js';
 import { TASK_STATUSES } from '../shared/task.js';
+import { Timing, UncertainReason, WebhookStatus } from '../tasks/openapi.js';
 
 export const TaskId = z
   .string()
@@ -33,34 +34,12 @@ const TaskError = z
   })
   .meta({ id: 'TaskError' });
 
-/** Extension fields of image and video tasks (contract clients ignore them). */
-export const Timing = {
-  started_at: z
-    .number()
-    .int()
-    .nullable()
-    .meta({ description: 'Unix seconds when the upstream call began; null before' }),
-  attempts: z.number().int().min(0).meta({ description: 'Upstream attempts made so far; 0 before the first' }),
-};
-
-/** Deliveries of a task submitted with a webhook (absent otherwise). */
-export const WebhookStatus = z
-  .object({
-    status: z.enum(['pending', 'delivered', 'failed', 'stopped']).meta({
-      description:
-        '`pending`: a delivery is queued or being retried; `delivered`: the receiver answered 2xx; ' +
-        '`stopped`: it answered 410; `failed`: retries ran out',
-    }),
-    attempts: z.number().int().min(0),
-    last_error: z.string().nullable(),
-  })
-  .meta({ id: 'WebhookStatus' });
+/** What a task and a submit's answer both start with. */
+const ImageTaskHead = { id: TaskId, object: z.literal('image.task'), model: z.string() };
 
 export const ImageTask = z
   .object({
-    id: TaskId,
-    object: z.literal('image.task'),
-    model: z.string(),
+    ...ImageTaskHead,
     status: z.enum([...TASK_STATUSES]),
     created_at: z.number().int().meta({ description: 'Unix seconds' }),
     finished_at: z.number().int().nullable().meta({ description: 'Unix seconds; null while unfinished' }),
@@ -72,10 +51,7 @@ export const ImageTask = z
     error: TaskError.nullable().meta({
       description: 'Failed only. `canceled`: stopped by its owner (POST /v1/tasks/{id}/cancel)',
     }),
-    uncertain_reason: z
-      .string()
-      .optional()
-      .meta({ description: 'Status uncertain only: why the outcome cannot be confirmed' }),
+    uncertain_reason: UncertainReason,
   })
   .meta({ id: 'ImageTask' });
 
@@ -90,9 +66,7 @@ const NotFoundItem = z
 
 export const SubmitResponse = z
   .object({
-    id: TaskId,
-    object: z.literal('image.task'),
-    model: z.string(),
+    ...ImageTaskHead,
     status: z.enum([...TASK_STATUSES]).meta({
       description: '`accepted` for a new task; an Idempotency-Key replay shows the earlier task as it is now.',
     }),

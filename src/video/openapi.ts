@@ -2,7 +2,7 @@
 // operations). They describe videoView in service.ts; nothing validates an answer against them.
 import { z } from 'zod';
 import { TASK_FAILURE_CODES } from '../shared/errors.js';
-import { Timing, WebhookStatus } from '../image/openapi.js';
+import { Timing, UncertainReason, WebhookStatus } from '../tasks/openapi.js';
 
 export const Video = z
   .object({
@@ -28,10 +28,7 @@ export const Video = z
       .array(z.object({ url: z.string(), file_type: z.string(), node_id: z.string().optional() }))
       .optional()
       .meta({ description: 'Completed workflow-node tasks only: every output file' }),
-    uncertain_reason: z
-      .string()
-      .optional()
-      .meta({ description: 'Status uncertain only: why the outcome cannot be confirmed' }),
+    uncertain_reason: UncertainReason,
     webhook: WebhookStatus.optional(),
   })
   .meta({ id: 'Video' });

@@ -6,6 +6,7 @@ import { KilnError } from '../shared/errors.js';
 import type { NodeInfo, VideoRequest } from '../shared/video-task.js';
 import { checkHttpUrl } from '../shared/http-url.js';
 import { chars, LIMITS } from '../shared/limits.js';
+import { optionalText } from '../tasks/openapi.js';
 
 const NodeInfoSchema = z.object({
   nodeId: z.string().min(1).max(100),
@@ -23,14 +24,8 @@ export const VideoBody = z.object({
   seconds: z.union([z.string().max(16), z.number().int().transform(String)]).optional(),
   size: z.string().max(32).optional(),
   nodeInfoList: z.array(NodeInfoSchema).max(64).optional(),
-  webhook: z
-    .string()
-    .optional()
-    .meta({ description: 'https URL that receives the signed task object when it ends (see Webhooks)' }),
-  webhook_events: z
-    .string()
-    .optional()
-    .meta({ description: '`terminal` (default): the final state only; `all`: also queued and in_progress' }),
+  webhook: optionalText('https URL that receives the signed task object when it ends (see Webhooks)'),
+  webhook_events: optionalText('`terminal` (default): the final state only; `all`: also queued and in_progress'),
 });
 export type VideoBody = z.infer<typeof VideoBody>;
 
