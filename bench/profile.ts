@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { loadConfig, ownerOfKey } from '../src/config.js';
-import { TaskStore } from '../src/tasks/store/task-store.js';
+import { createTaskStore } from '../src/tasks/store/create.js';
 import type { ImageTaskRecord } from '../src/shared/image-task.js';
 import type { VideoTaskRecord } from '../src/shared/video-task.js';
 import { freePort } from '../scripts/services.js';
@@ -44,7 +44,7 @@ async function main() {
   const { dir, redis: redisSvc, temporal, base, env } = stack;
   const config = loadConfig({ ...process.env, ...env });
   const redis = new Redis(redisSvc.url);
-  const store = new TaskStore(redis, config.redisPrefix, config.retentionSeconds);
+  const store = createTaskStore(redis, { prefix: config.redisPrefix, retentionSeconds: config.retentionSeconds });
   const owner = ownerOfKey(config.ownerKey, KEY);
   const now = Math.floor(Date.now() / 1000);
   const image = (i: number): ImageTaskRecord => ({

@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import { binary, freePort, ROOT } from '../scripts/services.js';
 import { loadConfig, modelTaskQueue, ownerOfKey } from '../src/config.js';
 import { connectTemporal } from '../src/temporal/client.js';
-import { TaskStore } from '../src/tasks/store/task-store.js';
+import { createTaskStore } from '../src/tasks/store/create.js';
 import { SA } from '../src/temporal/search-attributes.js';
 import { taskSummary } from '../src/tasks/summary.js';
 import type { ImageTaskRecord } from '../src/shared/image-task.js';
@@ -74,7 +74,7 @@ async function main() {
   if (process.env.BENCH_PIN === '1' && !pinned) throw new Error('BENCH_PIN=1 needs taskset and 2 CPUs');
   await sleep(2000);
   const redis = new Redis(redisSvc.url);
-  const store = new TaskStore(redis, config.redisPrefix, config.retentionSeconds);
+  const store = createTaskStore(redis, { prefix: config.redisPrefix, retentionSeconds: config.retentionSeconds });
   const { client } = await connectTemporal(config);
   const owner = ownerOfKey(config.ownerKey, KEY);
   const auth = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };

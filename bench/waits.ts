@@ -4,7 +4,7 @@
 import { Agent, request } from 'node:http';
 import { Redis } from 'ioredis';
 import { loadConfig, ownerOfKey } from '../src/config.js';
-import { TaskStore } from '../src/tasks/store/task-store.js';
+import { createTaskStore } from '../src/tasks/store/create.js';
 import { newImageRecord } from '../src/shared/image-task.js';
 import { fmt, pct, rssMiB, sleep, spawnApi, startBenchStack, waitHttp } from './lib.js';
 
@@ -19,7 +19,7 @@ async function main() {
   const redis = new Redis(stack.redis.url);
   try {
     await waitHttp(`${base}/healthz`);
-    const store = new TaskStore(redis, config.redisPrefix, config.retentionSeconds);
+    const store = createTaskStore(redis, { prefix: config.redisPrefix, retentionSeconds: config.retentionSeconds });
     const owner = ownerOfKey(config.ownerKey, KEY);
     const task = (id: string) => ({ id, owner, model: 'bench-image', created_at: Math.floor(Date.now() / 1000) });
     const record = newImageRecord(task(`task_${'b'.repeat(32)}`), 'running');

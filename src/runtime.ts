@@ -9,7 +9,8 @@ import { ChatService } from './chat/service.js';
 import { createBlobs } from './infra/blob-store.js';
 import { DirectService } from './image/direct.js';
 import { createSafeFetch } from './infra/safe-fetch.js';
-import { TaskStore, type RedisClient } from './tasks/store/task-store.js';
+import type { RedisClient, TaskStore } from './tasks/store/task-store.js';
+import { createTaskStore } from './tasks/store/create.js';
 import { FinishedViews } from './tasks/finished-views.js';
 import { ImageTaskService } from './image/service.js';
 import { VideoTaskService } from './video/service.js';
@@ -74,7 +75,7 @@ export function createStore(config: Config, redis: RedisClient, readCache = fals
     readCache && config.finishedViewsBytes > 0
       ? new FinishedViews(config.finishedViewsBytes, config.retentionSeconds * 1000)
       : undefined;
-  return new TaskStore(redis, config.redisPrefix, config.retentionSeconds, finished);
+  return createTaskStore(redis, { prefix: config.redisPrefix, retentionSeconds: config.retentionSeconds, finished });
 }
 
 export async function createApi(config: Config, log: Logger, opts: { spanExporter?: SpanExporter } = {}) {

@@ -11,7 +11,8 @@ import { freePorts, waitUntil } from '../../scripts/production/proc.js';
 import { startRedisCluster, type RedisCluster } from '../../scripts/production/redis-cluster.js';
 import { ownerOfKey } from '../../src/config.js';
 import { keySlot } from '../../src/tasks/store/slots.js';
-import { indexMember, TaskStore } from '../../src/tasks/store/task-store.js';
+import { createTaskStore } from '../../src/tasks/store/create.js';
+import { indexMember, type TaskStore } from '../../src/tasks/store/task-store.js';
 import type { ImageTaskRecord } from '../../src/shared/image-task.js';
 import type { VideoTaskRecord } from '../../src/shared/video-task.js';
 import { eventually, http, imageSteps, KEY_A, KEY_B, startKiln, submitBody, type Kiln } from '../support/kiln.js';
@@ -188,7 +189,7 @@ describe('Kiln on a Redis Cluster', () => {
 
   it('forgets expired records: reads and lists no longer show them', async () => {
     const owner = ownerOf(newKey());
-    const short = new TaskStore(redis, kiln.config.redisPrefix, 1);
+    const short = createTaskStore(redis, { prefix: kiln.config.redisPrefix, retentionSeconds: 1 });
     const gone = succeeded(image(owner, 'accepted', { created_at: now() - 1 }));
     const kept = succeeded(image(owner, 'accepted'));
     await short.transition(gone);
@@ -204,7 +205,7 @@ describe('Kiln on a Redis Cluster', () => {
   });
 
   it('counts unfinished tasks over the gauge shards and refuses past the limit', async () => {
-    const g = new TaskStore(redis, `gauge${randomBytes(3).toString('hex')}:`, 3600);
+    const g = createTaskStore(redis, { prefix: `gauge${randomBytes(3).toString('hex')}:`, retentionSeconds: 3600 });
     const ids = Array.from({ length: 12 }, () => `task_${randomBytes(16).toString('hex')}`);
     for (const id of ids.slice(0, 10)) expect(await g.reserve(id, 10)).toBe(true);
     expect(await g.unfinishedCount()).toBe(10);

@@ -92,16 +92,15 @@ export async function startUnitApp(env: Record<string, string> = {}): Promise<Un
     },
     known: (header) => passthrough.known(header),
   };
-  const taskStore = store.asTaskStore();
   const app = buildApp({
     log,
     auth,
     models: config.models,
     pollAfterSeconds: config.pollAfterSeconds,
-    tasks: new ImageTaskService(config, taskStore, temporal),
+    tasks: new ImageTaskService(config, store, temporal),
     blobs: new FsBlobStore(config.blobDir, config.publicBaseUrl),
     chat: new ChatService(config.models, config.upstreamKeys),
-    videos: new VideoTaskService(config, taskStore, temporal),
+    videos: new VideoTaskService(config, store, temporal),
   });
   const server: Server = createServer(app.callback());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

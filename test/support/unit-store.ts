@@ -1,33 +1,25 @@
 // Unit tier: an in-memory stand-in for the Redis read model (src/tasks/store). It keeps the
 // rules callers rely on (transitions only move forward, one reservation per task, the dispatch
-// mark, the poll limiter) and records every write so tests can assert the sequence of states.
-// Integration tests use the real store on a real redis-server.
+// mark, the poll limiter) and records every write so tests can assert the sequence of states. It
+// implements the store's interface, so the two cannot drift apart; its keys are the real store's
+// names, with no Redis behind them. Integration tests use the real store on a real redis-server.
 import type { FinishedViews } from '../../src/tasks/finished-views.js';
-import type { ReadOutcome, StoredView, TaskStore } from '../../src/tasks/store/task-store.js';
+import { TaskKeys } from '../../src/tasks/store/keys.js';
+import {
+  indexMember,
+  type Page,
+  type ReadOutcome,
+  type RedisClient,
+  type StoredView,
+  type TaskStore,
+} from '../../src/tasks/store/task-store.js';
 import { STATUS_RANK, TERMINAL_STATUSES } from '../../src/shared/task.js';
 import type { AnyTaskRecord } from '../../src/shared/records.js';
 import { storedViews } from '../../src/shared/views.js';
 
-type StoreApi = Pick<
-  TaskStore,
-  | 'transition'
-  | 'get'
-  | 'reserve'
-  | 'release'
-  | 'unfinishedCount'
-  | 'read'
-  | 'list'
-  | 'markDispatched'
-  | 'clearDispatched'
-  | 'wasDispatched'
-  | 'recentlyMissing'
-  | 'rememberMissing'
-  | 'reserveOnce'
-  | 'rememberFingerprint'
-  | 'fingerprintOf'
->;
+const LIST_WINDOW_SECONDS = 3 * 86400;
 
-export class MemoryStore implements StoreApi {
+export class MemoryStore extends TaskKeys implements TaskStore {
   readonly records = new Map<string, AnyTaskRecord>();
   /** Every accepted transition, in order: `${id} ${status}`. */
   readonly writes: string[] = [];
@@ -42,6 +34,15 @@ export class MemoryStore implements StoreApi {
   reads = 0;
   /** Set to make every call fail as an unreachable Redis would. */
   down: Error | null = null;
+
+  constructor() {
+    super('');
+  }
+
+  /** Code that writes Redis beside the read model (webhook delivery) has no place in the unit tier. */
+  get redis(): RedisClient {
+    throw new Error('MemoryStore has no Redis: test this in the integration tier');
+  }
 
   private check() {
     if (this.down) throw this.down;
@@ -121,6 +122,30 @@ export class MemoryStore implements StoreApi {
     return Buffer.from(items.join(','));
   }
 
+  /** As the store's page script: the owner's tasks of `kind` in the list window, after the cursor. */
+  async page(...[owner, kind, opts]: Parameters<TaskStore['page']>): Promise<Page> {
+    this.check();
+    const cursor = opts.after === undefined ? undefined : this.records.get(opts.after);
+    if (opts.after !== undefined && (cursor?.owner !== owner || cursor.kind !== kind)) return 'unknown_cursor';
+    // Index members compare as bytes, as Redis orders them: creation time, then id.
+    const cmp = (a: AnyTaskRecord, b: AnyTaskRecord) => {
+      const [x, y] = [indexMember(a.created_at, a.id), indexMember(b.created_at, b.id)];
+      return (x < y ? -1 : x > y ? 1 : 0) * (opts.order === 'asc' ? 1 : -1);
+    };
+    const start = Math.floor(Date.now() / 1000) - LIST_WINDOW_SECONDS;
+    const page = [...this.records.values()]
+      .filter((r) => r.owner === owner && r.kind === kind && r.created_at >= start)
+      .filter((r) => cursor === undefined || cmp(r, cursor) > 0)
+      .sort(cmp)
+      .slice(0, opts.limit + 1);
+    const shown = page.slice(0, opts.limit);
+    return {
+      ids: shown.map((r) => r.id),
+      items: shown.map((r) => storedViews(r).item),
+      hasMore: page.length > shown.length,
+    };
+  }
+
   async markDispatched(id: string, attempt: number): Promise<void> {
     this.check();
     this.dispatched.set(id, attempt);
@@ -165,10 +190,5 @@ export class MemoryStore implements StoreApi {
       owner: r?.owner ?? null,
       record: r ? structuredClone(r) : null,
     };
-  }
-
-  /** For code that takes the real class: only the methods above exist. */
-  asTaskStore(): TaskStore {
-    return this as unknown as TaskStore;
   }
 }

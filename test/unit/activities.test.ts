@@ -64,7 +64,7 @@ function imageProvider(behave: (call: ImageCall) => Promise<GenerationResult>) {
 function image(behave: (call: ImageCall) => Promise<GenerationResult>, store = new MemoryStore()) {
   const { provider, calls } = imageProvider(behave);
   const acts = createActivities({
-    store: store.asTaskStore(),
+    store: store,
     models: modelsOfKind(models, 'image'),
     providers: { local: provider, gemini: provider },
   });
@@ -364,7 +364,7 @@ describe('video activities', () => {
       },
     };
     const acts = createVideoActivities({
-      store: store.asTaskStore(),
+      store: store,
       models: modelsOfKind(models, 'video'),
       providers: { local: provider, 'openai-videos': provider, 'workflow-node': provider },
       configuredKey: () => undefined,

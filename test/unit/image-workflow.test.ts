@@ -31,7 +31,7 @@ const caseOf = (id: string) => cases.get(id) ?? expect.unreachable(`no test case
 // `running`, then `succeeded` with its image (as activities/image/index.ts does).
 const activities: Activities = {
   recordTransition: (r) => caseOf(r.id).store.transition(r),
-  recordOutcome: (r) => settle(caseOf(r.id).store.asTaskStore(), r),
+  recordOutcome: (r) => settle(caseOf(r.id).store, r),
   mayHaveReachedUpstream: async (i) => {
     const c = caseOf(i.id);
     c.calls.mayHaveReachedUpstream++;
@@ -52,7 +52,7 @@ const activities: Activities = {
       error: null,
     };
     if (c.unrecorded) return { record, recorded: false, written: false };
-    return { ...(await settle(c.store.asTaskStore(), record)), recorded: true };
+    return { ...(await settle(c.store, record)), recorded: true };
   },
 };
 

@@ -43,7 +43,7 @@ function image(store = new MemoryStore()) {
     },
   };
   const acts = createActivities({
-    store: store.asTaskStore(),
+    store: store,
     models: modelsOfKind(models, 'image'),
     providers: { local: provider, gemini: provider },
   });
@@ -100,7 +100,7 @@ describe('timing fields', () => {
       },
     } as unknown as VideoProvider;
     const acts = createVideoActivities({
-      store: store.asTaskStore(),
+      store: store,
       models: modelsOfKind(models, 'video'),
       providers: { local: provider, 'openai-videos': provider, 'workflow-node': provider },
       configuredKey: () => undefined,

@@ -1,6 +1,6 @@
-// An owner's list items as the read model keeps them (store-scripts.ts, OWNER_ITEMS) and as the
+// An owner's list items as the read model keeps them (scripts.ts, OWNER_ITEMS) and as the
 // API turns a page of them into its JSON: bytes in, bytes out, never decoded.
-/** An owner's list item entry is "<rank>:<expiry ms, 13 digits>:<item>" (store-scripts.ts, OWNER_ITEMS). */
+/** An owner's list item entry is "<rank>:<expiry ms, 13 digits>:<item>" (scripts.ts, OWNER_ITEMS). */
 export const ENTRY_HEAD = 16;
 const COMMA = Buffer.from(',');
 

@@ -1,5 +1,7 @@
-// The read model's Lua scripts (task-store.ts runs them). Each one is atomic in Redis; in
-// cluster mode only the single-slot ones are used.
+// The read model's Lua scripts (single-node.ts and cluster.ts run them). Each one is atomic in
+// Redis; in cluster mode only the single-slot ones are used. Numeric replies come from replies.ts,
+// where the stores read them too.
+import { DONE, ITEM_SOURCE, PAGE_REPLY, READ_REPLY, RESERVATION, TRANSITION_REPLY } from './replies.js';
 
 // Lua shared by the scripts that keep or read an owner's list items: a hash in the owner's slot,
 // id -> "<rank>:<expiry ms, 13 digits>:<item>", beside the owner index (a sorted set of
@@ -8,7 +10,7 @@
 // add_member puts a member in the index and trims the members before the window, with their items.
 // each_item reads the entries of members[1..n] with one HMGET and calls found(id, entry) for each
 // entry and missing(id), when given, for each member with none. Readers reply whole entries, and
-// the caller (store.ts, liveItem) leaves out expired ones and cuts the item out: cutting, parsing
+// the caller (list-items.ts, entryLive) leaves out expired ones and cuts the item out: cutting, parsing
 // or joining 100 entries here costs Redis more than the HMGET saves over reading each task hash.
 const OWNER_ITEMS = `
 local function now_ms()
@@ -45,33 +47,34 @@ local function each_item(items, members, n, found, missing)
   end
 end`;
 
-// KEYS: task hash, owner index, unfinished gauge, owner's list items. ARGV: json, status, rank,
-// ttl, index member, trim bound, id, terminal flag, public view, list item, owner, kind. A write
+// KEYS: task hash, owner index, unfinished gauge, owner's list items. ARGV: those of RECORD (json,
+// status, rank, ttl, terminal flag, public view, list item, owner, kind, wait channel, id), then
+// index member and trim bound. A write
 // that would move a task backwards is ignored, so replays, retries and the API/worker race never
 // regress a record; the first terminal write wins. Writes of the same unfinished state go through
 // (progress updates of a running task). The record, its serialised views, its list item and its
 // owner change together, so a read of a view or a list is exactly as fresh as a read of the record;
 // the item is set unconditionally as only an applied write gets here. The task hash keeps no copy
 // of the item (a list reads the items hash); a stale one left by the previous release is dropped,
-// so nothing can read it. ARGV[13], the wait channel: a write that changes the status publishes
-// "<id> <status>" there, after the write, so a woken waiter reads the new view.
+// so nothing can read it. A write that changes the status publishes "<id> <status>" on the wait
+// channel, after the write, so a woken waiter reads the new view.
 export const TRANSITION = `${OWNER_ITEMS}
 local h = redis.call('HMGET', KEYS[1], 'r', 's')
 local cur = h[1]
 local rank = tonumber(ARGV[3])
-if cur and (tonumber(cur) > rank or (tonumber(cur) == rank and ARGV[8] == '1')) then return 0 end
-redis.call('HSET', KEYS[1], 'j', ARGV[1], 's', ARGV[2], 'r', ARGV[3], 'v', ARGV[9], 'o', ARGV[11], 'k', ARGV[12])
+if cur and (tonumber(cur) > rank or (tonumber(cur) == rank and ARGV[5] == '1')) then return ${TRANSITION_REPLY.stale} end
+redis.call('HSET', KEYS[1], 'j', ARGV[1], 's', ARGV[2], 'r', ARGV[3], 'v', ARGV[6], 'o', ARGV[8], 'k', ARGV[9])
 redis.call('HDEL', KEYS[1], 'l')
-if h[2] ~= ARGV[2] then redis.call('PUBLISH', ARGV[13], ARGV[7] .. ' ' .. ARGV[2]) end
+if h[2] ~= ARGV[2] then redis.call('PUBLISH', ARGV[10], ARGV[11] .. ' ' .. ARGV[2]) end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
-redis.call('HSET', KEYS[4], ARGV[7], entry(rank, now_ms() + tonumber(ARGV[4]) * 1000, ARGV[10]))
-add_member(KEYS[2], KEYS[4], ARGV[5], ARGV[6], ARGV[4])
-if ARGV[8] == '1' then redis.call('ZREM', KEYS[3], ARGV[7]) end
-return 1`;
+redis.call('HSET', KEYS[4], ARGV[11], entry(rank, now_ms() + tonumber(ARGV[4]) * 1000, ARGV[7]))
+add_member(KEYS[2], KEYS[4], ARGV[12], ARGV[13], ARGV[4])
+if ARGV[5] == '1' then redis.call('ZREM', KEYS[3], ARGV[11]) end
+return ${TRANSITION_REPLY.applied}`;
 
 // KEYS: task hashes, then the limiter key when ARGV[3] > 0. ARGV: owner, kind, limiter interval ms.
-// Replies {0, then per task: status and view | 1 (another owner's or kind) | 3 and the record
-// (written before views were stored) | 0 (absent)}, or {pttl} when the limiter refuses.
+// Replies {passed, then per task: status and view | foreign (another owner's or kind) | record and
+// the record (written before views were stored) | absent}, or {pttl} when the limiter refuses.
 export const READ = `
 local n = #KEYS
 local interval = tonumber(ARGV[3])
@@ -83,15 +86,16 @@ if interval > 0 then
   end
   n = n - 1
 end
-local out = {0}
+local out = {${READ_REPLY.passed}}
 for i = 1, n do
   local h = redis.call('HMGET', KEYS[i], 'o', 'k', 's', 'v')
   if h[4] then
     if h[1] == ARGV[1] and h[2] == ARGV[2] then out[#out + 1] = h[3]; out[#out + 1] = h[4]
-    else out[#out + 1] = 1; out[#out + 1] = false end
+    else out[#out + 1] = ${READ_REPLY.foreign}; out[#out + 1] = false end
   else
     local j = redis.call('HGET', KEYS[i], 'j')
-    if j then out[#out + 1] = 3; out[#out + 1] = j else out[#out + 1] = 0; out[#out + 1] = false end
+    if j then out[#out + 1] = ${READ_REPLY.record}; out[#out + 1] = j
+    else out[#out + 1] = ${READ_REPLY.absent}; out[#out + 1] = false end
   end
 end
 return out`;
@@ -99,29 +103,29 @@ return out`;
 // KEYS: unfinished gauge. ARGV: id, now, stale bound, max.
 export const RESERVE = `
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return ${RESERVATION.full} end
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-return 1`;
+return ${RESERVATION.added}`;
 
 // KEYS: owner index, owner's list items. ARGV: max (exclusive or inclusive lex bound), min, limit,
 // task key prefix. Replies the members' entries, newest first. A member with no entry was
-// written by a previous release; when one is on the page the reply is pairs instead: 1 and an
-// entry, 2 and the item from the task hash, or 3 and the record (written before items were stored
-// at all; the API makes its item).
+// written by a previous release; when one is on the page the reply is pairs instead, an
+// ITEM_SOURCE and its text: an entry, the item from the task hash, or the record (written before
+// items were stored at all; the API makes its item).
 export const LIST = `${OWNER_ITEMS}
 local entries, out = {}, nil
 local function add(code, text)
   if not out then
-    if code == 1 then entries[#entries + 1] = text return end
+    if code == ${ITEM_SOURCE.entry} then entries[#entries + 1] = text return end
     out = {}
-    for _, e in ipairs(entries) do out[#out + 1] = 1; out[#out + 1] = e end
+    for _, e in ipairs(entries) do out[#out + 1] = ${ITEM_SOURCE.entry}; out[#out + 1] = e end
   end
   out[#out + 1] = code; out[#out + 1] = text
 end
 local members = list_members(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
-each_item(KEYS[2], members, #members, function(_, v) add(1, v) end, function(id)
+each_item(KEYS[2], members, #members, function(_, v) add(${ITEM_SOURCE.entry}, v) end, function(id)
   local h = redis.call('HMGET', ARGV[4] .. '{' .. id .. '}', 'l', 'j')
-  if h[1] then add(2, h[1]) elseif h[2] then add(3, h[2]) end
+  if h[1] then add(${ITEM_SOURCE.taskHash}, h[1]) elseif h[2] then add(${ITEM_SOURCE.record}, h[2]) end
 end)
 return out or entries`;
 
@@ -134,13 +138,13 @@ return out or entries`;
 export const RECORD = `${OWNER_ITEMS}
 local was = redis.call('HMGET', KEYS[1], 'r', 's')
 local cur = was[1]
-local applied = 0
+local applied = ${TRANSITION_REPLY.stale}
 if not cur or tonumber(cur) < tonumber(ARGV[3]) or (tonumber(cur) == tonumber(ARGV[3]) and ARGV[5] ~= '1') then
   redis.call('HSET', KEYS[1], 'j', ARGV[1], 's', ARGV[2], 'r', ARGV[3], 'v', ARGV[6], 'o', ARGV[8], 'k', ARGV[9])
   if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'l', ARGV[7]) end
   redis.call('EXPIRE', KEYS[1], ARGV[4])
   if was[2] ~= ARGV[2] then redis.call('PUBLISH', ARGV[10], ARGV[11] .. ' ' .. ARGV[2]) end
-  applied = 1
+  applied = ${TRANSITION_REPLY.applied}
 end
 local h = redis.call('HMGET', KEYS[1], 's', 'l')
 local pttl = redis.call('PTTL', KEYS[1])
@@ -160,10 +164,10 @@ if ARGV[7] ~= '' then
   end
 end
 add_member(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
-return 1`;
+return ${DONE}`;
 
-// Cluster mode list. KEYS: owner index, owner's list items. ARGV: max, min, limit. Replies the
-// members' live entries, newest first.
+// Cluster mode list. KEYS: owner index, owner's list items. ARGV: max, min, limit (as LIST takes
+// them). Replies the members' entries, newest first.
 export const LIST_ITEMS = `${OWNER_ITEMS}
 local out = {}
 local members = list_members(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
@@ -175,7 +179,7 @@ return out`;
 export const RESERVE_SHARD = `
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-return 1`;
+return ${DONE}`;
 
 // Lua shared by both list pages: up to `limit` + 1 members of a lex-ordered owner index from the
 // window start, after the cursor (its id and created_at) when there is one, in either order.
@@ -193,43 +197,58 @@ local function page_members(index, start, limit, order, cursor, created)
 end`;
 
 // A cursor page of one owner index (GET /v1/videos), single node. KEYS: owner index, owner's list
-// items. ARGV: window start (inclusive lex bound), limit, task key prefix, cursor id ('' for none),
-// 'asc' or 'desc', owner, kind. The cursor's place comes from its own record (checked to be the
+// items. ARGV: window start (inclusive lex bound), limit, cursor id ('' for none), 'asc' or 'desc'
+// (as PAGE_ITEMS takes them), then task key prefix, owner, kind. The cursor's place comes from its own record (checked to be the
 // owner's and this kind), so a page is one round trip; one member past the limit says whether more
-// follow. Replies {-1} for a cursor that is not the owner's, else {0, 1 when more follow else 0,
-// then per member: id, 1 and its entry | id, 2 and its stored view (a video's item), for a member
-// written by a previous release, with no entry | id, 3 and the record (written before views were
+// follow. Replies {unknownCursor} for a cursor that is not the owner's, else {found, more or last,
+// then per member: id, ITEM_SOURCE and text: its entry | its stored view (a video's item), for a
+// member written by a previous release, with no entry | the record (written before views were
 // stored)}.
 export const PAGE = `${PAGE_MEMBERS}${OWNER_ITEMS}
 local created
-if ARGV[4] ~= '' then
-  local h = redis.call('HMGET', ARGV[3] .. '{' .. ARGV[4] .. '}', 'o', 'k', 'v', 'j')
+if ARGV[3] ~= '' then
+  local h = redis.call('HMGET', ARGV[5] .. '{' .. ARGV[3] .. '}', 'o', 'k', 'v', 'j')
   local doc = h[3] or h[4]
-  if not doc or h[1] ~= ARGV[6] or h[2] ~= ARGV[7] then return {-1} end
+  if not doc or h[1] ~= ARGV[6] or h[2] ~= ARGV[7] then return {${PAGE_REPLY.unknownCursor}} end
   created = cjson.decode(doc).created_at
 end
-local members = page_members(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[5], ARGV[4], created)
+local members = page_members(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[4], ARGV[3], created)
 local n = math.min(#members, tonumber(ARGV[2]))
-local out = {0, #members > n and 1 or 0}
+local out = {${PAGE_REPLY.found}, #members > n and ${PAGE_REPLY.more} or ${PAGE_REPLY.last}}
 local function add(id, code, text) out[#out + 1] = id; out[#out + 1] = code; out[#out + 1] = text end
-each_item(KEYS[2], members, n, function(id, v) add(id, 1, v) end, function(id)
-  local h = redis.call('HMGET', ARGV[3] .. '{' .. id .. '}', 'v', 'j')
-  if h[1] then add(id, 2, h[1]) elseif h[2] then add(id, 3, h[2]) end
+each_item(KEYS[2], members, n, function(id, v) add(id, ${ITEM_SOURCE.entry}, v) end, function(id)
+  local h = redis.call('HMGET', ARGV[5] .. '{' .. id .. '}', 'v', 'j')
+  if h[1] then add(id, ${ITEM_SOURCE.taskHash}, h[1]) elseif h[2] then add(id, ${ITEM_SOURCE.record}, h[2]) end
 end)
 return out`;
 
 // The same page in cluster mode, from the list items kept in the owner's slot. KEYS: owner index,
-// owner's list items. ARGV: window start, limit, cursor id, order. Replies {-1} for an unknown
-// cursor, else {0, more flag, then per member: id, entry}.
+// owner's list items. ARGV: window start, limit, cursor id, order. Replies {unknownCursor} for an
+// unknown cursor, else {found, more or last, then per member: id, entry}.
 export const PAGE_ITEMS = `${PAGE_MEMBERS}${OWNER_ITEMS}
 local created
 if ARGV[3] ~= '' then
   local v = redis.call('HGET', KEYS[2], ARGV[3])
-  if not v or entry_expiry(v) <= now_ms() then return {-1} end
+  if not v or entry_expiry(v) <= now_ms() then return {${PAGE_REPLY.unknownCursor}} end
   created = cjson.decode(entry_item(v)).created_at
 end
 local members = page_members(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[4], ARGV[3], created)
 local n = math.min(#members, tonumber(ARGV[2]))
-local out = {0, #members > n and 1 or 0}
+local out = {${PAGE_REPLY.found}, #members > n and ${PAGE_REPLY.more} or ${PAGE_REPLY.last}}
 each_item(KEYS[2], members, n, function(id, v) out[#out + 1] = id; out[#out + 1] = v end)
 return out`;
+
+// A keyed submit's reservation (Idempotency-Key). KEYS: the gauge (cluster: the id's shard). ARGV:
+// id, now, stale bound, max, full flag: '' to count here (single node), else '1' or '0' as the
+// caller counted the shards. A held reservation is neither counted twice nor refused.
+export const RESERVE_ONCE = `redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return ${RESERVATION.held} end
+if ARGV[5] == '1' or (ARGV[5] == '' and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4])) then return ${RESERVATION.full} end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+return ${RESERVATION.added}`;
+
+// KEYS: task hash. ARGV: fingerprint, ttl. The fingerprint lives in the record's hash so it expires
+// with it; a hash with no TTL yet (no record written) gets the retention.
+export const REMEMBER_FINGERPRINT = `redis.call('HSET', KEYS[1], 'f', ARGV[1])
+if redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+return ${DONE}`;

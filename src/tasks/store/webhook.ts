@@ -5,14 +5,15 @@ import type { TaskStatus } from '../../shared/task.js';
 import type { AnyTaskRecord } from '../../shared/records.js';
 import { storedViews } from '../../shared/views.js';
 import type { WebhookState } from '../../shared/webhook.js';
+import { COMPARE_AND_SET } from './replies.js';
 import type { TaskStore } from './task-store.js';
 
 // KEYS: task hash. ARGV: the record JSON read, the new record JSON, its view. Writes only when the
 // record is still the one read; the TTL stays the record's.
 const SET_IF_UNCHANGED = `
-if redis.call('HGET', KEYS[1], 'j') ~= ARGV[1] then return 0 end
+if redis.call('HGET', KEYS[1], 'j') ~= ARGV[1] then return ${COMPARE_AND_SET.changed} end
 redis.call('HSET', KEYS[1], 'j', ARGV[2], 'v', ARGV[3])
-return 1`;
+return ${COMPARE_AND_SET.written}`;
 
 const ROUNDS = 5;
 
@@ -42,7 +43,7 @@ export async function recordWebhookState(
       JSON.stringify(next),
       storedViews(next).view,
     );
-    if (written === 1) return true;
+    if (written === COMPARE_AND_SET.written) return true;
   }
   return false;
 }

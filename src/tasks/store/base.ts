@@ -1,0 +1,184 @@
+// What the single-node and the Cluster store do alike. A task's own fields live in one hash, so
+// reading or marking them is one command in either mode; the read script serves any keys that share
+// a slot; a keyed submit's reservation is one script on the gauge key that holds the id. The
+// subclasses say where that gauge key is and how the operations that span keys reach Redis.
+import type { ChainableCommander } from 'ioredis';
+import { STATUS_RANK, TERMINAL_STATUSES } from '../../shared/task.js';
+import type { ImageTaskRecord } from '../../shared/image-task.js';
+import type { AnyTaskRecord } from '../../shared/records.js';
+import { storedViews } from '../../shared/views.js';
+import type { FinishedViews } from '../finished-views.js';
+import { TaskKeys } from './keys.js';
+import { listPage, RESERVATION, readOutcome } from './replies.js';
+import { READ, REMEMBER_FINGERPRINT, RESERVE_ONCE } from './scripts.js';
+import { indexMember, type Page, type ReadOutcome, type RedisClient } from './task-store.js';
+
+export interface TaskStoreOptions {
+  /** Put before every key, so deployments can share a Redis (REDIS_PREFIX). */
+  prefix: string;
+  /** How long a record stays after its last write. */
+  retentionSeconds: number;
+  /** API processes: finished tasks' views kept in memory. */
+  finished?: FinishedViews;
+}
+
+type Kind = AnyTaskRecord['kind'];
+
+const LIST_WINDOW_SECONDS = 3 * 86400;
+/** An unfinished-task reservation older than this is dropped: no task runs that long. */
+export const STALE_RESERVATION_SECONDS = 86400;
+/**
+ * How long an id unknown to Redis and Temporal stays known-missing. Ids are random and a client
+ * learns one only from a submit response, sent after the workflow exists and its record is written,
+ * so a miss does not turn into a task later; the TTL only bounds memory.
+ */
+export const MISSING_TTL_MS = 10 * 60_000;
+
+type ScriptName =
+  | 'kilnRead'
+  | 'kilnTransition'
+  | 'kilnReserve'
+  | 'kilnList'
+  | 'kilnPage'
+  | 'kilnRecord'
+  | 'kilnOwnerStep'
+  | 'kilnListItems'
+  | 'kilnReserveShard'
+  | 'kilnPageItems';
+/** The scripts as ioredis adds them to a client and its pipelines; a `…Buffer` one replies bytes. */
+type Scripts = Record<ScriptName | `${ScriptName}Buffer`, (...args: (string | number)[]) => Promise<unknown>>;
+export const scriptsOf = (client: RedisClient | ChainableCommander) => client as unknown as Scripts;
+
+export const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+export abstract class RedisTaskStore extends TaskKeys {
+  readonly redis: RedisClient;
+  readonly finished?: FinishedViews;
+  protected readonly retentionSeconds: number;
+
+  /** `scripts`: the commands this mode runs besides READ, by name, with their key counts. */
+  constructor(redis: RedisClient, opts: TaskStoreOptions, scripts: Record<string, [number, string]>) {
+    super(opts.prefix);
+    this.redis = redis;
+    this.retentionSeconds = opts.retentionSeconds;
+    this.finished = opts.finished;
+    redis.defineCommand('kilnRead', { lua: READ });
+    for (const [name, [numberOfKeys, lua]] of Object.entries(scripts)) redis.defineCommand(name, { numberOfKeys, lua });
+  }
+
+  protected get scripts(): Scripts {
+    return scriptsOf(this.redis);
+  }
+
+  /**
+   * What a transition writes: `args`, those of RECORD and the first ones of TRANSITION; `member`
+   * and `trimBound`, its owner index member and the bound below which members leave the list window
+   * (trimmed with their items as the index is written).
+   */
+  protected transitionArgs(record: AnyTaskRecord) {
+    const { view, item } = storedViews(record);
+    const terminal = TERMINAL_STATUSES.includes(record.status) ? '1' : '0';
+    return {
+      args: [
+        JSON.stringify(record),
+        record.status,
+        STATUS_RANK[record.status],
+        this.retentionSeconds,
+        terminal,
+        view,
+        item,
+        record.owner,
+        record.kind,
+        this.waitChannel,
+        record.id,
+      ],
+      member: indexMember(record.created_at, record.id),
+      trimBound: `(${indexMember(nowSeconds() - LIST_WINDOW_SECONDS, '')}`,
+    };
+  }
+
+  /** The gauge key that holds (or would hold) `id`'s reservation. */
+  protected abstract gaugeKey(id: string): string;
+  /** RESERVE_ONCE's full flag: '' lets the script count the gauge, which it can only on one node. */
+  protected abstract fullFlag(stale: number, max: number): Promise<'' | '0' | '1'>;
+  /** LIST or LIST_ITEMS, with the arguments both take: owner index and items, max, min, limit. */
+  protected abstract runList(args: (string | number)[]): Promise<unknown>;
+  /** PAGE or PAGE_ITEMS, with the arguments both take: owner index and items, window start, limit, cursor, order. */
+  protected abstract runPage(args: (string | number)[], owner: string, kind: Kind): Promise<Page>;
+
+  async get(id: string): Promise<ImageTaskRecord | null> {
+    const j = await this.redis.hget(this.taskKey(id), 'j');
+    return j ? (JSON.parse(j) as ImageTaskRecord) : null;
+  }
+
+  async release(id: string): Promise<void> {
+    await this.redis.zrem(this.gaugeKey(id), id);
+  }
+
+  async read(
+    ids: string[],
+    owner: string,
+    kind: Kind,
+    limiterKey: string | null,
+    intervalMs: number,
+  ): Promise<ReadOutcome> {
+    const interval = limiterKey !== null && intervalMs > 0 ? intervalMs : 0;
+    const keys = ids.map((id) => this.taskKey(id));
+    if (interval > 0) keys.push(this.limiterKey(limiterKey!));
+    return this.readKeys(ids, keys, owner, kind, interval);
+  }
+
+  /** `keys`: the task keys, then the limiter key when `interval` > 0. One script run reads them all. */
+  protected async readKeys(
+    ids: string[],
+    keys: string[],
+    owner: string,
+    kind: Kind,
+    interval: number,
+  ): Promise<ReadOutcome> {
+    const reply = await this.scripts.kilnRead(keys.length, ...keys, owner, kind, interval);
+    return readOutcome(reply as unknown[], ids.length, owner, kind);
+  }
+
+  async list(owner: string, max: string, min: string, limit: number): Promise<Buffer> {
+    const reply = await this.runList([this.ownerKey(owner), this.ownerItemsKey(owner), max, min, limit]);
+    return listPage(reply as (number | Buffer)[]);
+  }
+
+  async page(owner: string, kind: Kind, opts: { limit: number; after?: string; order: 'asc' | 'desc' }): Promise<Page> {
+    const start = `[${indexMember(nowSeconds() - LIST_WINDOW_SECONDS, '')}`;
+    const keys = [this.ownerKey(owner, kind), this.ownerItemsKey(owner, kind)];
+    return this.runPage([...keys, start, opts.limit, opts.after ?? '', opts.order], owner, kind);
+  }
+
+  async markDispatched(id: string, attempt: number): Promise<void> {
+    await this.redis.hset(this.taskKey(id), 'd', attempt);
+  }
+
+  async clearDispatched(id: string): Promise<void> {
+    await this.redis.hdel(this.taskKey(id), 'd');
+  }
+
+  async wasDispatched(id: string): Promise<boolean> {
+    return (await this.redis.hexists(this.taskKey(id), 'd')) === 1;
+  }
+
+  async reserveOnce(id: string, max: number): Promise<'added' | 'held' | 'full'> {
+    const now = nowSeconds();
+    const stale = now - STALE_RESERVATION_SECONDS;
+    const full = await this.fullFlag(stale, max);
+    const r = await this.redis.eval(RESERVE_ONCE, 1, this.gaugeKey(id), id, now, stale, max, full);
+    return r === RESERVATION.added ? 'added' : r === RESERVATION.held ? 'held' : 'full';
+  }
+
+  async rememberFingerprint(id: string, fingerprint: string): Promise<void> {
+    await this.redis.eval(REMEMBER_FINGERPRINT, 1, this.taskKey(id), fingerprint, this.retentionSeconds);
+  }
+
+  async fingerprintOf(
+    id: string,
+  ): Promise<{ fingerprint: string | null; owner: string | null; record: AnyTaskRecord | null }> {
+    const [f, o, j] = await this.redis.hmget(this.taskKey(id), 'f', 'o', 'j');
+    return { fingerprint: f, owner: o, record: j ? (JSON.parse(j) as AnyTaskRecord) : null };
+  }
+}

@@ -1,0 +1,165 @@
+// The read model on a Redis Cluster (an ioredis `Cluster`). Every script, transaction and pipeline
+// stays within one slot or one node. A transition is split into idempotent steps that converge (the
+// record on `task:{id}`, then the owner index and list item on `owner:{owner}:…`, then the gauge
+// shard), and a caller that sees an error runs the whole transition again. The gauge is sharded so
+// no single key is hot. Reads of many keys go as one pipeline per node, all nodes at once.
+import type { Cluster } from 'ioredis';
+import { STATUS_RANK, TERMINAL_STATUSES, type TaskStatus } from '../../shared/task.js';
+import type { AnyTaskRecord } from '../../shared/records.js';
+import {
+  MISSING_TTL_MS,
+  nowSeconds,
+  RedisTaskStore,
+  scriptsOf,
+  STALE_RESERVATION_SECONDS,
+  type TaskStoreOptions,
+} from './base.js';
+import { perNode, replicated } from './cluster-ops.js';
+import { pageOf, READ_REPLY, storedView, TRANSITION_REPLY } from './replies.js';
+import { LIST_ITEMS, OWNER_STEP, PAGE_ITEMS, RECORD, RESERVE_SHARD } from './scripts.js';
+import { keySlot } from './slots.js';
+import type { Page, ReadOutcome, TaskStore } from './task-store.js';
+
+/** The unfinished gauge is this many sorted sets, each in its own slot; a task's shard follows its id. */
+export const UNFINISHED_SHARDS = 16;
+
+export class ClusterTaskStore extends RedisTaskStore implements TaskStore {
+  constructor(
+    private readonly cluster: Cluster,
+    opts: TaskStoreOptions,
+  ) {
+    super(cluster, opts, {
+      kilnRecord: [1, RECORD],
+      kilnOwnerStep: [2, OWNER_STEP],
+      kilnListItems: [2, LIST_ITEMS],
+      kilnReserveShard: [1, RESERVE_SHARD],
+      kilnPageItems: [2, PAGE_ITEMS],
+    });
+  }
+
+  private shardKey(n: number) {
+    return `${this.prefix}unfinished:{u${n}}`;
+  }
+  /** The gauge shard a task's reservation lives in. */
+  protected gaugeKey(id: string): string {
+    return this.shardKey(keySlot(id) % UNFINISHED_SHARDS);
+  }
+  protected async fullFlag(stale: number, max: number): Promise<'0' | '1'> {
+    return (await this.countUnfinished(stale)) >= max ? '1' : '0';
+  }
+
+  /**
+   * The record first, then the owner index, list item and gauge from the record as stored: if one
+   * of them fails this throws, and running the transition again completes them.
+   */
+  async transition(record: AnyTaskRecord): Promise<boolean> {
+    const t = this.transitionArgs(record);
+    const taskKey = this.taskKey(record.id);
+    const [applied, status, storedItem, expiresAtMs] = (await replicated(this.cluster, taskKey, (p) =>
+      scriptsOf(p).kilnRecord(taskKey, ...t.args),
+    )) as [number, TaskStatus, string, number];
+    const ownerKey = this.ownerKey(record.owner, record.kind);
+    const shard = this.gaugeKey(record.id);
+    await Promise.all([
+      replicated(this.cluster, ownerKey, (p) =>
+        scriptsOf(p).kilnOwnerStep(
+          ownerKey,
+          this.ownerItemsKey(record.owner, record.kind),
+          t.member,
+          t.trimBound,
+          this.retentionSeconds,
+          record.id,
+          STATUS_RANK[status],
+          String(expiresAtMs).padStart(13, '0'),
+          storedItem,
+        ),
+      ),
+      TERMINAL_STATUSES.includes(status) ? replicated(this.cluster, shard, (p) => p.zrem(shard, record.id)) : null,
+    ]);
+    return applied === TRANSITION_REPLY.applied;
+  }
+
+  /**
+   * The shards are counted (one round trip per node), then the task's shard takes the reservation;
+   * submits racing past the count can overshoot `max` by at most their number.
+   */
+  async reserve(id: string, max: number): Promise<boolean> {
+    const now = nowSeconds();
+    const stale = now - STALE_RESERVATION_SECONDS;
+    if ((await this.countUnfinished(stale)) >= max) return false;
+    await this.scripts.kilnReserveShard(this.gaugeKey(id), id, now, stale);
+    return true;
+  }
+
+  async unfinishedCount(): Promise<number> {
+    return this.countUnfinished(nowSeconds() - STALE_RESERVATION_SECONDS);
+  }
+
+  /** Live reservations over all shards. */
+  private async countUnfinished(stale: number): Promise<number> {
+    const shards = Array.from({ length: UNFINISHED_SHARDS }, (_, n) => this.shardKey(n));
+    const res = await perNode(this.cluster, shards, (p, key) => p.zcount(key, `(${stale}`, '+inf'));
+    let n = 0;
+    for (const [err, v] of res) {
+      if (err) throw err;
+      n += Number(v);
+    }
+    return n;
+  }
+
+  /**
+   * Keys of one slot take the one read script; more go as one pipeline per node (a read script per
+   * id, the limiter on its own slot's node). Ids on a node that does not answer come back absent.
+   */
+  protected override async readKeys(
+    ids: string[],
+    keys: string[],
+    owner: string,
+    kind: AnyTaskRecord['kind'],
+    interval: number,
+  ): Promise<ReadOutcome> {
+    if (keys.length < 2 || (keys.length === 2 && keySlot(keys[0]) === keySlot(keys[1]))) {
+      return super.readKeys(ids, keys, owner, kind, interval);
+    }
+    const res = await perNode(
+      this.cluster,
+      keys,
+      (p, key, i) => scriptsOf(p).kilnRead(1, key, owner, kind, i < ids.length ? 0 : interval),
+      true,
+    );
+    if (interval > 0) {
+      const [err, reply] = res[ids.length];
+      // A limiter whose node does not answer lets the read through, as with Redis down.
+      const head = err ? READ_REPLY.passed : (reply as unknown[])[0];
+      if (head !== READ_REPLY.passed) return { limited: true, retryAfterMs: Number(head) };
+    }
+    const views = ids.map((_, i) => {
+      const [err, reply] = res[i];
+      return err ? 'absent' : storedView((reply as unknown[])[1], (reply as unknown[])[2], owner, kind);
+    });
+    return { limited: false, views };
+  }
+
+  /** Entries only: a member's task hash is in another slot, out of the list script's reach. */
+  protected runList(args: (string | number)[]): Promise<unknown> {
+    return this.scripts.kilnListItemsBuffer(...args);
+  }
+
+  protected async runPage(args: (string | number)[]): Promise<Page> {
+    return pageOf((await this.scripts.kilnPageItems(...args)) as (number | string)[], false);
+  }
+
+  /** A node that does not answer leaves its ids unknown, as if never missed. */
+  async recentlyMissing(owner: string, ids: string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const keys = ids.map((id) => this.missKey(owner, id));
+    const res = await perNode(this.cluster, keys, (p, key) => p.get(key), true);
+    return new Set(ids.filter((_, i) => !res[i][0] && res[i][1] !== null));
+  }
+
+  async rememberMissing(owner: string, ids: string[]): Promise<void> {
+    if (ids.length === 0) return;
+    const keys = ids.map((id) => this.missKey(owner, id));
+    await perNode(this.cluster, keys, (p, key) => p.set(key, '1', 'PX', MISSING_TTL_MS));
+  }
+}
