@@ -7,7 +7,7 @@
 import { LRUCache } from 'lru-cache';
 import { TERMINAL_STATUSES, type TaskStatus } from '../shared/task.js';
 import type { AnyTaskRecord } from '../shared/records.js';
-import type { StoredView } from './store/task-store.js';
+import type { StoredView } from './store/stored-view.js';
 
 interface Entry {
   owner: string;

@@ -4,7 +4,6 @@
 // script stays in one slot and a transition is a chain of idempotent steps. Both answer a poll in one
 // round trip (per node, on a cluster), and both list from items kept in the owner's slot.
 import type { Cluster, Redis } from 'ioredis';
-import type { TaskStatus } from '../../shared/task.js';
 import type { ImageTaskRecord } from '../../shared/image-task.js';
 import type { AnyTaskRecord } from '../../shared/records.js';
 import type { FinishedViews } from '../finished-views.js';
@@ -14,8 +13,8 @@ export type RedisClient = Redis | Cluster;
 
 type Kind = AnyTaskRecord['kind'];
 
-/** A record's public view as stored (JSON text), or why there is none. */
-export type StoredView = { status: TaskStatus; view: string } | 'foreign' | 'absent';
+import type { StoredView } from './stored-view.js';
+export type { StoredView };
 export type ReadOutcome = { limited: true; retryAfterMs: number } | { limited: false; views: StoredView[] };
 
 /** A cursor page of an owner index: the stored items (JSON text) with their ids, or an unknown cursor. */
