@@ -4,7 +4,8 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { TaskStore } from '../src/tasks/store/task-store.js';
 import type { AnyTaskRecord } from '../src/shared/records.js';
-import { UNCERTAIN_FAILURE_TYPE } from '../src/shared/errors.js';
+import { ALREADY_ENDED_FAILURE_TYPE, UNCERTAIN_FAILURE_TYPE } from '../src/shared/errors.js';
+import { TERMINAL_STATUSES } from '../src/shared/task.js';
 import { notResent, type CallWording } from '../src/shared/upstream.js';
 import { retrying, STORE_RETRY_MS } from './retrying.js';
 import { TransportFailure, UpstreamFailure } from './upstream-http.js';
@@ -121,19 +122,31 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(redisSto
       wording: CallWording,
       started: () => Promise<unknown>,
       call: (model: M, signal: AbortSignal, dispatching: Dispatching) => Promise<T>,
-      claim?: () => Promise<void>,
+      opts: { claim?: () => Promise<void>; stored?: AnyTaskRecord | null } = {},
     ): Promise<T> {
       const model = modelOf(task.model);
       const { attempt, isLocal } = Context.current().info;
-      // The Redis mark is awaited before sending, unlike heartbeats, which are throttled and may be lost with the
-      // worker. A local activity asks on every attempt: after its worker died it starts over at attempt 1.
-      if ((attempt > 1 || isLocal) && !model.idempotent && (await store.wasDispatched(task.id))) {
+      // Every attempt asks, the first too: an operator's reset of the workflow starts the call over at
+      // attempt 1 (as does a local activity whose worker died), and the read model is what remembers.
+      const stored = opts.stored !== undefined ? opts.stored : ((await store.get(task.id)) as AnyTaskRecord | null);
+      if (stored && TERMINAL_STATUSES.includes(stored.status)) {
+        throw ApplicationFailure.create({
+          message: `The task already ended ${stored.status}; its ${wording.request} is not sent again.`,
+          type: ALREADY_ENDED_FAILURE_TYPE,
+          nonRetryable: true,
+          details: [stored],
+        });
+      }
+      // The Redis mark is awaited before sending, unlike heartbeats, which are throttled and may be
+      // lost with the worker. Only an attempt after a `running` write can find it set.
+      const mayHaveSent = attempt > 1 || isLocal || stored?.status === 'running';
+      if (mayHaveSent && !model.idempotent && (await store.wasDispatched(task.id))) {
         throw ApplicationFailure.nonRetryable(
           notResent(wording, 'the attempt ended before its answer arrived'),
           UNCERTAIN_FAILURE_TYPE,
         );
       }
-      await claim?.();
+      await opts.claim?.();
       await patient(started);
       return underBudget(
         model,

@@ -12,6 +12,7 @@ import {
   type LocalActivityOptions,
 } from '@temporalio/workflow';
 import {
+  ALREADY_ENDED_FAILURE_TYPE,
   INLINE_BUSY_FAILURE_TYPE,
   TASK_FAILURE_CODES,
   UNCERTAIN_FAILURE_TYPE,
@@ -31,8 +32,20 @@ export function endedByActivity(err: unknown): boolean {
   const cause = err instanceof ActivityFailure ? err.cause : err;
   return (
     cause instanceof ApplicationFailure &&
-    (cause.type === UNCERTAIN_FAILURE_TYPE || (TASK_FAILURE_CODES as readonly string[]).includes(cause.type ?? ''))
+    (cause.type === UNCERTAIN_FAILURE_TYPE ||
+      cause.type === ALREADY_ENDED_FAILURE_TYPE ||
+      (TASK_FAILURE_CODES as readonly string[]).includes(cause.type ?? ''))
   );
+}
+
+/**
+ * The record of a task that had ended before this call (an operator reset its workflow): it stays
+ * the task's outcome, so the read model, the workflow's result and the Web UI agree. Null otherwise.
+ */
+export function endedBefore<R>(err: unknown): R | null {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  if (!(cause instanceof ApplicationFailure) || cause.type !== ALREADY_ENDED_FAILURE_TYPE) return null;
+  return (cause.details?.[0] as R | undefined) ?? null;
 }
 
 /** An inline call that found no free slot: nothing was written or sent (activities/slots.ts). */

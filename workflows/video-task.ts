@@ -30,6 +30,7 @@ import {
   canceledJob,
   cancelable,
   classify,
+  endedBefore,
   endStatus,
   lostAfterSending,
   type Outcome,
@@ -129,8 +130,9 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
     }
   } catch (err) {
     if (err instanceof ContinueAsNew) throw err;
+    const ended = endedBefore<VideoTaskRecord>(err);
     // The owner canceled (POST /v1/videos/{id}/cancel): timers and activities of this scope stop at once.
-    if (canceledByOwner(err)) outcome = await cancelOutcome(input, job);
+    if (!ended && canceledByOwner(err)) outcome = await cancelOutcome(input, job);
     if (err instanceof OverallTimeout) {
       outcome = {
         status: 'failed',
@@ -141,10 +143,12 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
       };
     }
     outcome ??= classify(err);
-    record =
-      outcome.status === 'uncertain'
-        ? { ...record, ...finished(), status: 'uncertain', error: null, uncertain_reason: outcome.error.message }
-        : { ...record, ...finished(), status: 'failed', error: outcome.error };
+    if (ended) record = ended;
+    else
+      record =
+        outcome.status === 'uncertain'
+          ? { ...record, ...finished(), status: 'uncertain', error: null, uncertain_reason: outcome.error.message }
+          : { ...record, ...finished(), status: 'failed', error: outcome.error };
   }
   setEndStatus(record.status);
   // Non-cancellable (no command of its own): a cancel arriving now must not keep the outcome from Redis.

@@ -5,6 +5,7 @@ import type { ImageModel } from '../../src/config.js';
 import type { TaskStore } from '../../src/tasks/store/task-store.js';
 import type { GenerationResult, ImageTaskInput, ImageTaskRecord } from '../../src/shared/image-task.js';
 import { INLINE_BUSY_FAILURE_TYPE } from '../../src/shared/errors.js';
+import { TERMINAL_STATUSES } from '../../src/shared/task.js';
 import { IMAGE_CALL } from '../../src/shared/upstream.js';
 import { WEBHOOK_PENDING } from '../../src/shared/webhook.js';
 import { settle, type Settled } from '../read-model.js';
@@ -52,13 +53,15 @@ export function createActivities({ store, models, providers }: ActivityDeps) {
      */
     async generateImage(input: ImageTaskInput): Promise<ImageDone> {
       const ctx = Context.current();
-      const { attempt, isLocal } = ctx.info;
+      const { isLocal } = ctx.info;
       // An earlier attempt may have recorded its image, then lost its answer (its worker died): that
       // image is the task's result. Asking again would cost a second generation, or for a
-      // non-idempotent upstream end the task uncertain although its image exists. A local activity
-      // (an inline model) starts over at attempt 1 after its worker died, so it always asks.
-      const stored = attempt > 1 || isLocal ? await store.get(input.id) : undefined;
-      if (stored?.status === 'succeeded') return { record: stored, recorded: true, written: false };
+      // non-idempotent upstream end the task uncertain although its image exists. Every attempt
+      // asks: a local activity after its worker died, and any call after an operator reset the
+      // workflow, start over at attempt 1. A task that ended keeps its outcome: nothing is sent.
+      const stored = await store.get(input.id);
+      if (stored && TERMINAL_STATUSES.includes(stored.status))
+        return { record: stored, recorded: true, written: false };
       const slot = slots.get(input.model);
       let release: (() => void) | undefined;
       // An inline call runs now or not at all (a workflow task cannot wait, nor take a cancel while
@@ -78,7 +81,7 @@ export function createActivities({ store, models, providers }: ActivityDeps) {
   /** The attempt itself: `running`, the provider's call, then `succeeded` with the image. */
   async function generate(
     input: ImageTaskInput,
-    stored: ImageTaskRecord | null | undefined,
+    stored: ImageTaskRecord | null,
     claim: () => Promise<void>,
   ): Promise<ImageDone> {
     const base = { id: input.id, kind: 'image' as const, owner: input.owner, model: input.model };
@@ -101,7 +104,7 @@ export function createActivities({ store, models, providers }: ActivityDeps) {
       IMAGE_CALL,
       running,
       (model, signal, dispatching) => providers[model.provider].generate({ input, model, signal, dispatching }),
-      claim,
+      { claim, stored },
     );
     // The fields in the order the workflow wrote them before, so stored JSON keeps its shape.
     const { candidates, ...rest } = result;

@@ -62,6 +62,13 @@ export const UNCERTAIN_FAILURE_TYPE = 'uncertain';
  */
 export const INLINE_BUSY_FAILURE_TYPE = 'inline_busy';
 
+/**
+ * ApplicationFailure type of an upstream call for a task the read model shows ended (an operator
+ * reset a finished task's workflow): nothing is sent, and the stored record (the failure's first
+ * detail) stays the task's outcome.
+ */
+export const ALREADY_ENDED_FAILURE_TYPE = 'already_ended';
+
 export interface ErrorBody {
   code: string;
   message: string;
