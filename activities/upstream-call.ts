@@ -7,6 +7,8 @@ import type { AnyTaskRecord } from '../src/shared/records.js';
 import { ALREADY_ENDED_FAILURE_TYPE, UNCERTAIN_FAILURE_TYPE } from '../src/shared/errors.js';
 import { TERMINAL_STATUSES } from '../src/shared/task.js';
 import { notResent, type CallWording } from '../src/shared/upstream.js';
+import type { Closing, Reach } from '../src/shared/closing.js';
+import type { CancelOrigin } from './cancel-origin.js';
 import { retrying, STORE_RETRY_MS } from './retrying.js';
 import { TransportFailure, UpstreamFailure } from './upstream-http.js';
 
@@ -28,8 +30,11 @@ export interface Timing {
   attempts: number;
 }
 
-/** How far a canceled task's upstream call got (see `reach`). */
-export type Reach = 'not_sent' | 'sent' | 'sent_not_idempotent';
+/** How far a canceled task's upstream call got, and who canceled it (see `reach`). */
+export interface ReachAnswer {
+  reach: Reach;
+  closing: Closing;
+}
 
 /** A terminal record the workflow built without the timing fields gets the ones the attempts stored. */
 export async function keepTiming<R extends AnyTaskRecord>(store: Pick<TaskStore, 'get'>, record: R): Promise<R> {
@@ -54,7 +59,11 @@ interface TaskRef {
 }
 
 /** Upstream calls for the tasks of a worker's `models` (one kind: image or video). */
-export function upstreamCalls<M extends UpstreamModel & { id: string }>(redisStore: DispatchStore, models: M[]) {
+export function upstreamCalls<M extends UpstreamModel & { id: string }>(
+  redisStore: DispatchStore,
+  models: M[],
+  origin: CancelOrigin,
+) {
   // Heartbeats go on while a call waits for Redis, so the wait does not look like a dead worker.
   const patient = <T>(fn: () => Promise<T>) =>
     retrying(fn, STORE_RETRY_MS, () => {
@@ -88,12 +97,14 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(redisSto
     },
 
     /**
-     * Asked (as a local activity) when the owner cancels the task: whether a request was sent
-     * (the Redis dispatch mark), and if so whether the upstream may bill for it regardless.
+     * Asked (as a local activity) when the task is canceled: whether a request was sent (the Redis
+     * dispatch mark), whether the upstream may bill for it regardless, and who asked (its owner or
+     * an operator: Temporal's cancel request says).
      */
-    async reach(task: TaskRef): Promise<Reach> {
-      if (!(await store.wasDispatched(task.id))) return 'not_sent';
-      return byId.get(task.model)?.idempotent ? 'sent' : 'sent_not_idempotent';
+    async reach(task: TaskRef): Promise<ReachAnswer> {
+      const closing = await origin();
+      if (!(await store.wasDispatched(task.id))) return { reach: 'not_sent', closing };
+      return { reach: byId.get(task.model)?.idempotent ? 'sent' : 'sent_not_idempotent', closing };
     },
 
     /**

@@ -75,6 +75,9 @@ export const EnvSchema = z.object({
    * Characters of the prompt shown in the Web UI's workflow summary, which is stored unencrypted: 0 keeps prompts out
    * of history.
    */
+  RECONCILE_EVERY_MS: int(15_000).pipe(
+    z.number().refine((v) => v === 0 || v >= 1000, 'RECONCILE_EVERY_MS is 0 (off) or at least 1000'),
+  ),
   SUMMARY_PROMPT_CHARS: int(0).pipe(
     z.number().max(200, 'SUMMARY_PROMPT_CHARS is at most 200 (the summary is at most 256 bytes)'),
   ),
@@ -345,6 +348,8 @@ export interface Config {
     codecCorsOrigins: string[];
     /** Prompt characters in the workflow summary (plain text in history); 0 = none. */
     summaryPromptChars: number;
+    /** Workers: time between reconciliation rounds (tasks whose workflow closed outside Kiln); 0 = off. */
+    reconcileEveryMs: number;
     /** host:port of the worker's Prometheus endpoint (Temporal SDK runtime); off when unset. */
     workerMetricsAddress?: string;
     tracesExporter: 'none' | 'otlp' | 'console';
@@ -502,6 +507,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         .map((o) => o.trim().replace(/\/+$/, ''))
         .filter(Boolean),
       summaryPromptChars: e.SUMMARY_PROMPT_CHARS,
+      reconcileEveryMs: e.RECONCILE_EVERY_MS,
       ...(e.WORKER_METRICS_ADDRESS ? { workerMetricsAddress: e.WORKER_METRICS_ADDRESS } : {}),
       tracesExporter: e.OTEL_TRACES_EXPORTER,
       ...(e.OTEL_SERVICE_NAME ? { serviceName: e.OTEL_SERVICE_NAME } : {}),

@@ -1,5 +1,9 @@
 // Starts the Temporal workers of one process. Used by src/worker.ts and by the tests.
-import { NativeConnection, Worker, type WorkflowBundleOption } from '@temporalio/worker';
+import { Client } from '@temporalio/client';
+import { NativeConnection, Runtime, Worker, type WorkflowBundleOption } from '@temporalio/worker';
+import type { AnyTaskRecord } from './shared/records.js';
+import { RECONCILE_DEFAULTS, startReconciler } from './tasks/reconcile.js';
+import { cancelOrigin } from '../activities/cancel-origin.js';
 import type { Logger } from 'pino';
 import { createActivities } from '../activities/image/index.js';
 import { GeminiImageProvider } from '../activities/image/gemini.js';
@@ -39,6 +43,10 @@ export interface WorkerOptions {
 export async function startWorkers(config: Config, log: Logger, opts: WorkerOptions = {}) {
   const env = opts.env ?? process.env;
   const connection = await NativeConnection.connect({ address: config.temporal.address });
+  // The worker's own reads of Temporal (who canceled a task; the reconciler's look at closed
+  // workflows) share the workers' connection.
+  const client = new Client({ connection, namespace: config.temporal.namespace, dataConverter: dataConverter(config) });
+  const origin = cancelOrigin(client);
   const redis = connectRedis(config);
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
   const store = createStore(config, redis);
@@ -50,6 +58,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   };
   const activities = createActivities({
     store,
+    origin,
     models: imageModels,
     providers: {
       local: new LocalImageProvider(blobs),
@@ -66,6 +75,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   const videoModels = modelsOfKind(config.models, 'video');
   const video = createVideoActivities({
     store,
+    origin,
     models: videoModels,
     providers: videoProviders(blobs, env),
     configuredKey,
@@ -155,7 +165,14 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   ];
   // Readiness sees this process's workers through the beacon; it goes first on shutdown.
   const beacon = startBeacon(redis, config.redisPrefix, config.temporal.taskQueue);
+  const reconciler = config.ops.reconcileEveryMs
+    ? startReconciler(
+        { temporal: client, store, config, log, reconciled: reconciledCounter() },
+        { ...RECONCILE_DEFAULTS, everyMs: config.ops.reconcileEveryMs },
+      )
+    : null;
   const done = Promise.all(workers.map((w) => w.run())).finally(async () => {
+    await reconciler?.stop();
     await beacon.stop();
     await tracing?.shutdown();
     redis.disconnect();
@@ -164,9 +181,23 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   return {
     done,
     async shutdown() {
+      await reconciler?.stop();
       await beacon.stop();
       for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
       await done;
     },
+  };
+}
+
+/** kiln_tasks_reconciled on the worker's Prometheus endpoint, beside the SDK's metrics. */
+function reconciledCounter() {
+  let counter: ReturnType<Runtime['metricMeter']['createCounter']> | undefined;
+  return (record: AnyTaskRecord, how: string) => {
+    counter ??= Runtime.instance().metricMeter.createCounter(
+      'kiln_tasks_reconciled',
+      'tasks',
+      'Tasks whose workflow closed outside Kiln (terminated, timed out, canceled, failed, gone), ended by reconciliation',
+    );
+    counter.add(1, { kind: record.kind, how, outcome: record.status });
   };
 }

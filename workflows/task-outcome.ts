@@ -20,7 +20,8 @@ import {
 } from '../src/shared/errors.js';
 import { SEARCH_ATTRIBUTES, type TaskStatus } from '../src/shared/task.js';
 import { notResent, type CallWording } from '../src/shared/upstream.js';
-import type { Reach } from '../activities/upstream-call.js';
+import type { ReachAnswer } from '../activities/upstream-call.js';
+import { canceledError, endedBy, type Closing, type Reach } from '../src/shared/closing.js';
 
 export interface Outcome {
   status: 'failed' | 'uncertain';
@@ -115,26 +116,29 @@ export function canceledByOwner(err: unknown): boolean {
 }
 
 /**
- * The owner canceled the task (POST …/cancel): it ends failed / canceled, and the message says
- * whether a non-idempotent upstream may have the request (and may still bill for it).
+ * The task was canceled (its owner through Kiln's API, or an operator in the Web UI or CLI): it ends
+ * failed / canceled, and the message says who, and whether a non-idempotent upstream may have the
+ * request (and may still bill for it). A history from before the answer named who canceled holds
+ * the bare reach: those cancels were the owner's.
  */
-export function canceled(reach: Reach, w: CallWording): Outcome {
-  const how: Record<Reach, string> = {
-    not_sent: `before its ${w.request} was sent: the ${w.upstream} was never called.`,
-    sent: `after its ${w.request} was sent; the ${w.upstream} is idempotent and the call was stopped.`,
-    sent_not_idempotent:
-      `after its ${w.request} was sent: it may have reached the ${w.upstream}, which is not idempotent, ` +
-      `so the work may still be billed.`,
-  };
-  return { status: 'failed', error: { code: 'canceled', message: `Canceled by its owner ${how[reach]}` } };
+export function canceled(answer: Reach | ReachAnswer, w: CallWording): Outcome {
+  const { reach, who } =
+    typeof answer === 'string'
+      ? { reach: answer, who: 'Canceled by its owner' }
+      : { ...answer, who: endedBy(answer.closing) };
+  return { status: 'failed', error: canceledError(who, reach, w) };
 }
 
 /** A video task canceled once the upstream had its job: `stopped` when the upstream agreed to stop it. */
-export function canceledJob(stopped: boolean): Outcome {
+export function canceledJob(answer: boolean | { stopped: boolean; closing: Closing }): Outcome {
+  const { stopped, who } =
+    typeof answer === 'boolean'
+      ? { stopped: answer, who: 'Canceled by its owner' }
+      : { stopped: answer.stopped, who: endedBy(answer.closing) };
   const message = stopped
-    ? 'Canceled by its owner after the upstream had started the job; the upstream was asked to stop it, ' +
+    ? `${who} after the upstream had started the job; the upstream was asked to stop it, ` +
       'but the work done may still be billed.'
-    : 'Canceled by its owner after the upstream had started the job, which may keep running there ' +
+    : `${who} after the upstream had started the job, which may keep running there ` +
       '(Kiln could not ask it to stop): the work may still be billed.';
   return { status: 'failed', error: { code: 'canceled', message } };
 }

@@ -62,7 +62,9 @@ function cancelOutcome(input: VideoTaskWorkflowInput, job: VideoJob | undefined)
       // A model queue without a worker must not hold the task's outcome for long.
       scheduleToCloseTimeout: '1m',
     });
-    return canceledJob(await cancelVideo({ task: input.task, job }).catch(() => false));
+    // Retries ran out: who asked is not known either.
+    const unknown = { stopped: false, closing: { how: 'canceled', by: 'unknown' } } as const;
+    return canceledJob(await cancelVideo({ task: input.task, job }).catch(() => unknown));
   });
 }
 

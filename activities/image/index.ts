@@ -10,11 +10,14 @@ import { IMAGE_CALL } from '../../src/shared/upstream.js';
 import { WEBHOOK_PENDING } from '../../src/shared/webhook.js';
 import { settle, type Settled } from '../read-model.js';
 import { Slots } from '../slots.js';
+import { cancelOrigin, type CancelOrigin } from '../cancel-origin.js';
 import { HEARTBEAT_EVERY_MS, keepTiming, upstreamCalls } from '../upstream-call.js';
 import type { ImageProvider } from './types.js';
 
 export interface ActivityDeps {
   store: TaskStore;
+  /** Who canceled a task (its owner or an operator): read from Temporal. */
+  origin?: CancelOrigin;
   models: ImageModel[];
   providers: Record<ImageModel['provider'], ImageProvider>;
 }
@@ -25,8 +28,8 @@ export interface ImageDone extends Settled {
   recorded: boolean;
 }
 
-export function createActivities({ store, models, providers }: ActivityDeps) {
-  const upstream = upstreamCalls(store, models);
+export function createActivities({ store, models, providers, origin = cancelOrigin(undefined) }: ActivityDeps) {
+  const upstream = upstreamCalls(store, models, origin);
   // Inline models only: the others' concurrency is their activity queue's worker setting.
   const slots = new Map(models.filter((m) => m.inline).map((m) => [m.id, new Slots(m.concurrency)]));
 

@@ -12,11 +12,15 @@ import type {
   VideoTaskRecord,
 } from '../../src/shared/video-task.js';
 import { TERMINAL_STATUSES } from '../../src/shared/task.js';
+import { cancelOrigin, type CancelOrigin } from '../cancel-origin.js';
+import type { Closing } from '../../src/shared/closing.js';
 import { keepTiming, upstreamCalls } from '../upstream-call.js';
 import type { VideoCall, VideoFinished, VideoProvider } from './types.js';
 
 export interface VideoActivityDeps {
   store: TaskStore;
+  /** Who canceled a task (its owner or an operator): read from Temporal. */
+  origin?: CancelOrigin;
   models: VideoModel[];
   providers: Record<VideoModel['provider'], VideoProvider>;
   /** Configured upstream keys (`credential: {env}`), by model id. */
@@ -28,8 +32,14 @@ export interface VideoStep {
   job: VideoJob;
 }
 
-export function createVideoActivities({ store, models, providers, configuredKey }: VideoActivityDeps) {
-  const upstream = upstreamCalls(store, models);
+export function createVideoActivities({
+  store,
+  models,
+  providers,
+  configuredKey,
+  origin = cancelOrigin(undefined),
+}: VideoActivityDeps) {
+  const upstream = upstreamCalls(store, models, origin);
 
   const callOf = (input: VideoTaskInput, model: VideoModel, signal: AbortSignal): VideoCall => {
     const key = upstreamKey(model, input.credential, configuredKey);
@@ -78,13 +88,18 @@ export function createVideoActivities({ store, models, providers, configuredKey 
       return { ...job, timing };
     },
 
-    /** The owner canceled the task: stops the upstream job where the provider has a cancel call. */
-    async cancelVideo({ task, job }: VideoStep): Promise<boolean> {
-      return read(task, async (call, provider) => {
+    /**
+     * The task was canceled: stops the upstream job where the provider has a cancel call (`stopped`),
+     * and says who canceled.
+     */
+    async cancelVideo({ task, job }: VideoStep): Promise<{ stopped: boolean; closing: Closing }> {
+      const closing = await origin();
+      const stopped = await read(task, async (call, provider) => {
         if (!provider.cancel) return false;
         await provider.cancel({ ...call, job });
         return true;
       });
+      return { stopped, closing };
     },
 
     /** One look at the upstream job (a read: safe to retry). */

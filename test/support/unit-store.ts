@@ -85,6 +85,14 @@ export class MemoryStore extends TaskKeys implements TaskStore {
     this.unfinished.delete(id);
   }
 
+  async unfinishedIds(): Promise<{ id: string; since: number }[]> {
+    return [...this.unfinished].map((id) => ({ id, since: 0 }));
+  }
+
+  async lease(): Promise<boolean> {
+    return true;
+  }
+
   async unfinishedCount(): Promise<number> {
     this.check();
     return this.unfinished.size;

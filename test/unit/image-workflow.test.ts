@@ -29,6 +29,9 @@ const caseOf = (id: string) => cases.get(id) ?? expect.unreachable(`no test case
 // The activities as the worker sees them: plain functions, routed to the test that owns the task.
 // They write to an in-memory read model as the real ones write to Redis: generateImage records
 // `running`, then `succeeded` with its image (as activities/image/index.ts does).
+/** Tests here cancel as the owner does, through Kiln's API. */
+const OWNER_CANCEL = { how: 'canceled', by: 'owner' } as const;
+
 const activities: Activities = {
   recordTransition: (r) => caseOf(r.id).store.transition(r),
   recordOutcome: (r) => settle(caseOf(r.id).store, r),
@@ -37,7 +40,10 @@ const activities: Activities = {
     c.calls.mayHaveReachedUpstream++;
     return c.store.wasDispatched(i.id);
   },
-  upstreamReach: async (i) => ((await caseOf(i.id).store.wasDispatched(i.id)) ? 'sent_not_idempotent' : 'not_sent'),
+  upstreamReach: async (i) => ({
+    reach: (await caseOf(i.id).store.wasDispatched(i.id)) ? 'sent_not_idempotent' : 'not_sent',
+    closing: OWNER_CANCEL,
+  }),
   generateImage: async (i) => {
     const c = caseOf(i.id);
     c.calls.generateImage++;

@@ -113,7 +113,7 @@ describe('timing fields', () => {
     await acts.recordVideoTransition({ ...newVideoRecord(task, 'failed'), completed_at: 1_700_000_010, ...job.timing });
     expect(store.records.get(task.id)).toMatchObject({ status: 'failed', ...job.timing });
     // A provider without a cancel call: nothing to stop upstream.
-    expect(await run(1, acts.cancelVideo, { task, job })).toBe(false);
+    expect((await run(1, acts.cancelVideo, { task, job })).stopped).toBe(false);
   });
 });
 
@@ -122,10 +122,10 @@ describe("a cancel's question: how far the upstream call got", () => {
     const { acts, store } = image();
     const once = imageTask('img-once');
     const idem = imageTask('img-idem');
-    expect(await acts.upstreamReach(once)).toBe('not_sent');
+    expect((await acts.upstreamReach(once)).reach).toBe('not_sent');
     await store.markDispatched(once.id, 1);
     await store.markDispatched(idem.id, 1);
-    expect(await acts.upstreamReach(once)).toBe('sent_not_idempotent');
-    expect(await acts.upstreamReach(idem)).toBe('sent');
+    expect((await acts.upstreamReach(once)).reach).toBe('sent_not_idempotent');
+    expect((await acts.upstreamReach(idem)).reach).toBe('sent');
   });
 });

@@ -31,6 +31,9 @@ interface Case {
 const cases = new Map<string, Case>();
 const caseOf = (id: string) => cases.get(id) ?? expect.unreachable(`no test case for ${id}`);
 
+/** Tests here cancel as the owner does, through Kiln's API. */
+const OWNER_CANCEL = { how: 'canceled', by: 'owner' } as const;
+
 const activities: VideoActivities = {
   recordVideoTransition: async (r) => {
     const c = caseOf(r.id);
@@ -42,9 +45,11 @@ const activities: VideoActivities = {
     c.calls.mayHaveReachedUpstream++;
     return c.store.wasDispatched(i.id);
   },
-  videoUpstreamReach: async (i) =>
-    (await caseOf(i.id).store.wasDispatched(i.id)) ? 'sent_not_idempotent' : 'not_sent',
-  cancelVideo: async () => false,
+  videoUpstreamReach: async (i) => ({
+    reach: (await caseOf(i.id).store.wasDispatched(i.id)) ? 'sent_not_idempotent' : 'not_sent',
+    closing: OWNER_CANCEL,
+  }),
+  cancelVideo: async () => ({ stopped: false, closing: OWNER_CANCEL }),
   createVideo: async (i) => {
     const c = caseOf(i.id);
     c.calls.create++;

@@ -151,6 +151,31 @@ export abstract class RedisTaskStore extends TaskKeys {
     return this.runPage([...keys, start, opts.limit, opts.after ?? '', opts.order], owner, kind);
   }
 
+  async lease(name: string, ttlMs: number): Promise<boolean> {
+    return (await this.redis.set(`${this.prefix}lease:{${name}}`, String(process.pid), 'PX', ttlMs, 'NX')) === 'OK';
+  }
+
+  /** One gauge key's reservations in the window, oldest first. */
+  protected async gaugePage(
+    key: string,
+    before: number,
+    after: number | null,
+    limit: number,
+  ): Promise<{ id: string; since: number }[]> {
+    const flat = await this.redis.zrangebyscore(
+      key,
+      after === null ? '-inf' : after,
+      before,
+      'WITHSCORES',
+      'LIMIT',
+      0,
+      limit,
+    );
+    const out: { id: string; since: number }[] = [];
+    for (let i = 0; i < flat.length; i += 2) out.push({ id: flat[i]!, since: Number(flat[i + 1]) });
+    return out;
+  }
+
   async markDispatched(id: string, attempt: number): Promise<void> {
     await this.redis.hset(this.taskKey(id), 'd', attempt);
   }

@@ -95,6 +95,16 @@ export class ClusterTaskStore extends RedisTaskStore implements TaskStore {
     return this.countUnfinished(nowSeconds() - STALE_RESERVATION_SECONDS);
   }
 
+  /** Each shard's oldest, merged: a page holds the overall oldest `limit` of the window. */
+  async unfinishedIds(before: number, after: number | null, limit: number) {
+    const shards = Array.from({ length: UNFINISHED_SHARDS }, (_, n) => this.shardKey(n));
+    const pages = await Promise.all(shards.map((key) => this.gaugePage(key, before, after, limit)));
+    return pages
+      .flat()
+      .sort((a, b) => a.since - b.since || (a.id < b.id ? -1 : 1))
+      .slice(0, limit);
+  }
+
   /** Live reservations over all shards. */
   private async countUnfinished(stale: number): Promise<number> {
     const shards = Array.from({ length: UNFINISHED_SHARDS }, (_, n) => this.shardKey(n));

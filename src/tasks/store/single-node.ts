@@ -53,6 +53,10 @@ export class SingleNodeTaskStore extends RedisTaskStore implements TaskStore {
     return this.redis.zcard(this.unfinishedKey);
   }
 
+  unfinishedIds(before: number, after: number | null, limit: number) {
+    return this.gaugePage(this.unfinishedKey, before, after, limit);
+  }
+
   protected runList(args: (string | number)[]): Promise<unknown> {
     return this.scripts.kilnListBuffer(...args, this.taskKeyPrefix);
   }

@@ -49,6 +49,16 @@ export interface TaskStore {
   reserve(id: string, max: number): Promise<boolean>;
   release(id: string): Promise<void>;
   unfinishedCount(): Promise<number>;
+  /**
+   * Ids holding a place among unfinished tasks since `after` (inclusive: the reservation time a
+   * previous page ended at; null from the start) up to `before` (epoch s), oldest first.
+   */
+  unfinishedIds(before: number, after: number | null, limit: number): Promise<{ id: string; since: number }[]>;
+  /**
+   * A lease on `name` for `ttlMs` across the deployment (SET NX PX): true when this caller got it.
+   * Work that one process at a time should do (a reconciliation round) takes it first.
+   */
+  lease(name: string, ttlMs: number): Promise<boolean>;
 
   /**
    * Public views of `ids` for `owner`, behind a poll limiter that lets one request per `intervalMs`
