@@ -5,6 +5,7 @@
 // once one runs. A finished task is answered unchanged.
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
+import type { Model } from '../config.js';
 import type { TaskStore } from './store/task-store.js';
 import type { ViewText } from './poll.js';
 import { KilnError } from '../shared/errors.js';
@@ -16,6 +17,7 @@ import { notFound as notFoundError, type TaskKind } from './kind.js';
 export interface CancelDeps {
   temporal: Client;
   store: TaskStore;
+  models?: readonly Model[];
 }
 
 /** 202 when a cancel was requested (the task as it is after a short wait), 200 for a finished task. */
@@ -61,8 +63,7 @@ async function find<R extends AnyTaskRecord>(
   id: string,
 ): Promise<R | null> {
   const stored = (await deps.store.get(id).catch(() => null)) as AnyTaskRecord | null;
-  const record =
-    stored ?? (await readFromTemporal({ temporal: deps.temporal, store: deps.store }, k.fallback, owner, [id])).get(id);
+  const record = stored ?? (await readFromTemporal(deps, k.fallback, owner, [id])).get(id);
   return record && record.owner === owner && record.kind === k.kind ? (record as R) : null;
 }
 

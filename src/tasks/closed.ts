@@ -17,7 +17,15 @@ type TaskInput = { task: ImageTaskInput } | { task: VideoTaskInput };
 export type WorkflowEnd =
   | { state: 'running' }
   | { state: 'completed'; record: AnyTaskRecord }
-  | { state: 'closed'; closing: Closing; closedAt: number; kind?: AnyTaskRecord['kind']; input?: TaskInput };
+  | {
+      state: 'closed';
+      closing: Closing;
+      closedAt: number;
+      kind?: AnyTaskRecord['kind'];
+      input?: TaskInput;
+      /** The history shows an upstream call scheduled: the evidence when the read model lost the dispatch mark. */
+      callStarted?: boolean;
+    };
 
 const KIND_OF: Record<string, AnyTaskRecord['kind']> = { imageTaskWorkflow: 'image', videoTaskWorkflow: 'video' };
 
@@ -38,7 +46,25 @@ export async function workflowEnd(temporal: Client, id: string): Promise<Workflo
   const closedAt = Math.floor((d.closeTime ?? new Date()).getTime() / 1000);
   const first = events[0]?.workflowExecutionStartedEventAttributes;
   const input = first?.input?.payloads?.length ? await decodeInput(temporal, first.input.payloads) : undefined;
-  return { state: 'closed', closing: closingOf(status, events), closedAt, kind: KIND_OF[d.type], input };
+  return {
+    state: 'closed',
+    closing: closingOf(status, events),
+    closedAt,
+    kind: KIND_OF[d.type],
+    input,
+    callStarted: callStarted(events, input),
+  };
+}
+
+/** Activities that send the task's request upstream. */
+const UPSTREAM_CALLS = new Set(['generateImage', 'createVideo']);
+
+function callStarted(events: HistoryEvent[], input: TaskInput | undefined): boolean {
+  // An inline model's call leaves no event until it ends: its task counts as called.
+  if ((input as { policy?: { inline?: boolean } } | undefined)?.policy?.inline) return true;
+  // Temporal writes a retried activity's start only with its end: a call still under way when the
+  // workflow closed shows as scheduled alone. Scheduled is the evidence, then: it may have been sent.
+  return events.some((e) => UPSTREAM_CALLS.has(e.activityTaskScheduledEventAttributes?.activityType?.name ?? ''));
 }
 
 type HistoryEvent = NonNullable<
@@ -95,11 +121,9 @@ export async function closedRecord(
   const model = deps.models.find((m) => m.id === base.model);
   // A model no longer configured: its upstream is taken as not idempotent, the careful answer.
   const idempotent = model && 'idempotent' in model ? model.idempotent : false;
-  const reach: Reach = !(await deps.store.wasDispatched(base.id))
-    ? 'not_sent'
-    : idempotent
-      ? 'sent'
-      : 'sent_not_idempotent';
+  // The dispatch mark lives beside the record: without the record, the history is the evidence.
+  const sent = stored ? await deps.store.wasDispatched(base.id) : !!end.callStarted;
+  const reach: Reach = !sent ? 'not_sent' : idempotent ? 'sent' : 'sent_not_idempotent';
   const outcome = closedOutcome(end.closing, reach, base.kind === 'image' ? IMAGE_CALL : VIDEO_CALL);
   const ended =
     base.kind === 'image' ? { finished_at: end.closedAt, candidates: null } : { completed_at: end.closedAt };

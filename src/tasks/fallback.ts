@@ -2,6 +2,8 @@
 // down): Temporal answers, and each record found is written back to Redis. One path for image and
 // video tasks.
 import { WorkflowNotFoundError, type Client, type WorkflowExecutionInfo } from '@temporalio/client';
+import type { Model } from '../config.js';
+import { closedRecord, workflowEnd } from './closed.js';
 import type { TaskStore } from './store/task-store.js';
 import type { ErrorBody } from '../shared/errors.js';
 import { SEARCH_ATTRIBUTES } from '../shared/task.js';
@@ -31,7 +33,7 @@ export interface FallbackKind<R> {
 /** What a listing and a describe both tell of a workflow. */
 type WorkflowInfo = Omit<WorkflowExecutionInfo, 'raw'>;
 
-type FallbackStore = Pick<TaskStore, 'transition' | 'recentlyMissing' | 'rememberMissing'>;
+type FallbackStore = Pick<TaskStore, 'transition' | 'recentlyMissing' | 'rememberMissing' | 'get' | 'wasDispatched'>;
 
 /**
  * The owner's records among `ids`, found with one visibility query and written back to Redis.
@@ -40,7 +42,7 @@ type FallbackStore = Pick<TaskStore, 'transition' | 'recentlyMissing' | 'remembe
  * than failing the whole read.
  */
 export async function readFromTemporal<R extends AnyTaskRecord>(
-  deps: { temporal: Client; store: FallbackStore },
+  deps: { temporal: Client; store: FallbackStore; models?: readonly Model[] },
   kind: FallbackKind<R>,
   owner: string,
   ids: string[],
@@ -56,7 +58,8 @@ export async function readFromTemporal<R extends AnyTaskRecord>(
       const record =
         wf.status.name === 'COMPLETED'
           ? ((await temporal.workflow.getHandle(wf.workflowId).result()) as R | null)
-          : kind.record(factsOf(wf, owner), wf.memo ?? {});
+          : ((wf.status.name !== 'RUNNING' && deps.models && (await truthfulEnd<R>(deps, wf.workflowId))) ??
+            kind.record(factsOf(wf, owner), wf.memo ?? {}));
       if (!record) continue;
       out.set(record.id, record);
       // Only a finished record is written back. Visibility can still say RUNNING for a workflow
@@ -131,4 +134,14 @@ export function endedWithoutResult(temporalStatus: string): ErrorBody {
     code: 'upstream_error',
     message: `The task's workflow ended ${temporalStatus.toLowerCase()} before a result.`,
   };
+}
+
+/** A workflow that closed outside Kiln ends as reconciliation ends it (see closed.ts). */
+async function truthfulEnd<R extends AnyTaskRecord>(
+  deps: { temporal: Client; store: FallbackStore; models?: readonly Model[] },
+  id: string,
+): Promise<R | null> {
+  const end = await workflowEnd(deps.temporal, id);
+  if (end.state !== 'closed') return null;
+  return (await closedRecord({ store: deps.store, models: deps.models ?? [] }, end, null)) as R | null;
 }

@@ -178,7 +178,12 @@ export abstract class TaskService<R extends AnyTaskRecord> {
 
   /** Cancels the caller's unfinished task (202), or answers a finished one unchanged (200). */
   cancel(caller: Caller, id: string): Promise<CancelAnswer> {
-    return cancelTask({ temporal: this.temporal, store: this.store }, this.spec, caller.owner, id);
+    return cancelTask(
+      { temporal: this.temporal, store: this.store, models: this.config.models },
+      this.spec,
+      caller.owner,
+      id,
+    );
   }
 
   /**
@@ -235,7 +240,7 @@ export abstract class TaskService<R extends AnyTaskRecord> {
     }
     if (missing.length === 0) return out;
     // Redis has no record for these ids (lost, or not yet written): Temporal answers, and Redis is repaired.
-    const deps = { temporal: this.temporal, store: this.store };
+    const deps = { temporal: this.temporal, store: this.store, models: this.config.models };
     const found = await readFromTemporal(
       deps,
       this.spec.fallback,

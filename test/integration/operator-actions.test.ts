@@ -111,6 +111,20 @@ describe('terminate (temporal workflow terminate, the Web UI)', () => {
     expect(gemini.requests).toHaveLength(1);
   });
 
+  it('a record Redis then lost is answered the same from Temporal', async () => {
+    gemini.setDefault(delayed(120_000, ok()));
+    const id = await submit('once', 'terminate, then lose the record');
+    await gemini.waitForRequests(1);
+    await temporalCli('workflow', 'terminate', '--workflow-id', id, '--reason', 'then redis lost it');
+    const { task } = await endOf(id, Date.now());
+    expect(task.status).toBe('uncertain');
+    await kiln.api.redis.del(kiln.api.store.taskKey(id));
+    kiln.api.store.finished?.clear();
+    // The dispatch mark went with the record: the history's started call is the evidence now.
+    const again = await api()(`/v1/tasks/${id}`);
+    expect(again.json).toMatchObject({ id, status: 'uncertain', uncertain_reason: task.uncertain_reason, error: null });
+  });
+
   it('sends the webhook of the end', async () => {
     gemini.setDefault(delayed(120_000, ok()));
     const before = receiver.received.length;

@@ -186,6 +186,33 @@ describe(`production drills (redis ${inject('redisMode')})`, () => {
   );
 
   it(
+    'terminate in the upstream call (as from the Web UI): within 60 s a non-idempotent task ends ' +
+      'uncertain (1 call), an idempotent one failed / canceled, naming the operator',
+    async () => {
+      fake.setDefault(delayed(60_000, ok()));
+      const key = newKey();
+      const once = uniq('terminate non-idempotent');
+      nonIdempotentPrompts.push(once);
+      const idem = uniq('terminate idempotent');
+      const onceId = await accepted(bases[0], key, 'g-once', once);
+      const idemId = await accepted(bases[1], key, 'g-idem', idem);
+      await expect.poll(() => fake.callsFor(once).length + fake.callsFor(idem).length, { timeout: 60_000 }).toBe(2);
+      const t0 = Date.now();
+      for (const id of [onceId, idemId]) await client.workflow.getHandle(id).terminate('production drill: terminate');
+      const [onceTask, idemTask] = await waitAllTerminal(bases, key, [onceId, idemId], 60_000);
+      // The reconciliation round (every 15 s) comes after the 10 s grace a new task gets.
+      expect(Date.now() - t0).toBeLessThan(60_000);
+      expect(onceTask.status).toBe('uncertain');
+      expect(onceTask.uncertain_reason).toMatch(/^Terminated by an operator \(.*production drill: terminate\) after/);
+      expect(idemTask.status).toBe('failed');
+      expect(idemTask.error.code).toBe('canceled');
+      expect(idemTask.error.message).toMatch(/^Terminated by an operator .* idempotent/);
+      expect(fake.callsFor(once)).toHaveLength(1);
+      fake.setDefault(ok());
+    },
+  );
+
+  it(
     'kill -9 of an API process with 100 submits in flight: every ' +
       '202 ends terminal, no workflow is left running or accepted',
     async () => {
