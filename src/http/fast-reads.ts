@@ -8,7 +8,7 @@
 // (long-polls), an Origin header, an id with characters outside a task id's, a trailing slash, and
 // every request while tracing is on (spans are Koa's). No Koa insides are used: the app's request
 // listener tries these first and hands the rest to Koa's own `callback()` (src/app.ts).
-import { IncomingMessage, ServerResponse } from 'node:http';
+import { IncomingMessage } from 'node:http';
 import type Koa from 'koa';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
@@ -48,6 +48,16 @@ export interface FastReadDeps {
   lists: FastList[];
 }
 
+/**
+ * What an answer is written with: node:http's ServerResponse (and HTTP/2's) has both. Checking
+ * the response's class instead costs ~60 ns a request (`instanceof ServerResponse` walks a long
+ * prototype chain); the request's class says which protocol it is.
+ */
+export interface Reply {
+  writeHead(status: number, headers: Record<string, string>): unknown;
+  end(body: string | Buffer): unknown;
+}
+
 /** Koa's request listener (`app.callback()`): HTTP/1.1 and HTTP/2 requests alike. */
 export type KoaListener = ReturnType<Koa['callback']>;
 /** What a matched request is answered with: the JSON text, and Retry-After for an unfinished task. */
@@ -71,7 +81,7 @@ const PLAIN_ID = /^[A-Za-z0-9_-]{1,256}$/;
 const JSON_TYPE = 'application/json; charset=utf-8';
 
 /** Answers a request if it is one of the reads above (true); leaves any other untouched (false). */
-export function fastReads(deps: FastReadDeps): (req: IncomingMessage, res: ServerResponse) => boolean {
+export function fastReads(deps: FastReadDeps): (req: IncomingMessage, res: Reply) => boolean {
   return (req, res) => {
     const h = req.headers;
     const matched =
@@ -95,8 +105,7 @@ const ANSWERED = Promise.resolve();
  */
 export function withFastReads(deps: FastReadDeps, koa: KoaListener): KoaListener {
   const fast = fastReads(deps);
-  return (req, res) =>
-    req instanceof IncomingMessage && res instanceof ServerResponse && fast(req, res) ? ANSWERED : koa(req, res);
+  return (req, res) => (req instanceof IncomingMessage && fast(req, res) ? ANSWERED : koa(req, res));
 }
 
 function match({ reads, lists }: FastReadDeps, url: string): Matched | undefined {
@@ -154,7 +163,7 @@ function answer(
   matched: Matched,
   observed: ObservedRequest,
   req: IncomingMessage,
-  res: ServerResponse,
+  res: Reply,
 ): Promise<void> | undefined {
   const { read } = matched;
   const caller = read?.peek && deps.auth.known?.(req.headers.authorization || undefined);
@@ -169,7 +178,7 @@ async function answerLater(
   matched: Matched,
   observed: ObservedRequest,
   req: IncomingMessage,
-  res: ServerResponse,
+  res: Reply,
 ): Promise<void> {
   let status = 200;
   let body: string | Buffer;
@@ -194,7 +203,7 @@ function send(
   { observer }: FastReadDeps,
   route: string,
   observed: ObservedRequest,
-  res: ServerResponse,
+  res: Reply,
   status: number,
   body: string | Buffer,
   retryAfter: string | undefined,
