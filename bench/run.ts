@@ -43,6 +43,8 @@ const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
 /** How long after the last load the settled memory is read. */
 const SETTLE_SECONDS = Number(process.env.BENCH_SETTLE_SECONDS ?? 30);
+/** BENCH_ONLY=reads: only the read scenarios (poll, batch-get, list) with their baselines, and memory. */
+const READS_ONLY = process.env.BENCH_ONLY === 'reads';
 const KEY = 'bench-key-owner-0000000000';
 const OTHER_KEY = 'bench-key-other-0000000000';
 
@@ -115,8 +117,7 @@ async function main() {
   await sleep(2000);
   const idle = { api: apiRss(api.pid!), worker: rssMiB(worker.pid!) };
 
-  // 1. Submit over HTTP vs a raw workflow start of the same workflow and input, in alternating
-  // rounds (the worker runs the started tasks meanwhile; the backlog is drained between rounds).
+  // A task's workflow input, as Kiln starts it: the raw starts of the submit rounds and end to end.
   const input = (id: string) => ({
     task: {
       id,
@@ -128,247 +129,253 @@ async function main() {
     policy: { timeoutMs: 120_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3 },
     activityQueue: modelTaskQueue(config.temporal.taskQueue, 'bench-image'),
   });
-  // What Kiln's start carries for operators: owner and model search attributes (visibility writes)
-  // and the Web UI summary.
-  const operatorViewOptions = {
-    typedSearchAttributes: [
-      { key: SA.owner, value: owner },
-      { key: SA.model, value: 'bench-image' },
-    ],
-    staticSummary: taskSummary('image', 'bench-image', owner, 'bench', config.ops.summaryPromptChars),
-  };
-  const rawStart = (operatorView: boolean) => () => {
-    const id = `task_${randomBytes(16).toString('hex')}`;
-    return client.workflow.start('imageTaskWorkflow', {
-      workflowId: id,
-      taskQueue: config.temporal.taskQueue,
-      args: [input(id)],
-      ...(operatorView ? operatorViewOptions : {}),
-    });
-  };
-  const submitKinds = {
-    submit: () =>
-      load({
-        url: `${base}/v1beta/models/bench-image:generateContent`,
-        method: 'POST',
-        headers: auth,
-        body: submitBody,
-        connections: 16,
-        seconds: SECONDS,
-      }),
-    raw: () => loop(16, SECONDS, rawStart(false)),
-    rawKiln: () => loop(16, SECONDS, rawStart(true)),
-  };
-  const submitResults: Record<keyof typeof submitKinds, LoadResult[]> = { submit: [], raw: [], rawKiln: [] };
-  const order = Object.keys(submitKinds) as (keyof typeof submitKinds)[];
-  for (let round = 0; round < ROUNDS; round++) {
-    // Each round starts with the next kind: a place in the round (the server's SQLite checkpoints,
-    // the host's moods) favours no kind over the run.
-    for (let i = 0; i < order.length; i++) {
-      const kind = order[(round + i) % order.length];
-      const r = await submitKinds[kind]();
-      submitted += Math.round(r.rps * SECONDS);
-      submitResults[kind].push(r);
-      await drain();
+  // BENCH_ONLY=reads skips the task rows (submit, batch against the minimal workflow).
+  if (!READS_ONLY) {
+    // 1. Submit over HTTP vs a raw workflow start of the same workflow and input, in alternating
+    // rounds (the worker runs the started tasks meanwhile; the backlog is drained between rounds).
+    // What Kiln's start carries for operators: owner and model search attributes (visibility writes)
+    // and the Web UI summary.
+    const operatorViewOptions = {
+      typedSearchAttributes: [
+        { key: SA.owner, value: owner },
+        { key: SA.model, value: 'bench-image' },
+      ],
+      staticSummary: taskSummary('image', 'bench-image', owner, 'bench', config.ops.summaryPromptChars),
+    };
+    const rawStart = (operatorView: boolean) => () => {
+      const id = `task_${randomBytes(16).toString('hex')}`;
+      return client.workflow.start('imageTaskWorkflow', {
+        workflowId: id,
+        taskQueue: config.temporal.taskQueue,
+        args: [input(id)],
+        ...(operatorView ? operatorViewOptions : {}),
+      });
+    };
+    const submitKinds = {
+      submit: () =>
+        load({
+          url: `${base}/v1beta/models/bench-image:generateContent`,
+          method: 'POST',
+          headers: auth,
+          body: submitBody,
+          connections: 16,
+          seconds: SECONDS,
+        }),
+      raw: () => loop(16, SECONDS, rawStart(false)),
+      rawKiln: () => loop(16, SECONDS, rawStart(true)),
+    };
+    const submitResults: Record<keyof typeof submitKinds, LoadResult[]> = { submit: [], raw: [], rawKiln: [] };
+    const order = Object.keys(submitKinds) as (keyof typeof submitKinds)[];
+    for (let round = 0; round < ROUNDS; round++) {
+      // Each round starts with the next kind: a place in the round (the server's SQLite checkpoints,
+      // the host's moods) favours no kind over the run.
+      for (let i = 0; i < order.length; i++) {
+        const kind = order[(round + i) % order.length];
+        const r = await submitKinds[kind]();
+        submitted += Math.round(r.rps * SECONDS);
+        submitResults[kind].push(r);
+        await drain();
+      }
     }
-  }
-  const { submit: subs, raw: raws, rawKiln: rawKilns } = submitResults;
-  rows.push({
-    what: 'submit (16 connections)',
-    kiln: median(subs),
-    base: median(raws),
-    baseName: 'raw client.workflow.start',
-    ratioText: roundRatios(subs, raws),
-  });
-  rows.push({
-    what: 'submit (16 connections), against the start Kiln makes',
-    kiln: median(subs),
-    base: median(rawKilns),
-    baseName: "raw client.workflow.start with Kiln's search attributes and summary",
-    ratioText: roundRatios(subs, rawKilns),
-  });
+    const { submit: subs, raw: raws, rawKiln: rawKilns } = submitResults;
+    rows.push({
+      what: 'submit (16 connections)',
+      kiln: median(subs),
+      base: median(raws),
+      baseName: 'raw client.workflow.start',
+      ratioText: roundRatios(subs, raws),
+    });
+    rows.push({
+      what: 'submit (16 connections), against the start Kiln makes',
+      kiln: median(subs),
+      base: median(rawKilns),
+      baseName: "raw client.workflow.start with Kiln's search attributes and summary",
+      ratioText: roundRatios(subs, rawKilns),
+    });
 
-  // 1b. A batch of tasks through Kiln, first submit to all terminal in the read model, vs the least
-  // a task can cost on this Temporal server: a workflow that runs one activity on its own queue and
-  // returns (bench/minimal: its own worker process and bundle, not in Kiln's). Rounds alternate;
-  // the median of each is reported.
-  const minimalWorker = spawnTs('bench/minimal/worker.ts', {
-    TEMPORAL_ADDRESS: temporal.url,
-    MINIMAL_QUEUE: 'bench-min',
-  });
-  // Pinned, the minimal worker takes Kiln's worker's core, not the driver's it was started from.
-  if (pinned) pinRoles({ worker: { tree: [minimalWorker.pid!], cpu: 0 } });
-  // `operatorView`: started with what Kiln's start carries for operators (above).
-  // `local`: the same activity as a local activity (a marker in history, no activity task): the
-  // shape issue 12 weighs for the upstream call, measured here before Kiln takes it.
-  const startMinimal = (operatorView = false, local = false) =>
-    client.workflow.start(local ? 'minimalLocalWorkflow' : 'minimalBaselineWorkflow', {
-      workflowId: `min_${randomBytes(16).toString('hex')}`,
-      taskQueue: 'bench-min',
-      args: local ? [] : ['bench-min.act'],
-      ...(operatorView ? operatorViewOptions : {}),
+    // 1b. A batch of tasks through Kiln, first submit to all terminal in the read model, vs the least
+    // a task can cost on this Temporal server: a workflow that runs one activity on its own queue and
+    // returns (bench/minimal: its own worker process and bundle, not in Kiln's). Rounds alternate;
+    // the median of each is reported.
+    const minimalWorker = spawnTs('bench/minimal/worker.ts', {
+      TEMPORAL_ADDRESS: temporal.url,
+      MINIMAL_QUEUE: 'bench-min',
     });
-  // Waits for its worker; warms it up.
-  for (let i = 0; i < 20; i++)
-    await Promise.all([(await startMinimal()).result(), (await startMinimal(false, true)).result()]);
-  /** `n` items handed out to `callers` concurrent loops; resolves when every call has returned. */
-  const fanOut = async <T>(n: number, callers: number, fn: () => Promise<T>): Promise<T[]> => {
-    const out: T[] = [];
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: callers }, async () => {
-        while (next++ < n) out.push(await fn());
-      }),
-    );
-    return out;
-  };
-  const minimalRound = async (operatorView = false, local = false) => {
-    const t = performance.now();
-    const handles = await fanOut(BATCH, 16, () => startMinimal(operatorView, local));
-    await Promise.all(handles.map((h) => h.result()));
-    return performance.now() - t;
-  };
-  const kilnRound = async (model = 'bench-image') => {
-    const t = performance.now();
-    await fanOut(BATCH, 16, () => submitOne(KEY, model));
-    while ((await store.unfinishedCount()) > 0) await sleep(5);
-    return performance.now() - t;
-  };
-  // Where each round's CPU goes, by process: on a machine this size the time of a batch is its CPU.
-  const cpuRoles: Record<string, CpuRole> = {
-    'Temporal server': serverRole,
-    Redis: redisRole,
-    'Kiln API': { tree: [api.pid!] },
-    'Kiln worker': { tree: [worker.pid!] },
-    'minimal worker': { tree: [minimalWorker.pid!] },
-    'bench driver': { pid: process.pid },
-  };
-  const cpuPerTask: Record<
-    'kiln' | 'kilnInline' | 'minimal' | 'minimalView' | 'minimalLocal',
-    Record<string, number>[]
-  > = {
-    kiln: [],
-    kilnInline: [],
-    minimal: [],
-    minimalView: [],
-    minimalLocal: [],
-  };
-  // The worker that ran the round, by thread: where a task's worker CPU goes, Kiln's and the SDK's.
-  const threadPerTask: Record<'kiln' | 'minimal', Record<string, number>[]> = { kiln: [], minimal: [] };
-  const perTask = (before: Record<string, number>, after: Record<string, number>) =>
-    Object.fromEntries(Object.keys(after).map((k) => [k, (after[k] - before[k]) / BATCH]));
-  const measured = async (kind: keyof typeof cpuPerTask, round: () => Promise<number>) => {
-    const threadsOf = kind === 'kiln' ? worker.pid! : kind === 'minimal' ? minimalWorker.pid! : null;
-    const before = cpuByRole(cpuRoles);
-    const threadsBefore = threadsOf ? readThreads(threadsOf) : null;
-    const ms = await round();
-    const after = cpuByRole(cpuRoles);
-    if (threadsOf && threadsBefore) {
-      const split = threadSplit(threadsOf, threadsBefore, readThreads(threadsOf));
-      threadPerTask[kind as 'kiln' | 'minimal'].push(
-        Object.fromEntries(Object.entries(split).map(([k, v]) => [k, v / BATCH])),
+    // Pinned, the minimal worker takes Kiln's worker's core, not the driver's it was started from.
+    if (pinned) pinRoles({ worker: { tree: [minimalWorker.pid!], cpu: 0 } });
+    // `operatorView`: started with what Kiln's start carries for operators (above).
+    // `local`: the same activity as a local activity (a marker in history, no activity task): the
+    // shape issue 12 weighs for the upstream call, measured here before Kiln takes it.
+    const startMinimal = (operatorView = false, local = false) =>
+      client.workflow.start(local ? 'minimalLocalWorkflow' : 'minimalBaselineWorkflow', {
+        workflowId: `min_${randomBytes(16).toString('hex')}`,
+        taskQueue: 'bench-min',
+        args: local ? [] : ['bench-min.act'],
+        ...(operatorView ? operatorViewOptions : {}),
+      });
+    // Waits for its worker; warms it up.
+    for (let i = 0; i < 20; i++)
+      await Promise.all([(await startMinimal()).result(), (await startMinimal(false, true)).result()]);
+    /** `n` items handed out to `callers` concurrent loops; resolves when every call has returned. */
+    const fanOut = async <T>(n: number, callers: number, fn: () => Promise<T>): Promise<T[]> => {
+      const out: T[] = [];
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: callers }, async () => {
+          while (next++ < n) out.push(await fn());
+        }),
       );
+      return out;
+    };
+    const minimalRound = async (operatorView = false, local = false) => {
+      const t = performance.now();
+      const handles = await fanOut(BATCH, 16, () => startMinimal(operatorView, local));
+      await Promise.all(handles.map((h) => h.result()));
+      return performance.now() - t;
+    };
+    const kilnRound = async (model = 'bench-image') => {
+      const t = performance.now();
+      await fanOut(BATCH, 16, () => submitOne(KEY, model));
+      while ((await store.unfinishedCount()) > 0) await sleep(5);
+      return performance.now() - t;
+    };
+    // Where each round's CPU goes, by process: on a machine this size the time of a batch is its CPU.
+    const cpuRoles: Record<string, CpuRole> = {
+      'Temporal server': serverRole,
+      Redis: redisRole,
+      'Kiln API': { tree: [api.pid!] },
+      'Kiln worker': { tree: [worker.pid!] },
+      'minimal worker': { tree: [minimalWorker.pid!] },
+      'bench driver': { pid: process.pid },
+    };
+    const cpuPerTask: Record<
+      'kiln' | 'kilnInline' | 'minimal' | 'minimalView' | 'minimalLocal',
+      Record<string, number>[]
+    > = {
+      kiln: [],
+      kilnInline: [],
+      minimal: [],
+      minimalView: [],
+      minimalLocal: [],
+    };
+    // The worker that ran the round, by thread: where a task's worker CPU goes, Kiln's and the SDK's.
+    const threadPerTask: Record<'kiln' | 'minimal', Record<string, number>[]> = { kiln: [], minimal: [] };
+    const perTask = (before: Record<string, number>, after: Record<string, number>) =>
+      Object.fromEntries(Object.keys(after).map((k) => [k, (after[k] - before[k]) / BATCH]));
+    const measured = async (kind: keyof typeof cpuPerTask, round: () => Promise<number>) => {
+      const threadsOf = kind === 'kiln' ? worker.pid! : kind === 'minimal' ? minimalWorker.pid! : null;
+      const before = cpuByRole(cpuRoles);
+      const threadsBefore = threadsOf ? readThreads(threadsOf) : null;
+      const ms = await round();
+      const after = cpuByRole(cpuRoles);
+      if (threadsOf && threadsBefore) {
+        const split = threadSplit(threadsOf, threadsBefore, readThreads(threadsOf));
+        threadPerTask[kind as 'kiln' | 'minimal'].push(
+          Object.fromEntries(Object.entries(split).map(([k, v]) => [k, v / BATCH])),
+        );
+      }
+      cpuPerTask[kind].push(perTask(before, after));
+      return ms;
+    };
+    const minimalMs: number[] = [];
+    const minimalViewMs: number[] = [];
+    const minimalLocalMs: number[] = [];
+    const kilnMs: number[] = [];
+    const kilnInlineMs: number[] = [];
+    const inlineRound = () => kilnRound('bench-image-inline');
+    // One round of each first, not measured: until the drain waited for raw starts, the first batch
+    // ran beside the submit rounds' backlog (1.7-3x slower); it stays as the minimal worker's and the
+    // inline path's warm-up.
+    await minimalRound();
+    await kilnRound();
+    await inlineRound();
+    submitted += 2 * BATCH;
+    for (let round = 0; round < 3; round++) {
+      minimalMs.push(await measured('minimal', () => minimalRound()));
+      kilnMs.push(await measured('kiln', () => kilnRound()));
+      kilnInlineMs.push(await measured('kilnInline', inlineRound));
+      minimalViewMs.push(await measured('minimalView', () => minimalRound(true)));
+      minimalLocalMs.push(await measured('minimalLocal', () => minimalRound(false, true)));
     }
-    cpuPerTask[kind].push(perTask(before, after));
-    return ms;
-  };
-  const minimalMs: number[] = [];
-  const minimalViewMs: number[] = [];
-  const minimalLocalMs: number[] = [];
-  const kilnMs: number[] = [];
-  const kilnInlineMs: number[] = [];
-  const inlineRound = () => kilnRound('bench-image-inline');
-  // One round of each first, not measured: until the drain waited for raw starts, the first batch
-  // ran beside the submit rounds' backlog (1.7-3x slower); it stays as the minimal worker's and the
-  // inline path's warm-up.
-  await minimalRound();
-  await kilnRound();
-  await inlineRound();
-  submitted += 2 * BATCH;
-  for (let round = 0; round < 3; round++) {
-    minimalMs.push(await measured('minimal', () => minimalRound()));
-    kilnMs.push(await measured('kiln', () => kilnRound()));
-    kilnInlineMs.push(await measured('kilnInline', inlineRound));
-    minimalViewMs.push(await measured('minimalView', () => minimalRound(true)));
-    minimalLocalMs.push(await measured('minimalLocal', () => minimalRound(false, true)));
+    submitted += 6 * BATCH;
+    minimalWorker.kill('SIGTERM');
+    const [kilnBatch, kilnInlineBatch, minimalBatch, minimalViewBatch, minimalLocalBatch] = [
+      kilnMs,
+      kilnInlineMs,
+      minimalMs,
+      minimalViewMs,
+      minimalLocalMs,
+    ].map((ms) => pct(ms, 50));
+    const roundsOf = (ms: number[]) => `rounds ${ms.map((m) => fmt(m, 0)).join(', ')}`;
+    const batchWhat = `${BATCH} tasks, first submit → all terminal in Redis (16 callers, median of 3)`;
+    const batchKiln = `${fmt(kilnBatch, 0)} ms (${fmt(BATCH / (kilnBatch / 1000), 0)} tasks/s; ${roundsOf(kilnMs)})`;
+    const minimalName =
+      'minimal workflow (one activity on its own queue), started by client.workflow.start, all results';
+    rows.push({
+      what: batchWhat,
+      kiln: batchKiln,
+      base: `${fmt(minimalBatch, 0)} ms (${roundsOf(minimalMs)})`,
+      baseName: minimalName,
+      ratioText: `time ${fmt(kilnBatch / minimalBatch, 2)}×`,
+    });
+    rows.push({
+      what: `${batchWhat}, against the minimal workflow started as Kiln starts a task`,
+      kiln: batchKiln,
+      base: `${fmt(minimalViewBatch, 0)} ms (${roundsOf(minimalViewMs)})`,
+      baseName: `${minimalName}; started with Kiln's search attributes and summary`,
+      ratioText: `time ${fmt(kilnBatch / minimalViewBatch, 2)}×`,
+    });
+    rows.push({
+      what: `${batchWhat}, on an inline model (its call a local activity: 6 history events, one workflow task)`,
+      kiln: `${fmt(kilnInlineBatch, 0)} ms (${fmt(BATCH / (kilnInlineBatch / 1000), 0)} tasks/s; ${roundsOf(kilnInlineMs)})`,
+      base: `${fmt(minimalBatch, 0)} ms`,
+      baseName: minimalName,
+      ratioText: `time ${fmt(kilnInlineBatch / minimalBatch, 2)}×`,
+    });
+    rows.push({
+      what: `${BATCH} minimal workflows whose activity is a local activity (6 history events, one workflow task)`,
+      kiln: '',
+      base: `${fmt(minimalLocalBatch, 0)} ms (${roundsOf(minimalLocalMs)})`,
+      baseName: 'against the minimal workflow above',
+      ratioText: `time ${fmt(minimalLocalBatch / minimalBatch, 2)}×`,
+    });
+    /** Median CPU per task of each part over `rounds`, and their sum. */
+    const cpuOf = (kind: keyof typeof cpuPerTask, rounds: Record<string, number>[] = cpuPerTask[kind]) => {
+      const roles = Object.keys(rounds[0]);
+      const med = Object.fromEntries(
+        roles.map((r) => [
+          r,
+          pct(
+            rounds.map((c) => c[r]),
+            50,
+          ),
+        ]),
+      );
+      const total = Object.values(med).reduce((a, b) => a + b, 0);
+      const parts = roles.filter((r) => med[r] >= 0.05).map((r) => `${r} ${fmt(med[r])}`);
+      return { total, text: `${fmt(total)} ms (${parts.join(', ')})` };
+    };
+    const [kilnCpu, kilnInlineCpu, minimalCpu, minimalViewCpu, minimalLocalCpu] = [
+      cpuOf('kiln'),
+      cpuOf('kilnInline'),
+      cpuOf('minimal'),
+      cpuOf('minimalView'),
+      cpuOf('minimalLocal'),
+    ];
+    rows.push({
+      what: 'CPU per task in those rounds, by process (ms, /proc, median of 3; idle processes count their background)',
+      kiln: kilnCpu.text,
+      note: `Kiln on an inline model: ${kilnInlineCpu.text}; minimal: ${minimalCpu.text}; minimal started as Kiln starts a task: ${minimalViewCpu.text}; minimal with a local activity: ${minimalLocalCpu.text}`,
+      ratioText: `CPU ${fmt(kilnCpu.total / minimalCpu.total, 2)}× / ${fmt(kilnCpu.total / minimalViewCpu.total, 2)}×`,
+    });
+    const [kilnThreads, minimalThreads] = [cpuOf('kiln', threadPerTask.kiln), cpuOf('minimal', threadPerTask.minimal)];
+    rows.push({
+      what: "the worker's CPU per task in those rounds, by thread (workflow thread: the SDK's sandbox; other Node threads: V8's GC and compiler helpers, libuv's pool; exited threads: the sandbox's watchdogs)",
+      kiln: `Kiln worker: ${kilnThreads.text}`,
+      note: `minimal worker: ${minimalThreads.text}`,
+      ratioText: `CPU ${fmt(kilnThreads.total / minimalThreads.total, 2)}×`,
+    });
   }
-  submitted += 6 * BATCH;
-  minimalWorker.kill('SIGTERM');
-  const [kilnBatch, kilnInlineBatch, minimalBatch, minimalViewBatch, minimalLocalBatch] = [
-    kilnMs,
-    kilnInlineMs,
-    minimalMs,
-    minimalViewMs,
-    minimalLocalMs,
-  ].map((ms) => pct(ms, 50));
-  const roundsOf = (ms: number[]) => `rounds ${ms.map((m) => fmt(m, 0)).join(', ')}`;
-  const batchWhat = `${BATCH} tasks, first submit → all terminal in Redis (16 callers, median of 3)`;
-  const batchKiln = `${fmt(kilnBatch, 0)} ms (${fmt(BATCH / (kilnBatch / 1000), 0)} tasks/s; ${roundsOf(kilnMs)})`;
-  const minimalName = 'minimal workflow (one activity on its own queue), started by client.workflow.start, all results';
-  rows.push({
-    what: batchWhat,
-    kiln: batchKiln,
-    base: `${fmt(minimalBatch, 0)} ms (${roundsOf(minimalMs)})`,
-    baseName: minimalName,
-    ratioText: `time ${fmt(kilnBatch / minimalBatch, 2)}×`,
-  });
-  rows.push({
-    what: `${batchWhat}, against the minimal workflow started as Kiln starts a task`,
-    kiln: batchKiln,
-    base: `${fmt(minimalViewBatch, 0)} ms (${roundsOf(minimalViewMs)})`,
-    baseName: `${minimalName}; started with Kiln's search attributes and summary`,
-    ratioText: `time ${fmt(kilnBatch / minimalViewBatch, 2)}×`,
-  });
-  rows.push({
-    what: `${batchWhat}, on an inline model (its call a local activity: 6 history events, one workflow task)`,
-    kiln: `${fmt(kilnInlineBatch, 0)} ms (${fmt(BATCH / (kilnInlineBatch / 1000), 0)} tasks/s; ${roundsOf(kilnInlineMs)})`,
-    base: `${fmt(minimalBatch, 0)} ms`,
-    baseName: minimalName,
-    ratioText: `time ${fmt(kilnInlineBatch / minimalBatch, 2)}×`,
-  });
-  rows.push({
-    what: `${BATCH} minimal workflows whose activity is a local activity (6 history events, one workflow task)`,
-    kiln: '',
-    base: `${fmt(minimalLocalBatch, 0)} ms (${roundsOf(minimalLocalMs)})`,
-    baseName: 'against the minimal workflow above',
-    ratioText: `time ${fmt(minimalLocalBatch / minimalBatch, 2)}×`,
-  });
-  /** Median CPU per task of each part over `rounds`, and their sum. */
-  const cpuOf = (kind: keyof typeof cpuPerTask, rounds: Record<string, number>[] = cpuPerTask[kind]) => {
-    const roles = Object.keys(rounds[0]);
-    const med = Object.fromEntries(
-      roles.map((r) => [
-        r,
-        pct(
-          rounds.map((c) => c[r]),
-          50,
-        ),
-      ]),
-    );
-    const total = Object.values(med).reduce((a, b) => a + b, 0);
-    const parts = roles.filter((r) => med[r] >= 0.05).map((r) => `${r} ${fmt(med[r])}`);
-    return { total, text: `${fmt(total)} ms (${parts.join(', ')})` };
-  };
-  const [kilnCpu, kilnInlineCpu, minimalCpu, minimalViewCpu, minimalLocalCpu] = [
-    cpuOf('kiln'),
-    cpuOf('kilnInline'),
-    cpuOf('minimal'),
-    cpuOf('minimalView'),
-    cpuOf('minimalLocal'),
-  ];
-  rows.push({
-    what: 'CPU per task in those rounds, by process (ms, /proc, median of 3; idle processes count their background)',
-    kiln: kilnCpu.text,
-    note: `Kiln on an inline model: ${kilnInlineCpu.text}; minimal: ${minimalCpu.text}; minimal started as Kiln starts a task: ${minimalViewCpu.text}; minimal with a local activity: ${minimalLocalCpu.text}`,
-    ratioText: `CPU ${fmt(kilnCpu.total / minimalCpu.total, 2)}× / ${fmt(kilnCpu.total / minimalViewCpu.total, 2)}×`,
-  });
-  const [kilnThreads, minimalThreads] = [cpuOf('kiln', threadPerTask.kiln), cpuOf('minimal', threadPerTask.minimal)];
-  rows.push({
-    what: "the worker's CPU per task in those rounds, by thread (workflow thread: the SDK's sandbox; other Node threads: V8's GC and compiler helpers, libuv's pool; exited threads: the sandbox's watchdogs)",
-    kiln: `Kiln worker: ${kilnThreads.text}`,
-    note: `minimal worker: ${minimalThreads.text}`,
-    ratioText: `CPU ${fmt(kilnThreads.total / minimalThreads.total, 2)}×`,
-  });
 
   const finish = async () => {
     await sleep(2000);
@@ -523,6 +530,9 @@ async function main() {
       });
     }
   }
+
+  // BENCH_ONLY=reads: the read scenarios and their baselines, then memory.
+  if (READS_ONLY) return finish();
 
   // List flatness: the same page size from owners with 10,000, 100 and 10 tasks, in alternating
   // rounds too (one round each moved the 10,000-vs-100 ratio between 0.86 and 1.03 across runs).
@@ -679,7 +689,7 @@ function report(rows: Row[], o: { seconds: number; pinned: boolean }) {
     .toString()
     .match(/v=(\S+)/)?.[1];
   const lines = [
-    `Run: \`npm run bench\` (BENCH_SECONDS=${o.seconds}, BENCH_ROUNDS=${ROUNDS}, BENCH_TASKS=${TOTAL_TASKS}) on ${new Date().toISOString()}`,
+    `Run: \`npm run bench\` (BENCH_SECONDS=${o.seconds}, BENCH_ROUNDS=${ROUNDS}, BENCH_TASKS=${TOTAL_TASKS}${READS_ONLY ? ', BENCH_ONLY=reads' : ''}) on ${new Date().toISOString()}`,
     `Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${fmt(totalmem() / 2 ** 30)} GiB; ` +
       `Node ${process.version}; ${temporalVersion}; redis-server ${redisVersion}`,
     o.pinned

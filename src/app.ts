@@ -13,7 +13,7 @@ import { imageRoutes, TASKS, type ImageRouteDeps } from './image/routes.js';
 import { commonRoutes, type CommonRouteDeps } from './http/common-routes.js';
 import { codecCors, codecRoutes, type CodecDeps } from './http/codec-routes.js';
 import { consoleStatic, type ConsoleOptions } from './http/console.js';
-import { withFastReads } from './http/fast-reads.js';
+import { withFastReads, type FastReadDeps, type KoaListener } from './http/fast-reads.js';
 import { fastList, fastPoll } from './tasks/routes.js';
 import { observe, requestObserver } from './http/observe.js';
 import { opsRoutes, type OpsDeps } from './http/ops-routes.js';
@@ -45,8 +45,22 @@ export type KilnApp = Koa & {
   readonly operations: readonly RouteDef[];
 };
 
+/**
+ * Koa whose request listener answers polls and list pages first, below Koa (src/http/fast-reads.ts),
+ * and hands every other request to Koa's own. `listen` serves with it too (it calls `callback()`).
+ */
+class FastReadsKoa extends Koa {
+  /** Set once the routes are built; unset (tracing on), every request is Koa's. */
+  fastReads?: FastReadDeps;
+
+  override callback(): KoaListener {
+    const koa = super.callback();
+    return this.fastReads ? withFastReads(this.fastReads, koa) : koa;
+  }
+}
+
 export function buildApp(deps: AppDeps): KilnApp {
-  const app = new Koa({ proxy: true });
+  const app = new FastReadsKoa({ proxy: true });
   app.silent = true;
   const observer = requestObserver({ log: deps.log, metrics: deps.ops?.metrics, stopping: deps.ops?.stopping });
   const tracer = deps.ops?.tracer;
@@ -81,16 +95,12 @@ export function buildApp(deps: AppDeps): KilnApp {
   app.use(router.allowedMethods());
   // Polls and list pages below Koa (src/http/fast-reads.ts); with tracing on, every request is Koa's.
   if (!tracer) {
-    const koa = app.callback.bind(app);
     const reads = [
       fastPoll(TASKS, deps.tasks, deps.pollAfterSeconds),
       fastPoll(VIDEOS, deps.videos, deps.pollAfterSeconds),
     ];
     const lists = [fastList(TASKS, deps.tasks), fastList(VIDEOS, deps.videos)];
-    // Kiln listens with node:http (HTTP/1.1), never http2: the listener's requests are IncomingMessages.
-    type KoaListener = ReturnType<typeof koa>;
-    app.callback = () =>
-      withFastReads({ auth: inner, observer, log: deps.log, reads, lists }, koa() as never) as unknown as KoaListener;
+    app.fastReads = { auth: inner, observer, log: deps.log, reads, lists };
   }
   return Object.assign(app, { router, operations });
 }

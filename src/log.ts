@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import { currentRequest } from './ops/request-context.js';
 
@@ -22,21 +23,25 @@ export function createLogger(
   /** Where JSON lines go instead of stdout (tests read them back). */
   to?: DestinationStream,
 ): Logger {
+  // JSON lines go to a stream made here (pino's own default is the same: fd 1, asynchronous), so
+  // the request line writer below can write to it too.
   const destination =
-    format === 'json' && to
-      ? to
-      : format === 'json' && bufferBytes > 0
-        ? pino.destination({
-            dest: 1,
-            sync: false,
-            minLength: bufferBytes,
-            maxWrite: PIPE_ATOMIC_BYTES,
-            periodicFlush: 250,
-          })
-        : undefined;
+    format !== 'json'
+      ? undefined
+      : (to ??
+        pino.destination({
+          dest: 1,
+          sync: false,
+          ...(bufferBytes > 0
+            ? { minLength: bufferBytes, maxWrite: PIPE_ATOMIC_BYTES, periodicFlush: 250 }
+            : { minLength: 0 }),
+        }));
+  // pino's default base, stated here: the request line writer writes the same.
+  const base = { pid: process.pid, hostname: hostname() };
   const options: LoggerOptions = {
     name,
     level,
+    base,
     // Pretty output is for `npm run dev` (LOG_FORMAT=pretty); production logs stay one JSON object a line.
     ...(format === 'pretty'
       ? {
@@ -70,12 +75,12 @@ export function createLogger(
     },
   };
   const logger = destination ? pino(options, destination) : pino(options);
-  if (format === 'json') plainJson.add(logger);
+  if (destination) {
+    const bindings = `,"pid":${base.pid},"hostname":${str(base.hostname)},"name":${str(name)}`;
+    requestLines.set(logger, lineWriter(destination, `{"level":${logger.levels.values.info},"time":`, bindings));
+  }
   return logger;
 }
-
-/** Loggers whose lines are pino's default JSON: level, time, bindings, fields, msg (createLogger). */
-const plainJson = new WeakSet<Logger>();
 
 /** The fields of a request's line, in the order they are written. */
 export interface RequestLine {
@@ -88,21 +93,26 @@ export interface RequestLine {
   owner?: string;
 }
 
+type LineWriter = (line: RequestLine) => void;
+
+/** The request line writer of each JSON logger createLogger made (not of its children). */
+const requestLines = new WeakMap<Logger, LineWriter>();
+
 const str = JSON.stringify;
 
 /**
- * Writes a request's info line as `log.info(fields, 'request')` would, byte for byte, without
- * pino's per-line work (its key walk, mixin and serializer checks: about 3 µs of a poll).
- * Undefined for a logger whose lines are not plain JSON (pretty, or not made by createLogger):
- * then pino writes them. The caller checks that info is enabled.
+ * Writes a request's info line as `log.info(fields, 'request')` would, byte for byte
+ * (test/unit/request-line.test.ts), to the logger's destination, without pino's per-line work
+ * (its key walk, mixin and serializer checks: about 3 µs of a poll). Undefined for a logger whose
+ * lines are not plain JSON (pretty, or not made by createLogger): then pino writes them. The
+ * caller checks that info is enabled.
  */
-export function requestLineWriter(log: Logger): ((line: RequestLine) => void) | undefined {
-  if (!plainJson.has(log)) return undefined;
-  const { chindingsSym, streamSym } = pino.symbols;
-  const holder = log as unknown as Record<symbol, unknown>;
-  const bindings = holder[chindingsSym] as string;
-  const stream = holder[streamSym] as DestinationStream;
-  const head = `{"level":${log.levels.values.info},"time":`;
+export function requestLineWriter(log: Logger): LineWriter | undefined {
+  return requestLines.get(log);
+}
+
+/** `head`: the level and the time's key; `bindings`: the logger's base and name, as pino writes them. */
+function lineWriter(stream: DestinationStream, head: string, bindings: string): LineWriter {
   return (l) =>
     stream.write(
       `${head}${Date.now()}${bindings},"reqId":${str(l.reqId)},"method":${str(l.method)},"route":${str(l.route)},"status":${l.status},"ms":${l.ms}${l.taskId ? `,"taskId":${str(l.taskId)}` : ''}${l.owner ? `,"owner":${str(l.owner)}` : ''},"msg":"request"}\n`,

@@ -6,8 +6,10 @@
 // series; a list's query is parsed as Koa parses it and checked with the route's own schema.
 // Anything unusual goes to Koa untouched: another method, a poll's query string or a Prefer header
 // (long-polls), an Origin header, an id with characters outside a task id's, a trailing slash, and
-// every request while tracing is on (spans are Koa's).
-import type { IncomingMessage, ServerResponse } from 'node:http';
+// every request while tracing is on (spans are Koa's). No Koa insides are used: the app's request
+// listener tries these first and hands the rest to Koa's own `callback()` (src/app.ts).
+import { IncomingMessage } from 'node:http';
+import type Koa from 'koa';
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { Authenticator, Caller } from '../infra/auth.js';
@@ -46,7 +48,18 @@ export interface FastReadDeps {
   lists: FastList[];
 }
 
-type Listener = (req: IncomingMessage, res: ServerResponse) => unknown;
+/**
+ * What an answer is written with: node:http's ServerResponse (and HTTP/2's) has both. Checking
+ * the response's class instead costs ~60 ns a request (`instanceof ServerResponse` walks a long
+ * prototype chain); the request's class says which protocol it is.
+ */
+export interface Reply {
+  writeHead(status: number, headers: Record<string, string>): unknown;
+  end(body: string | Buffer): unknown;
+}
+
+/** Koa's request listener (`app.callback()`): HTTP/1.1 and HTTP/2 requests alike. */
+export type KoaListener = ReturnType<Koa['callback']>;
 /** What a matched request is answered with: the JSON text, and Retry-After for an unfinished task. */
 type Answered = { json: string | Buffer; retryAfter?: number };
 
@@ -67,19 +80,32 @@ interface Matched {
 const PLAIN_ID = /^[A-Za-z0-9_-]{1,256}$/;
 const JSON_TYPE = 'application/json; charset=utf-8';
 
-/** Wraps Koa's request listener: the reads above are answered here, everything else by `slow`. */
-export function withFastReads(deps: FastReadDeps, slow: Listener): Listener {
+/** Answers a request if it is one of the reads above (true); leaves any other untouched (false). */
+export function fastReads(deps: FastReadDeps): (req: IncomingMessage, res: Reply) => boolean {
   return (req, res) => {
     const h = req.headers;
     const matched =
       req.method === 'GET' && h.prefer === undefined && h.origin === undefined ? match(deps, req.url ?? '') : undefined;
-    if (!matched) return slow(req, res);
+    if (!matched) return false;
     const header = h['x-request-id'];
     const observed = deps.observer.begin(typeof header === 'string' && header ? header : undefined);
     observed.rc.taskId = matched.taskId;
     // Everything the request logs, an unhandled error's line included, names it (as on Koa's routes).
     void runWithRequest(observed.rc, () => answer(deps, matched, observed, req, res));
+    return true;
   };
+}
+
+/** What the listener returns for a request answered here: Node ignores it, Koa's type wants a promise. */
+const ANSWERED = Promise.resolve();
+
+/**
+ * Koa's request listener with the reads above answered first. Kiln listens with node:http; an
+ * HTTP/2 request (never seen) would go to Koa whole.
+ */
+export function withFastReads(deps: FastReadDeps, koa: KoaListener): KoaListener {
+  const fast = fastReads(deps);
+  return (req, res) => (req instanceof IncomingMessage && fast(req, res) ? ANSWERED : koa(req, res));
 }
 
 function match({ reads, lists }: FastReadDeps, url: string): Matched | undefined {
@@ -137,7 +163,7 @@ function answer(
   matched: Matched,
   observed: ObservedRequest,
   req: IncomingMessage,
-  res: ServerResponse,
+  res: Reply,
 ): Promise<void> | undefined {
   const { read } = matched;
   const caller = read?.peek && deps.auth.known?.(req.headers.authorization || undefined);
@@ -152,7 +178,7 @@ async function answerLater(
   matched: Matched,
   observed: ObservedRequest,
   req: IncomingMessage,
-  res: ServerResponse,
+  res: Reply,
 ): Promise<void> {
   let status = 200;
   let body: string | Buffer;
@@ -177,7 +203,7 @@ function send(
   { observer }: FastReadDeps,
   route: string,
   observed: ObservedRequest,
-  res: ServerResponse,
+  res: Reply,
   status: number,
   body: string | Buffer,
   retryAfter: string | undefined,

@@ -2,8 +2,8 @@
 // (the tests) do not collide. Tasks finished by outcome are counted by the worker (see
 // src/ops/worker-telemetry.ts): it is the one place that sees each task end exactly once.
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
-import { clusterMetrics, inClusterWorker } from './api-cluster.js';
-import { RequestSeries } from './request-series.js';
+import { clusterMetrics, inClusterWorker, shareRequestSeries } from './api-cluster.js';
+import { RequestSeries, seriesText, withRegistryText } from './request-series.js';
 
 export interface ApiMetricsSources {
   /** Unfinished tasks (the queue gauge in Redis); may throw when Redis is down. */
@@ -26,7 +26,6 @@ export class ApiMetrics {
         help: 'HTTP request latency by method, route template and status',
         buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       },
-      registers,
     });
     this.submitted = new Counter({
       name: 'kiln_tasks_submitted_total',
@@ -62,6 +61,7 @@ export class ApiMetrics {
       // Constructing one is what makes prom-client answer the supervisor's requests in this process.
       new AggregatorRegistry();
       AggregatorRegistry.setRegistries([this.registry]);
+      shareRequestSeries(() => this.http.snapshot());
     }
   }
 
@@ -69,8 +69,12 @@ export class ApiMetrics {
     return this.registry.contentType;
   }
 
-  /** The exposition text: with several API processes, their sum (a scrape reaches any one of them). */
-  render(): Promise<string> {
-    return inClusterWorker() ? clusterMetrics() : this.registry.metrics();
+  /**
+   * The exposition text: the request series, then the registry's metrics. With several API
+   * processes, their sum (a scrape reaches any one of them).
+   */
+  async render(): Promise<string> {
+    if (inClusterWorker()) return clusterMetrics();
+    return withRegistryText(seriesText(this.http.snapshot()), await this.registry.metrics());
   }
 }

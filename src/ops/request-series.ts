@@ -1,10 +1,10 @@
 // The HTTP request counter and latency histogram, counted into one record per series. A bound
 // prom-client histogram re-hashes its label object on every `observe`, and the counter beside it
 // does the same: together about 3 µs of a ~100 µs poll (BENCHMARKS.md). Here a request costs one
-// map lookup and a few additions; the labelled values are built only when Prometheus scrapes.
-// Both are registered on a prom-client registry as ordinary metrics: the exposition text, and the
-// sum across API processes, are prom-client's own.
-import type { Metric, MetricValue, MetricValueWithName, Registry } from 'prom-client';
+// map lookup and a few additions. The series are Kiln's own, not prom-client metrics: they write
+// their own Prometheus text at scrape time (the same text prom-client's counter and histogram
+// write, test/unit/request-series.test.ts), which goes before the registry's, and several API
+// processes send their snapshots to the supervisor to be summed (src/ops/api-cluster.ts).
 
 export type RequestLabels = { method: string; route: string; status: string };
 
@@ -34,55 +34,25 @@ export class RequestSeriesEntry {
 export interface RequestSeriesOptions {
   counter: { name: string; help: string };
   histogram: { name: string; help: string; buckets: readonly number[] };
-  registers: Registry[];
 }
 
-/** The metric object prom-client's registry asks for its values (its `Metric` interface). */
-interface Collected {
-  name: string;
-  help: string;
-  type: 'counter' | 'histogram';
-  aggregator: 'sum';
-  get(): Promise<{ name: string; help: string; type: string; aggregator: 'sum'; values: unknown[] }>;
-  reset(): void;
+/** The series of one process as plain JSON: what an API process sends its supervisor. */
+export interface SeriesSnapshot {
+  counter: { name: string; help: string };
+  histogram: { name: string; help: string };
+  /** The histogram's bucket bounds, ascending. */
+  bounds: number[];
+  /** Series with at least one request; `buckets` as in RequestSeriesEntry. */
+  entries: { labels: RequestLabels; count: number; sum: number; buckets: number[] }[];
 }
-
-type Bucket = MetricValueWithName<string> & { exemplar?: null };
 
 export class RequestSeries {
   private readonly entries: RequestSeriesEntry[] = [];
   private readonly byKey = new Map<string, RequestSeriesEntry>();
   private readonly bounds: readonly number[];
 
-  constructor(opts: RequestSeriesOptions) {
+  constructor(private readonly opts: RequestSeriesOptions) {
     this.bounds = Object.freeze([...opts.histogram.buckets].sort((a, b) => a - b));
-    const reset = () => {
-      for (const e of this.entries) {
-        e.count = 0;
-        e.sum = 0;
-        e.buckets.fill(0);
-      }
-    };
-    const metric = (
-      { name, help }: { name: string; help: string },
-      type: Collected['type'],
-      values: () => unknown[],
-    ): Collected => ({
-      name,
-      help,
-      type,
-      aggregator: 'sum',
-      get: async () => ({ name, help, type, aggregator: 'sum', values: values() }),
-      reset,
-    });
-    const counter = metric(opts.counter, 'counter', () => this.counterValues());
-    const histogram = metric(opts.histogram, 'histogram', () => this.histogramValues(opts.histogram.name));
-    for (const r of opts.registers) {
-      // prom-client's own metrics are the only declared members of `Metric`; any object with a
-      // name and `get` is what its registry reads (registry.js).
-      r.registerMetric(counter as unknown as Metric);
-      r.registerMetric(histogram as unknown as Metric);
-    }
   }
 
   /** The series of one method, route (template) and status. */
@@ -97,29 +67,82 @@ export class RequestSeries {
     return e;
   }
 
-  private counterValues(): MetricValue<string>[] {
-    return this.entries.filter((e) => e.count > 0).map((e) => ({ labels: { ...e.labels }, value: e.count }));
+  reset(): void {
+    for (const e of this.entries) {
+      e.count = 0;
+      e.sum = 0;
+      e.buckets.fill(0);
+    }
   }
 
-  /**
-   * As prom-client's histogram lists them: per series, cumulative buckets (with no exemplar),
-   * `+Inf`, sum, count.
-   */
-  private histogramValues(name: string): Bucket[] {
-    const values: Bucket[] = [];
-    for (const e of this.entries) {
-      if (e.count === 0) continue;
-      let acc = 0;
-      this.bounds.forEach((le, i) => {
-        acc += e.buckets[i];
-        values.push({ labels: { le, ...e.labels }, value: acc, metricName: `${name}_bucket`, exemplar: null });
-      });
-      values.push(
-        { labels: { le: '+Inf', ...e.labels }, value: e.count, metricName: `${name}_bucket`, exemplar: null },
-        { labels: { ...e.labels }, value: e.sum, metricName: `${name}_sum` },
-        { labels: { ...e.labels }, value: e.count, metricName: `${name}_count` },
-      );
-    }
-    return values;
+  snapshot(): SeriesSnapshot {
+    const { counter, histogram } = this.opts;
+    return {
+      counter: { name: counter.name, help: counter.help },
+      histogram: { name: histogram.name, help: histogram.help },
+      bounds: [...this.bounds],
+      entries: this.entries
+        .filter((e) => e.count > 0)
+        .map((e) => ({ labels: { ...e.labels }, count: e.count, sum: e.sum, buckets: Array.from(e.buckets) })),
+    };
   }
 }
+
+/**
+ * The series of several processes summed, as prom-client's `sum` aggregator sums its metrics: per
+ * method, route and status, in the order they first appear, each value added to 0 in turn.
+ */
+export function mergeSnapshots(snapshots: readonly SeriesSnapshot[]): SeriesSnapshot | undefined {
+  if (snapshots.length === 0) return undefined;
+  const byKey = new Map<string, SeriesSnapshot['entries'][number]>();
+  for (const s of snapshots) {
+    for (const e of s.entries) {
+      const key = `${e.labels.method} ${e.labels.route} ${e.labels.status}`;
+      const into = byKey.get(key);
+      if (!into) {
+        byKey.set(key, { labels: e.labels, count: e.count, sum: e.sum, buckets: [...e.buckets] });
+        continue;
+      }
+      into.count += e.count;
+      into.sum += e.sum;
+      e.buckets.forEach((b, i) => (into.buckets[i] += b));
+    }
+  }
+  return { ...snapshots[0], entries: [...byKey.values()] };
+}
+
+/**
+ * The Prometheus text (format 0.0.4) of the counter and the histogram, as prom-client's registry
+ * writes a metric: HELP and TYPE lines, then per series its counter line; per series its
+ * cumulative buckets (`le` first), `+Inf`, sum and count. No trailing newline.
+ */
+export function seriesText({ counter, histogram, bounds, entries }: SeriesSnapshot): string {
+  const c = [`# HELP ${escape(counter.name)} ${escape(counter.help)}`, `# TYPE ${escape(counter.name)} counter`];
+  const name = escape(histogram.name);
+  const h = [`# HELP ${name} ${escape(histogram.help)}`, `# TYPE ${name} histogram`];
+  for (const { labels, count, sum, buckets } of entries) {
+    const l = `method="${labelValue(labels.method)}",route="${labelValue(labels.route)}",status="${labelValue(labels.status)}"`;
+    c.push(`${escape(counter.name)}{${l}} ${count}`);
+    let acc = 0;
+    bounds.forEach((le, i) => {
+      acc += buckets[i];
+      h.push(`${name}_bucket{le="${le}",${l}} ${acc}`);
+    });
+    h.push(
+      `${name}_bucket{le="+Inf",${l}} ${count}`,
+      `${name}_sum{${l}} ${number(sum)}`,
+      `${name}_count{${l}} ${count}`,
+    );
+  }
+  return `${c.join('\n')}\n\n${h.join('\n')}`;
+}
+
+/** The series' text before a prom-client registry's `metrics()` text, as one exposition. */
+export function withRegistryText(series: string, registry: string): string {
+  return registry.trim() === '' ? `${series}\n` : `${series}\n\n${registry}`;
+}
+
+const escape = (s: string) => s.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
+const labelValue = (s: string) => escape(s).replace(/"/g, '\\"');
+/** As prom-client writes a sample's value. */
+const number = (v: number) => (Number.isNaN(v) ? 'Nan' : Number.isFinite(v) ? `${v}` : v < 0 ? '-Inf' : '+Inf');

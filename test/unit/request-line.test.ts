@@ -1,6 +1,10 @@
 // The request line is written without pino's per-line work; it must be the line pino writes.
+import { execFileSync } from 'node:child_process';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ROOT } from '../../scripts/services.js';
 import { createLogger, requestLineWriter, type RequestLine } from '../../src/log.js';
 
 function capture() {
@@ -48,5 +52,27 @@ describe('request line', () => {
     expect(requestLineWriter(pino({ level: 'info' }, capture().stream))).toBeUndefined();
     const root = createLogger('info', 'kiln-api', 'json', 0, capture().stream);
     expect(requestLineWriter(root.child({ extra: 1 }))).toBeUndefined();
+  });
+
+  it('goes to stdout with the lines pino writes there, in order, with the same fields', () => {
+    for (const bufferBytes of ['0', '2048']) {
+      const out = execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'test/support/log-writer.ts')], {
+        cwd: ROOT,
+        env: { ...process.env, LINES: '3', REQUEST_LINES: '1', BUFFER_BYTES: bufferBytes },
+      }).toString();
+      const parsed = out
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(parsed).toHaveLength(6);
+      for (let i = 0; i < 3; i++) {
+        const [theirs, ours] = [parsed[2 * i], parsed[2 * i + 1]];
+        expect(Object.keys(ours)).toEqual(Object.keys(theirs));
+        expect({ ...ours, time: 0 }).toEqual({ ...theirs, time: 0 });
+        expect(ours).toMatchObject({ level: 30, hostname: hostname(), name: 'kiln-api', reqId: `r-${i}`, ms: i });
+        expect(ours.pid).toBeTypeOf('number');
+        expect(ours.time).toBeGreaterThanOrEqual(theirs.time as number);
+      }
+    }
   });
 });

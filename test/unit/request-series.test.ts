@@ -1,9 +1,15 @@
 // The request series must expose exactly what prom-client's own counter and histogram would for
-// the same requests: the exposition text, its JSON (what the cluster supervisor collects) and the
-// sum across processes.
-import { AggregatorRegistry, Counter, Histogram, Registry } from 'prom-client';
+// the same requests: the exposition text, alone and before a registry's other metrics, and the sum
+// across processes (of the snapshots the supervisor collects, as prom-client sums its own).
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { RequestSeries } from '../../src/ops/request-series.js';
+import {
+  mergeSnapshots,
+  RequestSeries,
+  seriesText,
+  withRegistryText,
+  type SeriesSnapshot,
+} from '../../src/ops/request-series.js';
 
 const COUNTER = { name: 'kiln_http_requests_total', help: 'HTTP requests' };
 const HISTOGRAM = {
@@ -25,8 +31,7 @@ const REQUESTS: [string, string, number, number][] = [
   ['GET', '/v1/tasks', 200, 1],
 ];
 
-function viaPromClient(requests = REQUESTS): Registry {
-  const registry = new Registry();
+function viaPromClient(requests = REQUESTS, registry = new Registry()): Registry {
   const labelNames = ['method', 'route', 'status'] as const;
   const counter = new Counter({ ...COUNTER, labelNames, registers: [registry] });
   const histogram = new Histogram({ ...HISTOGRAM, labelNames, registers: [registry] });
@@ -38,25 +43,41 @@ function viaPromClient(requests = REQUESTS): Registry {
   return registry;
 }
 
-function viaSeries(requests = REQUESTS): { registry: Registry; series: RequestSeries } {
-  const registry = new Registry();
-  const series = new RequestSeries({ counter: COUNTER, histogram: HISTOGRAM, registers: [registry] });
+function viaSeries(requests = REQUESTS): RequestSeries {
+  const series = new RequestSeries({ counter: COUNTER, histogram: HISTOGRAM });
   for (const [method, route, status, seconds] of requests) series.entry(method, route, status).record(seconds);
-  return { registry, series };
+  return series;
 }
 
+/** The exposition of the series alone, as ApiMetrics writes it before an empty registry's text. */
+const textOf = async (series: RequestSeries) =>
+  withRegistryText(seriesText(series.snapshot()), await new Registry().metrics());
+
+/** A gauge registered after the request metrics, as ApiMetrics registers its others. */
+const withGauge = (registry: Registry) => {
+  new Gauge({ name: 'kiln_queue_depth', help: 'Unfinished tasks', registers: [registry] }).set(3);
+  return registry;
+};
+
 describe('request series', () => {
-  it('exposes the same text and JSON as prom-client for the same requests', async () => {
+  it('exposes the same text as prom-client for the same requests', async () => {
     const expected = await viaPromClient().metrics();
     expect(expected).toContain('kiln_http_request_duration_seconds_bucket{le="0.005",method="GET"');
-    expect(await viaSeries().registry.metrics()).toBe(expected);
-    // As the supervisor receives it: through IPC, serialized.
-    const wire = async (r: Registry) => JSON.parse(JSON.stringify(await r.getMetricsAsJSON())) as unknown;
-    expect(await wire(viaSeries().registry)).toEqual(await wire(viaPromClient()));
+    expect(await textOf(viaSeries())).toBe(expected);
+    // Before a registry's other metrics: one exposition, as if they were all prom-client's.
+    const registry = withGauge(new Registry());
+    expect(withRegistryText(seriesText(viaSeries().snapshot()), await registry.metrics())).toBe(
+      await withGauge(viaPromClient()).metrics(),
+    );
+  });
+
+  it('escapes label values as prom-client does', async () => {
+    const odd: typeof REQUESTS = [['GET', 'a"b\\c\nd', 200, 0.001]];
+    expect(await textOf(viaSeries(odd))).toBe(await viaPromClient(odd).metrics());
   });
 
   it('keeps one series per method, route and status however often it is asked for', () => {
-    const { series } = viaSeries([]);
+    const series = viaSeries([]);
     const a = series.entry('GET', '/v1/tasks/:id', 200);
     expect(series.entry('GET', '/v1/tasks/:id', 200)).toBe(a);
     expect(series.entry('GET', '/v1/tasks/:id', 201)).not.toBe(a);
@@ -65,21 +86,23 @@ describe('request series', () => {
   it('sums across processes as prom-client sums its own', async () => {
     const first = REQUESTS.slice(0, 5);
     const second = REQUESTS.slice(3);
-    const summed = async (make: (r: typeof REQUESTS) => Registry) =>
-      AggregatorRegistry.aggregate([
-        await make(first).getMetricsAsJSON(),
-        await make(second).getMetricsAsJSON(),
-      ]).metrics();
-    const expected = await summed(viaPromClient);
+    const expected = await AggregatorRegistry.aggregate([
+      await viaPromClient(first).getMetricsAsJSON(),
+      await viaPromClient(second).getMetricsAsJSON(),
+    ]).metrics();
     expect(expected).toMatch(/kiln_http_requests_total\{method="GET",route="\/v1\/tasks\/:id",status="404"\} 2/);
-    expect(await summed((r) => viaSeries(r).registry)).toBe(expected);
+    // As the supervisor receives the snapshots: through IPC, serialized.
+    const wire = (s: RequestSeries) => JSON.parse(JSON.stringify(s.snapshot())) as SeriesSnapshot;
+    const summed = mergeSnapshots([wire(viaSeries(first)), wire(viaSeries(second))]);
+    expect(withRegistryText(seriesText(summed!), '')).toBe(expected);
+    expect(mergeSnapshots([])).toBeUndefined();
   });
 
   it('lists nothing before the first request and after a reset', async () => {
     const empty = await viaPromClient([]).metrics();
-    expect(await viaSeries([]).registry.metrics()).toBe(empty);
-    const { registry } = viaSeries();
-    registry.resetMetrics();
-    expect(await registry.metrics()).toBe(empty);
+    expect(await textOf(viaSeries([]))).toBe(empty);
+    const series = viaSeries();
+    series.reset();
+    expect(await textOf(series)).toBe(empty);
   });
 });
