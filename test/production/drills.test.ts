@@ -97,7 +97,16 @@ beforeAll(async () => {
       { ...gemini, id: 'g-once', idempotent: false },
       { ...gemini, id: 'g-idem', idempotent: true },
       { id: 'kiln-image-1', provider: 'local', latencyMs: 300, idempotent: true, heartbeatTimeoutMs: 5000 },
-      { id: 'kiln-image-slow', provider: 'local', latencyMs: 40_000, idempotent: true, heartbeatTimeoutMs: 5000 },
+      // The rebuild drill's tasks in flight: all under way at once, on a queue of their own.
+      {
+        id: 'kiln-image-slow',
+        provider: 'local',
+        latencyMs: 45_000,
+        idempotent: true,
+        heartbeatTimeoutMs: 5000,
+        timeoutMs: 120_000,
+        concurrency: 64,
+      },
     ],
     env: { KILN_OPERATOR_TOKEN: DRILL_OPERATOR_TOKEN },
   });

@@ -44,24 +44,26 @@ export async function rebuildDrill(k: KilnDeployment, slowModel: string): Promis
   const bases = k.apis.map((a) => a.url);
   const keys = [`rebuild-a-${randomBytes(6).toString('hex')}`, `rebuild-b-${randomBytes(6).toString('hex')}`];
   const tasks: { id: string; key: string }[] = [];
-  for (let i = 0; i < 300; i += 20) {
-    await Promise.all(
-      Array.from({ length: 20 }, async (_, j) => {
-        const n = i + j;
-        const key = keys[n % 2];
-        const r = await submit(bases[n % 2], key, n % 5 === 0 ? slowModel : 'kiln-image-1', `rebuild ${n}`);
-        expect(r.status, r.text).toBe(202);
-        tasks.push({ id: r.json.id, key });
-      }),
-    );
-  }
-  const fast = tasks.filter((_, n) => n % 5 !== 0);
+  const submitAll = async (from: number, to: number, model: string) => {
+    for (let i = from; i < to; i += 20)
+      await Promise.all(
+        Array.from({ length: Math.min(20, to - i) }, async (_, j) => {
+          const key = keys[(i + j) % 2];
+          const r = await submit(bases[(i + j) % 2], key, model, `rebuild ${i + j}`);
+          expect(r.status, r.text).toBe(202);
+          tasks.push({ id: r.json.id, key });
+        }),
+      );
+  };
+  // 240 finished, then 60 in flight (a minute each) during the snapshot, the data loss and the rebuild.
+  await submitAll(0, 240, 'kiln-image-1');
   for (const key of keys)
     await waitAllTerminal(
       bases,
       key,
-      fast.filter((t) => t.key === key).map((t) => t.id),
+      tasks.filter((t) => t.key === key).map((t) => t.id),
     );
+  await submitAll(240, 300, slowModel);
 
   // The lists first: a poll of a task Redis lost would write its record back.
   const before = { lists: new Map<string, string[]>(), views: new Map<string, any>() };
@@ -70,6 +72,7 @@ export async function rebuildDrill(k: KilnDeployment, slowModel: string): Promis
     for (const [id, v] of await views(bases[1], key, before.lists.get(key)!)) before.views.set(id, v);
   expect(before.views.size).toBe(300);
   const inFlight = [...before.views.values()].filter((v) => !TERMINAL.includes(v.status)).length;
+  expect(inFlight).toBeGreaterThan(0);
 
   await control('redis/flushall');
   for (const key of keys) expect(await wholeList(bases[0], key)).toEqual([]);
