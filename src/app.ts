@@ -11,6 +11,7 @@ import { VIDEOS, videoRoutes } from './video/routes.js';
 import type { VideoTaskService } from './video/service.js';
 import { imageRoutes, TASKS, type ImageRouteDeps } from './image/routes.js';
 import { commonRoutes, type CommonRouteDeps } from './http/common-routes.js';
+import { adminRoutes, type AdminDeps } from './http/admin-routes.js';
 import { codecCors, codecRoutes, type CodecDeps } from './http/codec-routes.js';
 import { consoleStatic, type ConsoleOptions } from './http/console.js';
 import { withFastReads, type FastReadDeps, type KoaListener } from './http/fast-reads.js';
@@ -32,6 +33,8 @@ export interface AppDeps extends ImageRouteDeps, CommonRouteDeps {
   videos: VideoTaskService;
   /** The webhook signing secret endpoints. */
   webhooks?: WebhookSecrets;
+  /** Operator-token admin calls (the read-model rebuild). */
+  admin?: AdminDeps;
   /** The built console (default console/dist). */
   consoleDir?: string;
   /** The console's CSP media origins (S3) and its /console/config.json. */
@@ -83,6 +86,7 @@ export function buildApp(deps: AppDeps): KilnApp {
     ...videoRoutes(deps),
     ...imageRoutes(deps),
     ...(deps.webhooks ? webhookRoutes(deps.webhooks) : []),
+    ...(deps.admin ? adminRoutes(deps.admin) : []),
   ];
   if (deps.ops) app.use(codecCors(deps.ops.codec.corsOrigins));
   // The Kiln Console's static files at /console (and `GET /` redirects there): not API operations,

@@ -12,8 +12,9 @@ import { createSafeFetch } from './infra/safe-fetch.js';
 import type { RedisClient, TaskStore } from './tasks/store/task-store.js';
 import { createTaskStore } from './tasks/store/create.js';
 import { FinishedViews } from './tasks/finished-views.js';
-import { ImageTaskService } from './image/service.js';
-import { VideoTaskService } from './video/service.js';
+import { IMAGE_FALLBACK, ImageTaskService } from './image/service.js';
+import { VIDEO_FALLBACK, VideoTaskService } from './video/service.js';
+import { ReadModelRebuild } from './tasks/rebuild/rebuild.js';
 import { WebhookSecrets } from './webhooks/service.js';
 import { connectTemporal } from './temporal/client.js';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
@@ -104,6 +105,15 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
     allow: config.referenceFetchAllow,
   });
   const direct = new DirectService(tasks, client, blobs, fetchImage);
+  const rebuild = new ReadModelRebuild({
+    temporal: client,
+    taskQueue: config.temporal.taskQueue,
+    kinds: [IMAGE_FALLBACK, VIDEO_FALLBACK],
+    store,
+    prefix: config.redisPrefix,
+    retentionSeconds: config.retentionSeconds,
+    log,
+  });
   const app = buildApp({
     auth,
     models: config.models,
@@ -115,6 +125,7 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
     videos: new VideoTaskService(config, store, client, waits),
     webhooks: new WebhookSecrets(redis, config.redisPrefix, config.ownerKey),
     console: consoleOptions(config),
+    admin: { rebuild, operatorToken: config.ops.operatorToken },
     log,
     ops: {
       metrics: waitGauge(new ApiMetrics({ queueDepth: () => store.unfinishedCount() }), waits),
@@ -143,6 +154,7 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
     client,
     connection,
     waits,
+    rebuild,
     /** SIGTERM: /readyz turns unready and responses ask keep-alive clients to reconnect elsewhere. */
     drain() {
       stopping = true;
@@ -150,6 +162,8 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
       waits.drain();
     },
     async close() {
+      // A rebuild run here stops after its page and gives up its lock: another process resumes it.
+      await rebuild.stop();
       await tracing?.shutdown();
       await connection.close().catch(() => undefined);
       await probe.close().catch(() => undefined);

@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { Ctx, EXIT, EXIT_HELP, ExitCode, reportError, seconds, waitSeconds, type GlobalOptions } from './context.js';
+import { registerAdminCommands } from './admin-commands.js';
 import { registerFeatureCommands } from './features-commands.js';
 import { registerMediaCommands } from './media-commands.js';
 import { registerTaskCommands } from './tasks-commands.js';
@@ -52,6 +53,7 @@ export function buildProgram(): Command {
   registerTaskCommands(program, make);
   registerMediaCommands(program, make);
   registerFeatureCommands(program, make);
+  registerAdminCommands(program, make);
 
   // The admin commands talk to Redis, not the API: src/cli/keys.ts reads process.argv itself and
   // exits when done.

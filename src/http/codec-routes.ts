@@ -5,13 +5,13 @@
 // `--codec-auth 'Bearer <token>'`; the Web UI cannot add headers, so its endpoint carries the
 // token in the path (`{api}/codec/t/<token>`), which Kiln's logs and metrics never record (they
 // use route templates).
-import { timingSafeEqual, createHash } from 'node:crypto';
 import cors from '@koa/cors';
 import type { Context, Middleware } from 'koa';
 import { koaBody } from 'koa-body';
 import { z } from 'zod';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import { KilnError } from '../shared/errors.js';
+import { requireOperator } from './operator-token.js';
 import { route, type RouteDef, type RouteSpec } from './route-table.js';
 
 export interface CodecDeps {
@@ -29,9 +29,6 @@ const Payloads = z
     payloads: z.array(z.object({ metadata: z.record(z.string(), b64).optional(), data: b64.optional() })).max(10_000),
   })
   .meta({ id: 'CodecPayloads' });
-
-const digest = (s: string) => createHash('sha256').update(s).digest();
-const same = (a: string, b: string) => timingSafeEqual(digest(a), digest(b));
 
 const toPayload = (p: z.infer<typeof Payloads>['payloads'][number]): Payload => ({
   metadata: Object.fromEntries(Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64')])),
@@ -69,11 +66,7 @@ export function codecRoutes({ codec, operatorToken }: CodecDeps): RouteDef[] {
   });
 
   const handle = async (ctx: Context, op: 'encode' | 'decode', pathToken: string | undefined) => {
-    if (!operatorToken)
-      throw new KilnError('not_found', 'The codec endpoints are off: set KILN_OPERATOR_TOKEN to enable them.');
-    const given = pathToken ?? /^Bearer (\S+)$/.exec(ctx.get('authorization'))?.[1];
-    if (!given || !same(given, operatorToken))
-      throw new KilnError('missing_api_key', 'The codec endpoints need the operator token.');
+    requireOperator(ctx, operatorToken, 'The codec endpoints', pathToken);
     if (!ctx.is('application/json'))
       throw new KilnError('unsupported_media_type', 'Send the body as Content-Type: application/json.');
     await parse(ctx, async () => undefined);

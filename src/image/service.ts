@@ -18,7 +18,7 @@ import type { FallbackKind } from '../tasks/fallback.js';
 export const TASK_ID = /^task_[a-f0-9]{32}$/;
 const LIST_MAX_DAYS = 3;
 
-const IMAGE_FALLBACK: FallbackKind<ImageTaskRecord> = {
+export const IMAGE_FALLBACK: FallbackKind<ImageTaskRecord> = {
   workflowType: 'imageTaskWorkflow',
   record: (f) => ({
     id: f.id,

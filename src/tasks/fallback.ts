@@ -31,7 +31,7 @@ export interface FallbackKind<R> {
 }
 
 /** What a listing and a describe both tell of a workflow. */
-type WorkflowInfo = Omit<WorkflowExecutionInfo, 'raw'>;
+export type WorkflowInfo = Omit<WorkflowExecutionInfo, 'raw'>;
 
 type FallbackStore = Pick<TaskStore, 'transition' | 'recentlyMissing' | 'rememberMissing' | 'get' | 'wasDispatched'>;
 
@@ -105,7 +105,7 @@ async function* workflowsOf(temporal: Client, ids: string[], owner: string): Asy
   });
 }
 
-function factsOf(wf: WorkflowInfo, owner: string): WorkflowFacts {
+export function factsOf(wf: WorkflowInfo, owner: string): WorkflowFacts {
   const running = wf.status.name === 'RUNNING';
   return {
     id: wf.workflowId,

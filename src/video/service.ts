@@ -19,7 +19,7 @@ export interface VideoListQuery {
   order: 'asc' | 'desc';
 }
 
-const VIDEO_FALLBACK: FallbackKind<VideoTaskRecord> = {
+export const VIDEO_FALLBACK: FallbackKind<VideoTaskRecord> = {
   workflowType: 'videoTaskWorkflow',
   record: (f, m) => {
     // The memo is what a submit left for this moment (the payload codec applies: encrypted at rest).

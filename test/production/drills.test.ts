@@ -13,6 +13,7 @@ import { SEARCH_ATTRIBUTES } from '../../src/shared/task.js';
 import { dataConverter } from '../../src/temporal/client.js';
 import { startKilnDeployment, type KilnDeployment } from '../../scripts/production/kiln.js';
 import { delayed, ok } from '../support/fake-gemini.js';
+import { DRILL_OPERATOR_TOKEN, rebuildDrill } from './rebuild-drill.js';
 import {
   call,
   control,
@@ -96,7 +97,18 @@ beforeAll(async () => {
       { ...gemini, id: 'g-once', idempotent: false },
       { ...gemini, id: 'g-idem', idempotent: true },
       { id: 'kiln-image-1', provider: 'local', latencyMs: 300, idempotent: true, heartbeatTimeoutMs: 5000 },
+      // The rebuild drill's tasks in flight: all under way at once, on a queue of their own.
+      {
+        id: 'kiln-image-slow',
+        provider: 'local',
+        latencyMs: 45_000,
+        idempotent: true,
+        heartbeatTimeoutMs: 5000,
+        timeoutMs: 120_000,
+        concurrency: 64,
+      },
     ],
+    env: { KILN_OPERATOR_TOKEN: DRILL_OPERATOR_TOKEN },
   });
   bases = k.apis.map((a) => a.url);
   connection = await Connection.connect({ address: inject('stackEnv').TEMPORAL_ADDRESS });
@@ -124,6 +136,11 @@ beforeEach(async () => {
 });
 
 describe(`production drills (redis ${inject('redisMode')})`, () => {
+  it('FLUSHALL of the read model: the rebuild restores every task and list while tasks keep finishing', async () => {
+    const keys = await rebuildDrill(k, 'kiln-image-slow');
+    for (const key of keys) await convergedOwner(key);
+  });
+
   it('serves on 2 API and 2 worker processes', async () => {
     expect(new Set([...k.apis, ...k.workers].map((p) => p.pid())).size).toBe(4);
     const key = newKey();

@@ -61,6 +61,10 @@ const actions: Record<string, Action> = {
   },
   'redis/wait-healthy': (b) => b.stack.redis.waitHealthy(60_000),
   'redis/topology': (b) => b.stack.redis.topology(),
+  /** FLUSHALL on every node that executes Kiln's commands (each primary): the read model is lost. */
+  'redis/flushall': async (b) => {
+    await Promise.all((await b.redisPorts()).map((port) => nodeCommand(port, 'FLUSHALL')));
+  },
 };
 
 export default async function setup(project: TestProject) {

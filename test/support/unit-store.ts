@@ -53,14 +53,23 @@ export class MemoryStore extends TaskKeys implements TaskStore {
     return this.writes.filter((w) => w.startsWith(`${id} `)).map((w) => w.slice(id.length + 1));
   }
 
-  async transition(record: AnyTaskRecord): Promise<boolean> {
+  transition(record: AnyTaskRecord): Promise<boolean> {
+    return this.write(record, false);
+  }
+
+  restore(record: AnyTaskRecord): Promise<boolean> {
+    return this.write(record, true);
+  }
+
+  private async write(record: AnyTaskRecord, strict: boolean): Promise<boolean> {
     this.check();
     const prev = this.records.get(record.id);
     const terminal = TERMINAL_STATUSES.includes(record.status);
-    // As the store's script: never backwards; a repeated unfinished state (progress) goes through.
+    // As the store's script: never backwards; a repeated unfinished state (progress) goes through
+    // unless the write is strict (a record rebuilt from Temporal).
     const cur = prev ? STATUS_RANK[prev.status] : undefined;
     const rank = STATUS_RANK[record.status];
-    if (cur !== undefined && (cur > rank || (cur === rank && terminal))) return false;
+    if (cur !== undefined && (cur > rank || (cur === rank && (terminal || strict)))) return false;
     this.records.set(record.id, structuredClone(record));
     if (terminal) this.unfinished.delete(record.id);
     if (prev?.status !== record.status) this.writes.push(`${record.id} ${record.status}`);

@@ -97,6 +97,17 @@ export abstract class RedisTaskStore extends TaskKeys {
     };
   }
 
+  /** A transition; `strict`: only over no record or one of a lower rank (TRANSITION's strict flag). */
+  protected abstract write(record: AnyTaskRecord, strict: boolean): Promise<boolean>;
+
+  transition(record: AnyTaskRecord): Promise<boolean> {
+    return this.write(record, false);
+  }
+
+  restore(record: AnyTaskRecord): Promise<boolean> {
+    return this.write(record, true);
+  }
+
   /** The gauge key that holds (or would hold) `id`'s reservation. */
   protected abstract gaugeKey(id: string): string;
   /** RESERVE_ONCE's full flag: '' lets the script count the gauge, which it can only on one node. */

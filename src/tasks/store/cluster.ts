@@ -52,11 +52,11 @@ export class ClusterTaskStore extends RedisTaskStore implements TaskStore {
    * The record first, then the owner index, list item and gauge from the record as stored: if one
    * of them fails this throws, and running the transition again completes them.
    */
-  async transition(record: AnyTaskRecord): Promise<boolean> {
+  protected async write(record: AnyTaskRecord, strict: boolean): Promise<boolean> {
     const t = this.transitionArgs(record);
     const taskKey = this.taskKey(record.id);
     const [applied, status, storedItem, expiresAtMs] = (await replicated(this.cluster, taskKey, (p) =>
-      scriptsOf(p).kilnRecord(taskKey, ...t.args),
+      scriptsOf(p).kilnRecord(taskKey, ...t.args, strict ? '1' : '0'),
     )) as [number, TaskStatus, string, number];
     const ownerKey = this.ownerKey(record.owner, record.kind);
     const shard = this.gaugeKey(record.id);

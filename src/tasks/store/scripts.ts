@@ -49,7 +49,7 @@ end`;
 
 // KEYS: task hash, owner index, unfinished gauge, owner's list items. ARGV: those of RECORD (json,
 // status, rank, ttl, terminal flag, public view, list item, owner, kind, wait channel, id), then
-// index member and trim bound. A write
+// index member and trim bound, and the strict flag. A write
 // that would move a task backwards is ignored, so replays, retries and the API/worker race never
 // regress a record; the first terminal write wins. Writes of the same unfinished state go through
 // (progress updates of a running task). The record, its serialised views, its list item and its
@@ -57,12 +57,14 @@ end`;
 // the item is set unconditionally as only an applied write gets here. The task hash keeps no copy
 // of the item (a list reads the items hash); a stale one left by the previous release is dropped,
 // so nothing can read it. A write that changes the status publishes "<id> <status>" on the wait
-// channel, after the write, so a woken waiter reads the new view.
+// channel, after the write, so a woken waiter reads the new view. A strict write ('1': a record
+// rebuilt from Temporal) never replaces a state of the same rank either: the one stored is as new
+// and knows more (a running task's progress).
 export const TRANSITION = `${OWNER_ITEMS}
 local h = redis.call('HMGET', KEYS[1], 'r', 's')
 local cur = h[1]
 local rank = tonumber(ARGV[3])
-if cur and (tonumber(cur) > rank or (tonumber(cur) == rank and ARGV[5] == '1')) then return ${TRANSITION_REPLY.stale} end
+if cur and (tonumber(cur) > rank or (tonumber(cur) == rank and (ARGV[5] == '1' or ARGV[14] == '1'))) then return ${TRANSITION_REPLY.stale} end
 redis.call('HSET', KEYS[1], 'j', ARGV[1], 's', ARGV[2], 'r', ARGV[3], 'v', ARGV[6], 'o', ARGV[8], 'k', ARGV[9])
 redis.call('HDEL', KEYS[1], 'l')
 if h[2] ~= ARGV[2] then redis.call('PUBLISH', ARGV[10], ARGV[11] .. ' ' .. ARGV[2]) end
@@ -130,8 +132,8 @@ end)
 return out or entries`;
 
 // Cluster mode, step 1 of a transition. KEYS: task hash. ARGV: json, status, rank, ttl, terminal
-// flag, public view, list item, owner, kind, wait channel, id. The same forward-only rule and status
-// message as TRANSITION (on a cluster PUBLISH reaches every node's subscribers over the bus). Replies
+// flag, public view, list item, owner, kind, wait channel, id, strict flag. The same forward-only
+// rule (strict included) and status message as TRANSITION (on a cluster PUBLISH reaches every node's subscribers over the bus). Replies
 // {applied, stored status, stored list item, stored record's expiry in ms}: what the later steps
 // write is the stored record's, so running them again after any write, even a stale one, repairs
 // them rather than moving them back.
@@ -139,7 +141,7 @@ export const RECORD = `${OWNER_ITEMS}
 local was = redis.call('HMGET', KEYS[1], 'r', 's')
 local cur = was[1]
 local applied = ${TRANSITION_REPLY.stale}
-if not cur or tonumber(cur) < tonumber(ARGV[3]) or (tonumber(cur) == tonumber(ARGV[3]) and ARGV[5] ~= '1') then
+if not cur or tonumber(cur) < tonumber(ARGV[3]) or (tonumber(cur) == tonumber(ARGV[3]) and ARGV[5] ~= '1' and ARGV[12] ~= '1') then
   redis.call('HSET', KEYS[1], 'j', ARGV[1], 's', ARGV[2], 'r', ARGV[3], 'v', ARGV[6], 'o', ARGV[8], 'k', ARGV[9])
   if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'l', ARGV[7]) end
   redis.call('EXPIRE', KEYS[1], ARGV[4])

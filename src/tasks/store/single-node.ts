@@ -29,7 +29,7 @@ export class SingleNodeTaskStore extends RedisTaskStore implements TaskStore {
     return '';
   }
 
-  async transition(record: AnyTaskRecord): Promise<boolean> {
+  protected async write(record: AnyTaskRecord, strict: boolean): Promise<boolean> {
     const { args, member, trimBound } = this.transitionArgs(record);
     const r = await this.scripts.kilnTransition(
       this.taskKey(record.id),
@@ -39,6 +39,7 @@ export class SingleNodeTaskStore extends RedisTaskStore implements TaskStore {
       ...args,
       member,
       trimBound,
+      strict ? '1' : '0',
     );
     return r === TRANSITION_REPLY.applied;
   }

@@ -43,6 +43,12 @@ export interface TaskStore {
    * that is what completes a transition whose later steps failed.
    */
   transition(record: AnyTaskRecord): Promise<boolean>;
+  /**
+   * Writes a record rebuilt from Temporal (src/tasks/rebuild/) as a transition would, but only over
+   * no record or one of a lower rank: never over the same state, which the workers wrote and which
+   * knows more. True when written; a caller that sees it fail runs it again, as a transition.
+   */
+  restore(record: AnyTaskRecord): Promise<boolean>;
   get(id: string): Promise<ImageTaskRecord | null>;
 
   /** Claims a place among unfinished tasks; false when the queue is full. */

@@ -27,13 +27,15 @@ export async function recordWebhookState(
   id: string,
   status: TaskStatus,
   state: WebhookState,
+  /** Leaves the stored state when this says it is newer (a rebuild's read of Temporal may be older). */
+  keep: (stored: WebhookState | undefined) => boolean = () => false,
 ): Promise<boolean> {
   const key = store.taskKey(id);
   for (let round = 0; round < ROUNDS; round++) {
     const json = await store.redis.hget(key, 'j');
     if (!json) return false;
     const record = JSON.parse(json) as AnyTaskRecord;
-    if (record.status !== status) return false;
+    if (record.status !== status || keep(record.webhook)) return false;
     const next = { ...record, webhook: state } as AnyTaskRecord;
     const written = await store.redis.eval(
       SET_IF_UNCHANGED,
@@ -46,4 +48,15 @@ export async function recordWebhookState(
     if (written === COMPARE_AND_SET.written) return true;
   }
   return false;
+}
+
+/**
+ * Whether a stored delivery state is at least as far as `state`: more attempts, or as many and
+ * settled (an attempt's outcome is written after it ran, so a settled state ends its delivery).
+ */
+export function webhookStateKept(state: WebhookState): (stored: WebhookState | undefined) => boolean {
+  return (stored) =>
+    stored !== undefined &&
+    (stored.attempts > state.attempts ||
+      (stored.attempts === state.attempts && (stored.status !== 'pending' || state.status === 'pending')));
 }
