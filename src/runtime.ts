@@ -109,6 +109,7 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
     temporal: client,
     taskQueue: config.temporal.taskQueue,
     kinds: [IMAGE_FALLBACK, VIDEO_FALLBACK],
+    models: config.models,
     store,
     prefix: config.redisPrefix,
     retentionSeconds: config.retentionSeconds,

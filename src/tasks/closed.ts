@@ -3,6 +3,7 @@
 // task's record is written from here: what Temporal says happened, by whom, and whether the
 // request may have reached a non-idempotent upstream (the dispatch mark) — `uncertain` then.
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import type { Payload } from '@temporalio/common';
 import type { Model } from '../config.js';
 import { cancelBy, closedOutcome, type Closing, type Reach } from '../shared/closing.js';
 import { newImageRecord, type ImageTaskInput } from '../shared/image-task.js';
@@ -45,7 +46,9 @@ export async function workflowEnd(temporal: Client, id: string): Promise<Workflo
   const events = (await temporal.workflow.getHandle(id, d.runId).fetchHistory()).events ?? [];
   const closedAt = Math.floor((d.closeTime ?? new Date()).getTime() / 1000);
   const first = events[0]?.workflowExecutionStartedEventAttributes;
-  const input = first?.input?.payloads?.length ? await decodeInput(temporal, first.input.payloads) : undefined;
+  const input = first?.input?.payloads?.length
+    ? await decodeFirst<TaskInput>(temporal, first.input.payloads)
+    : undefined;
   return {
     state: 'closed',
     closing: closingOf(status, events),
@@ -96,15 +99,12 @@ const said = (identity?: string | null, reason?: string | null) => ({
   ...(reason ? { reason } : {}),
 });
 
-/** The workflow's input, through the deployment's payload codec (encrypted at rest). */
-async function decodeInput(
-  temporal: Client,
-  payloads: Parameters<Client['options']['loadedDataConverter']['payloadConverter']['fromPayload']>[0][],
-) {
+/** The first of `payloads`, through the deployment's payload codec (encrypted at rest) and converter. */
+export async function decodeFirst<T>(temporal: Client, payloads: Payload[]): Promise<T> {
   const { payloadConverter, payloadCodecs } = temporal.options.loadedDataConverter;
   let decoded = payloads;
   for (const codec of [...payloadCodecs].reverse()) decoded = await codec.decode(decoded);
-  return payloadConverter.fromPayload(decoded[0]!) as TaskInput;
+  return payloadConverter.fromPayload(decoded[0]!) as T;
 }
 
 /**

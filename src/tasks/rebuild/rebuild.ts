@@ -5,16 +5,21 @@
 // changes nothing. One process at a time runs it (a lock with a TTL, renewed); its place is kept in
 // Redis page by page, so another process, or a second call, resumes where it stopped.
 import type { Logger } from 'pino';
-import type { TaskStore } from '../store/task-store.js';
 import { recordWebhookState, webhookStateKept } from '../store/webhook.js';
 import type { AnyTaskRecord } from '../../shared/records.js';
 import { UNFINISHED_STATUSES } from '../../shared/task.js';
 import { RebuildState, type RebuildProgress } from './progress.js';
-import { deliveryState, describeTask, listPage, rebuildQuery, taskRecord, type TaskSource } from './source.js';
-import type { WorkflowInfo } from '../fallback.js';
+import {
+  deliveryState,
+  describeTask,
+  listPage,
+  rebuildQuery,
+  taskRecord,
+  type TaskSource,
+  type WorkflowRef,
+} from './source.js';
 
 export interface RebuildDeps extends TaskSource {
-  store: TaskStore;
   prefix: string;
   retentionSeconds: number;
   log: Logger;
@@ -166,7 +171,7 @@ export class ReadModelRebuild {
   }
 
   /** One workflow's record, webhook state and gauge place; a failure is counted, not thrown. */
-  private async restoreOne(p: RebuildProgress, wf: WorkflowInfo): Promise<Outcome> {
+  private async restoreOne(p: RebuildProgress, wf: WorkflowRef): Promise<Outcome> {
     const { store } = this.deps;
     try {
       const record = await taskRecord(this.deps, wf);

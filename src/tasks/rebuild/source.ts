@@ -3,11 +3,12 @@
 // a completed workflow's result, otherwise the record the poll fallback builds (src/tasks/fallback.ts)
 // — and the state of its webhook delivery.
 import { WorkflowNotFoundError, type Client, type WorkflowExecutionDescription } from '@temporalio/client';
-import { executionInfoFromRaw } from '@temporalio/client/lib/helpers.js';
-import { decodeFromPayloadsAtIndex } from '@temporalio/common/lib/internal-non-workflow/codec-helpers.js';
 import type { Payload } from '@temporalio/common';
 import proto from '@temporalio/proto';
-import { factsOf, type FallbackKind, type WorkflowFacts, type WorkflowInfo } from '../fallback.js';
+import type { Model } from '../../config.js';
+import { closedRecord, decodeFirst, workflowEnd } from '../closed.js';
+import { factsOf, type FallbackKind, type WorkflowFacts } from '../fallback.js';
+import type { TaskStore } from '../store/task-store.js';
 import type { BaseWorkflowInput } from '../service.js';
 import type { AnyTaskRecord } from '../../shared/records.js';
 import { STATUS_RANK } from '../../shared/task.js';
@@ -21,10 +22,19 @@ export interface TaskSource {
   /** The deployment's task queue: other deployments sharing the namespace are not rebuilt. */
   taskQueue: string;
   kinds: readonly FallbackKind<AnyTaskRecord>[];
+  /** For the truthful end of a workflow closed outside Kiln (closed.ts). */
+  models: readonly Model[];
+  store: TaskStore;
+}
+
+/** A listed workflow: which run. */
+export interface WorkflowRef {
+  workflowId: string;
+  runId: string;
 }
 
 export interface VisibilityPage {
-  workflows: WorkflowInfo[];
+  workflows: WorkflowRef[];
   /** The next page's token; null after the last page. */
   next: Buffer | null;
 }
@@ -54,11 +64,12 @@ export async function listPage(
     pageSize,
     nextPageToken: token ?? Buffer.alloc(0),
   });
-  const workflows: WorkflowInfo[] = [];
-  for (const raw of res.executions ?? [])
-    workflows.push(
-      await executionInfoFromRaw(raw, temporal.options.loadedDataConverter, raw, temporal.options.namespace),
-    );
+  // Only the ids: each is described on its own (the SDK's typed view of a listing is not public).
+  const workflows: WorkflowRef[] = (res.executions ?? []).flatMap((raw) =>
+    raw.execution?.workflowId && raw.execution.runId
+      ? [{ workflowId: raw.execution.workflowId, runId: raw.execution.runId }]
+      : [],
+  );
   const next = res.nextPageToken?.length ? Buffer.from(res.nextPageToken) : null;
   return { workflows, next };
 }
@@ -67,18 +78,26 @@ export async function listPage(
  * The task's record as Temporal tells it, or null for a workflow that is not one of Kiln's tasks.
  * A workflow listed as open is described first: visibility can lag behind one that has just closed.
  */
-export async function taskRecord(src: TaskSource, wf: WorkflowInfo): Promise<AnyTaskRecord | null> {
-  const kind = src.kinds.find((k) => k.workflowType === wf.type);
-  const owner = wf.typedSearchAttributes.get(SA.owner);
+export async function taskRecord(src: TaskSource, ref: WorkflowRef): Promise<AnyTaskRecord | null> {
+  const handle = src.temporal.workflow.getHandle(ref.workflowId, ref.runId);
+  const d = await handle.describe();
+  const kind = src.kinds.find((k) => k.workflowType === d.type);
+  const owner = d.typedSearchAttributes.get(SA.owner);
   if (!kind || !owner) return null;
-  const handle = src.temporal.workflow.getHandle(wf.workflowId, wf.runId);
-  const info = wf.status.name === 'COMPLETED' ? wf : await handle.describe();
-  if (info.status.name === 'COMPLETED') return (await handle.result()) as AnyTaskRecord | null;
-  const d = info as WorkflowExecutionDescription;
+  if (d.status.name === 'COMPLETED') return (await handle.result()) as AnyTaskRecord | null;
+  if (d.status.name !== 'RUNNING') {
+    // Closed outside Kiln: the end reconciliation gives it (who ended it, and whether it was sent).
+    const end = await workflowEnd(src.temporal, ref.workflowId);
+    if (end.state === 'completed') return end.record;
+    if (end.state === 'closed') {
+      const ended = await closedRecord({ store: src.store, models: src.models }, end, null);
+      if (ended) return ended;
+    }
+  }
   const facts = factsOf(d, owner);
   // What only the workflow's input holds: the created_at the task was listed under (its start time
   // can be a second later, and a list orders by created_at) and whether it has a webhook.
-  const input = (await startInput(src.temporal, wf.workflowId, wf.runId)) as BaseWorkflowInput<unknown> | undefined;
+  const input = (await startInput(src.temporal, ref.workflowId, ref.runId)) as BaseWorkflowInput<unknown> | undefined;
   const record = kind.record(
     {
       ...facts,
@@ -129,9 +148,7 @@ async function startInput(temporal: Client, workflowId: string, runId: string): 
   return payloads?.length ? decode(temporal, payloads) : undefined;
 }
 
-function decode<T>(temporal: Client, payloads: Payload[]): Promise<T> {
-  return decodeFromPayloadsAtIndex<T>(temporal.options.loadedDataConverter, 0, payloads);
-}
+const decode = <T>(temporal: Client, payloads: Payload[]): Promise<T> => decodeFirst<T>(temporal, payloads);
 
 /**
  * What a running workflow's pending activity says of an image task, whose status search attribute
