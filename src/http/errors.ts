@@ -3,6 +3,7 @@
 import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
 import { KilnError } from '../shared/errors.js';
+import { routeOf } from './route-table.js';
 
 interface HttpishError {
   status?: number;
@@ -64,7 +65,7 @@ export function errorMiddleware(log: Logger): Middleware {
         throw new KilnError('method_not_allowed', `${ctx.method} is not allowed here; allowed: ${allow}.`);
       }
     } catch (err) {
-      const route = (ctx as { _matchedRoute?: string })._matchedRoute ?? '(unmatched)';
+      const route = routeOf(ctx);
       const e = errorAnswer(err, log, ctx.method, route);
       ctx.status = e.status;
       ctx.body = e.toBody();

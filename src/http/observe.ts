@@ -7,6 +7,7 @@ import { context, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentele
 import type { Context, Middleware } from 'koa';
 import type { Logger } from 'pino';
 import { requestLineWriter, type RequestLine } from '../log.js';
+import { routeOf } from './route-table.js';
 import type { ApiMetrics } from '../ops/metrics.js';
 import { requestIdFrom, runWithRequest, type RequestContext } from '../ops/request-context.js';
 
@@ -40,8 +41,6 @@ export interface RequestObserver {
   /** Whether the process is draining (answers then close keep-alive connections). */
   stopping(): boolean;
 }
-
-const routeOf = (ctx: Context): string => (ctx as Context & { _matchedRoute?: string })._matchedRoute ?? '(unmatched)';
 
 function taskIdOf(ctx: Context): string | undefined {
   const p = (ctx as Context & { params?: Record<string, string> }).params;

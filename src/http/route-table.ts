@@ -69,6 +69,13 @@ export function parseInput<T>(schema: z.ZodType<T>, value: unknown, where: strin
   throw new KilnError('invalid_request', `${path}: ${i.message}`);
 }
 
+/**
+ * The route template that served the request (`/v1/tasks/:id`), for logs and metrics; set by the
+ * routes `mountRoutes` mounts (the router's own record of it is internal to it).
+ */
+export const routeOf = (ctx: { state: Record<string, unknown> }): string =>
+  typeof ctx.state.route === 'string' ? ctx.state.route : '(unmatched)';
+
 /** Mounts each route: authenticate, then validate params, query and (JSON) body, then the handler. */
 export function mountRoutes(router: Router, routes: readonly RouteDef[], auth: Authenticator): void {
   const seen = new Set<string>();
@@ -81,6 +88,7 @@ export function mountRoutes(router: Router, routes: readonly RouteDef[], auth: A
     const schema = (part: Part) => (own.has(part) ? undefined : def.request?.[part]);
     const [params, query, body] = [schema('params'), schema('query'), schema('body')];
     router.register(def.route, [def.method], async (ctx) => {
+      ctx.state.route = def.route;
       // A task named by the path is on the request's log lines from here on, errors included.
       const named = (ctx.params as Record<string, string | undefined>).id;
       const rc = currentRequest();
