@@ -64,6 +64,8 @@ beforeAll(async () => {
     timeoutMs: 5000,
   };
   kiln = await startKiln({
+    // Reconciliation (for the terminate below) in quick rounds.
+    env: { RECONCILE_EVERY_MS: '1000' },
     models: [
       { ...fakeGeminiModel(gemini), id: 'once', idempotent: false, timeoutMs: 60_000 },
       { ...oa, id: 'v-once', upstreamModel: 'sora-2', idempotent: false },
@@ -150,5 +152,26 @@ describe('reset of a video task (non-idempotent upstream)', () => {
     expect(creates()).toHaveLength(1);
     expect(polled.status).toBe('uncertain');
     expect(result.status).toBe('uncertain');
+  });
+});
+
+describe('terminate of a video task', () => {
+  it('while its job runs (non-idempotent upstream): reconciled to uncertain; one create', async () => {
+    videos.setScript(['in_progress:10']);
+    const res = await api()('/v1/videos', {
+      method: 'POST',
+      json: { model: 'v-once', prompt: 'terminate a running video', seconds: '4', size: '720x1280' },
+    });
+    const id = res.json.id as string;
+    await waitForStatus(
+      () => api()(`/v1/videos/${id}`),
+      (s) => s === 'in_progress',
+      30_000,
+    );
+    await client.workflow.getHandle(id).terminate('video drill');
+    const ended = await waitForStatus(() => api()(`/v1/videos/${id}`), DONE, 60_000);
+    expect(ended.status).toBe('uncertain');
+    expect(ended.uncertain_reason).toMatch(/^Terminated by an operator \(.*video drill\) after its create request/);
+    expect(videos.creates()).toHaveLength(1);
   });
 });
