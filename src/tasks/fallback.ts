@@ -55,10 +55,11 @@ export async function readFromTemporal<R extends AnyTaskRecord>(
   try {
     for await (const wf of workflowsOf(temporal, ask, owner)) {
       if (wf.type !== kind.workflowType) continue;
+      const closedOutside = wf.status.name !== 'COMPLETED' && wf.status.name !== 'RUNNING' && deps.models;
       const record =
         wf.status.name === 'COMPLETED'
           ? ((await temporal.workflow.getHandle(wf.workflowId).result()) as R | null)
-          : ((wf.status.name !== 'RUNNING' && deps.models && (await truthfulEnd<R>(deps, wf.workflowId))) ??
+          : ((closedOutside ? await truthfulEnd<R>(deps, wf.workflowId) : null) ??
             kind.record(factsOf(wf, owner), wf.memo ?? {}));
       if (!record) continue;
       out.set(record.id, record);
