@@ -148,6 +148,14 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(
           details: [stored],
         });
       }
+      // A retry that finds no record at all: Redis lost it, and the dispatch mark with it, so
+      // whether an earlier attempt sent the request cannot be known.
+      if (attempt > 1 && stored === null && !model.idempotent) {
+        throw ApplicationFailure.nonRetryable(
+          notResent(wording, 'its record (with the mark of what was sent) was lost from the read model'),
+          UNCERTAIN_FAILURE_TYPE,
+        );
+      }
       // The Redis mark is awaited before sending, unlike heartbeats, which are throttled and may be
       // lost with the worker. Only an attempt after a `running` write can find it set.
       const mayHaveSent = attempt > 1 || isLocal || stored?.status === 'running';

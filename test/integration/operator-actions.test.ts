@@ -212,3 +212,19 @@ describe('cancel: whose it was', () => {
     expect(task.error.message).toMatch(/^Canceled by its owner after/);
   });
 });
+
+describe('Redis loses a task mid-call', () => {
+  it('a non-idempotent retry without its record (the dispatch mark lost with it) ends uncertain; one request', async () => {
+    gemini.setDefault(delayed(120_000, ok()));
+    const id = await submit('once', 'lose my record mid-call');
+    await gemini.waitForRequests(1);
+    await kiln.api.redis.del(kiln.api.store.taskKey(id));
+    // The worker goes away mid-call (its shutdown cuts the call off): Temporal retries the attempt.
+    await kiln.stopWorker();
+    await kiln.startWorker();
+    const { task } = await endOf(id, Date.now());
+    expect(task.status).toBe('uncertain');
+    expect(task.uncertain_reason).toMatch(/record .* was lost from the read model/);
+    expect(gemini.requests).toHaveLength(1);
+  });
+});
