@@ -11,7 +11,12 @@ import { HttpStatusFailure } from '../../activities/video/http.js';
 import type { VideoCall, VideoProvider } from '../../activities/video/types.js';
 import { TransportFailure, UpstreamFailure } from '../../activities/upstream-http.js';
 import { modelsOfKind, parseModels } from '../../src/config.js';
-import type { GenerationResult, ImageTaskInput, ImageTaskRecord } from '../../src/shared/image-task.js';
+import {
+  newImageRecord,
+  type GenerationResult,
+  type ImageTaskInput,
+  type ImageTaskRecord,
+} from '../../src/shared/image-task.js';
 import type { VideoTaskInput } from '../../src/shared/video-task.js';
 import { MemoryStore } from '../support/unit-store.js';
 import { imageTaskInput } from '../support/records.js';
@@ -160,11 +165,22 @@ describe('generateImage', () => {
   });
 
   it('the Redis mark decides, not heartbeat details: no mark means the request never left, so it is sent', async () => {
-    const { acts, calls } = image(dispatchThen(async () => RESULT));
+    const { acts, calls, store } = image(dispatchThen(async () => RESULT));
     const { env } = activityEnv({ attempt: 2, heartbeatDetails: { dispatched: true } });
     const task = imageTask('img-once');
+    // The record the workflow wrote when it picked the task up: the mark would live beside it.
+    await store.transition(newImageRecord(task, 'queued'));
     await expect(env.run(acts.generateImage, task)).resolves.toEqual(succeeded(task));
     expect(calls).toHaveLength(1);
+  });
+
+  it('a non-idempotent retry that finds no record (Redis lost it, the mark with it) is not sent: uncertain', async () => {
+    const { acts, calls } = image(dispatchThen(async () => RESULT));
+    const { env } = activityEnv({ attempt: 2 });
+    const f = await failureOf(env.run(acts.generateImage, imageTask('img-once')));
+    expect(f.type).toBe('uncertain');
+    expect(f.message).toMatch(/was lost from the read model/);
+    expect(calls).toHaveLength(0);
   });
 
   it(
