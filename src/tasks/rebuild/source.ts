@@ -3,7 +3,6 @@
 // a completed workflow's result, otherwise the record the poll fallback builds (src/tasks/fallback.ts)
 // — and the state of its webhook delivery.
 import { WorkflowNotFoundError, type Client, type WorkflowExecutionDescription } from '@temporalio/client';
-import type { Payload } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import type { Model } from '../../config.js';
 import { closedRecord, decodeFirst, workflowEnd } from '../closed.js';
@@ -134,7 +133,7 @@ export async function deliveryState(src: TaskSource, id: string, status: string)
   const last = done.at(-1)?.activityTaskCompletedEventAttributes?.result?.payloads;
   if (!last) return null;
   // An attempt's result (activities/webhook.ts, AttemptResult) carries the state it wrote.
-  return (await decode<{ state: WebhookState }>(src.temporal, last)).state;
+  return (await decodeFirst<{ state: WebhookState }>(src.temporal, last)).state;
 }
 
 /** The workflow's input, from its first history event. */
@@ -145,10 +144,8 @@ async function startInput(temporal: Client, workflowId: string, runId: string): 
     maximumPageSize: 1,
   });
   const payloads = res.history?.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads;
-  return payloads?.length ? decode(temporal, payloads) : undefined;
+  return payloads?.length ? decodeFirst(temporal, payloads) : undefined;
 }
-
-const decode = <T>(temporal: Client, payloads: Payload[]): Promise<T> => decodeFirst<T>(temporal, payloads);
 
 /**
  * What a running workflow's pending activity says of an image task, whose status search attribute
