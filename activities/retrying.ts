@@ -18,3 +18,6 @@ export async function retrying<T>(fn: () => Promise<T>, forMs: number, beat: () 
     }
   }
 }
+
+/** A read-model or channel-state call inside an activity, retried as `retrying` says. */
+export const storeRetry = <T>(fn: () => Promise<T>): Promise<T> => retrying(fn, STORE_RETRY_MS);

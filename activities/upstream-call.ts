@@ -2,27 +2,47 @@
 // model's per-call timeout, heartbeats, the Redis dispatch mark, and how a failure ends the attempt
 // (a task failure code, `uncertain`, or a retry by Temporal).
 import { ApplicationFailure, Context } from '@temporalio/activity';
+import { routed, type Routed } from '../src/channels/config.js';
+import {
+  CHANNEL_FAILOVER_FAILURE_TYPE,
+  channelOf,
+  resendable,
+  type FailedOver,
+  type Route,
+} from '../src/shared/route.js';
 import type { TaskStore } from '../src/tasks/store/task-store.js';
 import type { AnyTaskRecord } from '../src/shared/records.js';
-import { ALREADY_ENDED_FAILURE_TYPE, UNCERTAIN_FAILURE_TYPE } from '../src/shared/errors.js';
+import { ALREADY_ENDED_FAILURE_TYPE, INLINE_BUSY_FAILURE_TYPE, UNCERTAIN_FAILURE_TYPE } from '../src/shared/errors.js';
 import { TERMINAL_STATUSES } from '../src/shared/task.js';
 import { notResent, type CallWording } from '../src/shared/upstream.js';
 import type { Closing, Reach } from '../src/shared/closing.js';
 import type { CancelOrigin } from './cancel-origin.js';
+import { SUCCEEDED, verdictOf, type ChannelRouter, type RoutableChannel, type Verdict } from './channel-router.js';
 import { retrying, STORE_RETRY_MS } from './retrying.js';
 import { TransportFailure, UpstreamFailure } from './upstream-http.js';
 
 /** Longest gap between an upstream call's heartbeats, and the workers' heartbeat throttle. */
 export const HEARTBEAT_EVERY_MS = 400;
 
-/** What a call needs of its model (image or video). */
+/** What a call needs of its upstream (a model's channel, merged over the model's settings). */
 export interface UpstreamModel {
   timeoutMs: number;
   heartbeatTimeoutMs: number;
   idempotent: boolean;
 }
 
-type DispatchStore = Pick<TaskStore, 'wasDispatched' | 'markDispatched' | 'clearDispatched' | 'get'>;
+/** What a call needs of a model's channel. */
+type CallChannel = RoutableChannel & { idempotent: boolean };
+
+/** What a call needs of a model (image or video). */
+interface CallModel<C extends CallChannel> {
+  id: string;
+  heartbeatTimeoutMs: number;
+  queueTimeoutMs: number;
+  channels: C[];
+}
+
+type DispatchStore = Pick<TaskStore, 'dispatchedTo' | 'markDispatched' | 'clearDispatched' | 'get'>;
 
 /** The timing extension fields an attempt records: when the first attempt began, and this attempt's number. */
 export interface Timing {
@@ -47,22 +67,25 @@ export async function keepTiming<R extends AnyTaskRecord>(store: Pick<TaskStore,
 /** Heartbeat details: for operators (the Web UI shows them); the Redis mark is what decides uncertain. */
 interface DispatchMark {
   dispatched: boolean;
+  channel?: string;
 }
 
 /** Must be awaited right before the request can reach the upstream: it makes `uncertain` decidable. */
 export type Dispatching = () => Promise<void>;
 
-/** A task as the calls see it: its id and its model's id. */
+/** A task as the calls see it: its id, its model's id, and the channels it was moved off. */
 interface TaskRef {
   id: string;
   model: string;
+  route?: Route;
 }
 
 /** Upstream calls for the tasks of a worker's `models` (one kind: image or video). */
-export function upstreamCalls<M extends UpstreamModel & { id: string }>(
+export function upstreamCalls<M extends CallModel<CallChannel>>(
   redisStore: DispatchStore,
   models: M[],
   origin: CancelOrigin,
+  router: ChannelRouter,
 ) {
   // Heartbeats go on while a call waits for Redis, so the wait does not look like a dead worker.
   const patient = <T>(fn: () => Promise<T>) =>
@@ -72,8 +95,8 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(
       if (!ctx.info.isLocal) ctx.heartbeat();
     });
   const store: DispatchStore = {
-    wasDispatched: (id) => patient(() => redisStore.wasDispatched(id)),
-    markDispatched: (id, attempt) => patient(() => redisStore.markDispatched(id, attempt)),
+    dispatchedTo: (id) => patient(() => redisStore.dispatchedTo(id)),
+    markDispatched: (id, attempt, channel) => patient(() => redisStore.markDispatched(id, attempt, channel)),
     clearDispatched: (id) => patient(() => redisStore.clearDispatched(id)),
     get: (id) => patient(() => redisStore.get(id)),
   };
@@ -84,6 +107,18 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(
       throw ApplicationFailure.nonRetryable(`model ${id} is not configured on this worker`, 'invalid_request');
     return model;
   };
+  /** The channel a job or a resend stays on; a job from before channels is on the model's one channel. */
+  type C = M['channels'][number];
+  const upstreamOf = (model: M, channelId: string | undefined): Routed<M, C> => {
+    // A job from before channels names none: it went to the model's first (then only) upstream.
+    const channel = channelOf(model, channelId ?? '') ?? (channelId === undefined ? model.channels[0] : undefined);
+    if (!channel)
+      throw ApplicationFailure.nonRetryable(
+        `channel ${channelId} of model ${model.id} is not configured on this worker`,
+        'invalid_request',
+      );
+    return routed(model, channel as C);
+  };
 
   return {
     /**
@@ -92,8 +127,8 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(
      * have received the request, which makes the task uncertain rather than failed.
      */
     async mayHaveReached(task: TaskRef): Promise<boolean> {
-      if (byId.get(task.model)?.idempotent) return false;
-      return store.wasDispatched(task.id);
+      const sentTo = await store.dispatchedTo(task.id);
+      return sentTo !== null && !resendable(byId.get(task.model), sentTo);
     },
 
     /**
@@ -103,8 +138,9 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(
      */
     async reach(task: TaskRef): Promise<ReachAnswer> {
       const closing = await origin();
-      if (!(await store.wasDispatched(task.id))) return { reach: 'not_sent', closing };
-      return { reach: byId.get(task.model)?.idempotent ? 'sent' : 'sent_not_idempotent', closing };
+      const sentTo = await store.dispatchedTo(task.id);
+      if (sentTo === null) return { reach: 'not_sent', closing };
+      return { reach: resendable(byId.get(task.model), sentTo) ? 'sent' : 'sent_not_idempotent', closing };
     },
 
     /**
@@ -114,29 +150,37 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(
     async timing(task: TaskRef, known?: AnyTaskRecord | null): Promise<Timing> {
       const { attempt, isLocal } = Context.current().info;
       const now = Math.floor(Date.now() / 1000);
-      if (attempt === 1 && !isLocal) return { started_at: now, attempts: attempt };
+      // Attempts on the channels the task was moved off count too.
+      const before = task.route?.attempts ?? 0;
+      if (attempt === 1 && !isLocal && before === 0) return { started_at: now, attempts: attempt };
       const stored = known !== undefined ? known : ((await store.get(task.id)) as AnyTaskRecord | null);
       // A local activity whose worker died starts over at attempt 1: count on from the stored attempt.
       const attempts =
-        isLocal && stored?.status === 'running' && stored.attempts ? Math.max(attempt, stored.attempts + 1) : attempt;
+        isLocal && stored?.status === 'running' && stored.attempts
+          ? Math.max(before + attempt, stored.attempts + 1)
+          : before + attempt;
       return { started_at: stored?.started_at ?? now, attempts };
     },
 
     /**
-     * A call that asks the upstream to do something (generate, create). `started` runs once the
-     * attempt may go ahead (it marks the task running); an attempt that may already have reached a
-     * non-idempotent upstream, or that loses its answer after sending, ends the task uncertain.
-     * `claim` (a slot of the model's) runs after that check and before `started`.
+     * A call that asks the upstream to do something (generate, create), on one of the model's
+     * channels. `started` runs once the attempt may go ahead and has its channel (it marks the task
+     * running); an attempt that may already have reached a non-idempotent upstream, or that loses
+     * its answer after sending, ends the task uncertain. A channel that provably did not take the
+     * work (not sent, or refused) moves the task to the next channel: the attempt ends with a
+     * CHANNEL_FAILOVER failure and the workflow calls again with the channel in `route.tried`.
+     * `claim` (a slot of the model's on this worker) runs before a channel is taken.
      */
     async send<T>(
       task: TaskRef,
       wording: CallWording,
-      started: () => Promise<unknown>,
-      call: (model: M, signal: AbortSignal, dispatching: Dispatching) => Promise<T>,
+      started: (channel: string) => Promise<unknown>,
+      call: (model: Routed<M, C>, signal: AbortSignal, dispatching: Dispatching) => Promise<T>,
       opts: { claim?: () => Promise<void>; stored?: AnyTaskRecord | null } = {},
-    ): Promise<T> {
+    ): Promise<{ value: T; channel: string }> {
       const model = modelOf(task.model);
-      const { attempt, isLocal } = Context.current().info;
+      const ctx = Context.current();
+      const { attempt, isLocal } = ctx.info;
       // Every attempt asks, the first too: an operator's reset of the workflow starts the call over at
       // attempt 1 (as does a local activity whose worker died), and the read model is what remembers.
       const stored = opts.stored !== undefined ? opts.stored : ((await store.get(task.id)) as AnyTaskRecord | null);
@@ -149,58 +193,98 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(
         });
       }
       // A retry that finds no record at all: Redis lost it, and the dispatch mark with it, so
-      // whether an earlier attempt sent the request cannot be known.
-      if (attempt > 1 && stored === null && !model.idempotent) {
+      // whether an earlier attempt sent the request (and where) cannot be known.
+      if (attempt > 1 && stored === null && !model.channels.every((c) => c.idempotent)) {
         throw ApplicationFailure.nonRetryable(
           notResent(wording, 'its record (with the mark of what was sent) was lost from the read model'),
           UNCERTAIN_FAILURE_TYPE,
         );
       }
       // The Redis mark is awaited before sending, unlike heartbeats, which are throttled and may be
-      // lost with the worker. Only an attempt after a `running` write can find it set.
+      // lost with the worker. Only an attempt after a `running` write can find it set. A request
+      // that may have reached a channel is resent only there, and only when that channel is idempotent.
       const mayHaveSent = attempt > 1 || isLocal || stored?.status === 'running';
-      if (mayHaveSent && !model.idempotent && (await store.wasDispatched(task.id))) {
+      const sentTo = mayHaveSent ? await store.dispatchedTo(task.id) : null;
+      const pinned = sentTo === null ? undefined : channelOf(model, sentTo);
+      if (sentTo !== null && !pinned?.idempotent) {
         throw ApplicationFailure.nonRetryable(
           notResent(wording, 'the attempt ended before its answer arrived'),
           UNCERTAIN_FAILURE_TYPE,
         );
       }
       await opts.claim?.();
-      await patient(started);
-      return underBudget(
-        model,
-        wording,
-        { dispatched: false },
-        (signal, beat) =>
-          call(model, signal, async () => {
-            beat({ dispatched: true });
-            await store.markDispatched(task.id, attempt);
-          }),
-        async (err) => {
-          if (!(err instanceof TransportFailure)) return;
-          if (!err.dispatched) await store.clearDispatched(task.id);
-          else if (!model.idempotent) {
-            throw ApplicationFailure.nonRetryable(
-              `${err.message} after the ${wording.request} was sent; the outcome cannot be confirmed.`,
-              UNCERTAIN_FAILURE_TYPE,
-            );
-          }
-        },
-      );
+      const tried = task.route?.tried ?? [];
+      const taken = await router.take(model, task.id, {
+        tried,
+        ...(pinned ? { pinned } : {}),
+        // An inline call runs now or not at all: a workflow task cannot wait.
+        wait: !isLocal,
+        signal: ctx.cancellationSignal,
+        beat: () => ctx.heartbeat(),
+      });
+      if (!taken) {
+        throw ApplicationFailure.nonRetryable('no channel with room for an inline call now', INLINE_BUSY_FAILURE_TYPE);
+      }
+      const channel = taken.channel as C;
+      const upstream = routed(model, channel);
+      let verdict: Verdict = SUCCEEDED;
+      const began = Date.now();
+      try {
+        await patient(() => started(channel.id));
+        const value = await underBudget(
+          upstream,
+          wording,
+          { dispatched: false },
+          (signal, beat) =>
+            call(upstream, signal, async () => {
+              beat({ dispatched: true, channel: channel.id });
+              await store.markDispatched(task.id, attempt, channel.id);
+            }),
+          async (err, timedOut) => {
+            verdict = verdictOf(err, channel, { timedOut, canceled: ctx.cancellationSignal.aborted });
+            // Another channel is tried only when this one provably did not take the work, and never
+            // after a send that may have reached this one before (a pinned resend).
+            const others = model.channels.some((c) => c.id !== channel.id && !tried.includes(c.id));
+            if (verdict.movable && others && !pinned) {
+              await store.clearDispatched(task.id);
+              throw failover(channel.id, verdict, (task.route?.attempts ?? 0) + attempt, Date.now() - began);
+            }
+            if (timedOut || !(err instanceof TransportFailure)) return;
+            if (!err.dispatched) await store.clearDispatched(task.id);
+            else if (!upstream.idempotent) {
+              throw ApplicationFailure.nonRetryable(
+                `${err.message} after the ${wording.request} was sent; the outcome cannot be confirmed.`,
+                UNCERTAIN_FAILURE_TYPE,
+              );
+            }
+          },
+        );
+        return { value, channel: channel.id };
+      } catch (err) {
+        // A failure of the `running` write or of Kiln's own code after the answer: no verdict on the channel.
+        if (verdict === SUCCEEDED) verdict = { ...SUCCEEDED, outcome: 'canceled' };
+        throw err;
+      } finally {
+        await router.release(model, channel, task.id, verdict, Date.now() - began);
+      }
     },
 
-    /** A read (status check, download): safe to repeat, so a long job does not end on one passing fault. */
+    /**
+     * A read (status check, download, cancel) on the channel that accepted the job: safe to repeat,
+     * so a long job does not end on one passing fault.
+     */
     async read<T>(
       task: TaskRef,
       wording: CallWording,
-      call: (model: M, signal: AbortSignal) => Promise<T>,
+      channelId: string | undefined,
+      call: (model: Routed<M, C>, signal: AbortSignal) => Promise<T>,
     ): Promise<T> {
-      const model = modelOf(task.model);
+      const upstream = upstreamOf(modelOf(task.model), channelId);
       return underBudget(
-        model,
+        upstream,
         wording,
         undefined,
-        (signal) => call(model, signal),
+        (signal) => call(upstream, signal),
         async (err) => {
           if (err instanceof UpstreamFailure && err.transient)
             throw ApplicationFailure.retryable(err.message, 'upstream_transient');
@@ -208,6 +292,17 @@ export function upstreamCalls<M extends UpstreamModel & { id: string }>(
       );
     },
   };
+}
+
+/** The attempt's end that moves the task to another channel; the Web UI shows its message. */
+function failover(channel: string, v: Verdict, attempts: number, durationMs: number): ApplicationFailure {
+  const details: FailedOver = { channel, code: v.code, message: v.message.slice(0, 300), attempts, durationMs };
+  return ApplicationFailure.create({
+    message: `${channel}: ${v.message}`,
+    type: CHANNEL_FAILOVER_FAILURE_TYPE,
+    nonRetryable: true,
+    details: [details],
+  });
 }
 
 /**
@@ -219,7 +314,7 @@ async function underBudget<T>(
   wording: CallWording,
   initial: DispatchMark | undefined,
   run: (signal: AbortSignal, beat: (details: DispatchMark) => void) => Promise<T>,
-  map: (err: unknown) => Promise<void>,
+  map: (err: unknown, timedOut: boolean) => Promise<void>,
 ): Promise<T> {
   const ctx = Context.current();
   const timeout = AbortSignal.timeout(model.timeoutMs);
@@ -238,13 +333,13 @@ async function underBudget<T>(
       if (beats) ctx.heartbeat(d);
     });
   } catch (err) {
+    await map(err, timeout.aborted);
     if (timeout.aborted) {
       throw ApplicationFailure.nonRetryable(
         `The ${wording.upstream} gave no ${wording.answer} within ${model.timeoutMs} ms.`,
         'upstream_timeout',
       );
     }
-    await map(err);
     if (err instanceof UpstreamFailure) {
       // A retryable type outside TASK_FAILURE_CODES: once retries run out the workflow reports upstream_error.
       throw err.retryable

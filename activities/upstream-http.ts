@@ -3,15 +3,27 @@
 import type { TaskFailureCode } from '../src/shared/errors.js';
 import { causeCode, NOT_DISPATCHED_CODES } from '../src/shared/upstream.js';
 
+/** What an upstream's error answer says beyond its code: what a model's channels route on. */
+export interface AnswerInfo {
+  /** The HTTP status, when the answer had one of its own. */
+  status?: number;
+  /** An explicit refusal before any processing (429, 503, the channel's credential or balance). */
+  refused?: boolean;
+  /** A 429's Retry-After. */
+  retryAfterMs?: number;
+}
+
 /**
  * A failure whose cause is known: it ends the task with this code, unless `retryable` (a 5xx from an
- * idempotent upstream), when Temporal retries the attempt first.
+ * idempotent upstream), when Temporal retries the attempt first, or unless the model has another
+ * channel to try (see activities/channel-router.ts).
  */
 export class UpstreamFailure extends Error {
   constructor(
     readonly code: TaskFailureCode,
     message: string,
     readonly retryable = false,
+    readonly info: AnswerInfo = {},
   ) {
     super(message);
     this.name = 'UpstreamFailure';

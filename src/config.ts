@@ -4,8 +4,10 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { createHmac, hkdfSync } from 'node:crypto';
 import { z } from 'zod';
-import { configuredKeyOf } from './shared/credentials.js';
-import { PRO_SECONDS, PRO_SIZES } from './shared/video-task.js';
+import { configuredKeys } from './shared/credentials.js';
+import { ConfigError, DEFAULT_MODELS, parseModels, type AnyChannel, type Model } from './model-config.js';
+
+export * from './model-config.js';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
@@ -117,204 +119,6 @@ export const EnvSchema = z.object({
   WEBHOOK_CA_FILE: unsetIfEmpty(z.string().optional()),
 });
 
-const CredentialSchema = z.union([z.literal('passthrough'), z.object({ env: z.string().min(1) }), z.literal('none')]);
-
-/** Fields every model kind shares: identity, upstream location and credentials, time budget. */
-const modelCommon = {
-  id: z.string().regex(/^[A-Za-z0-9._-]{1,100}$/, 'model ids use letters, digits, ".", "_" and "-"'),
-  description: z.string().optional(),
-  /** Upstream call budget for one attempt; its expiry ends a task failed/upstream_timeout. */
-  timeoutMs: int(120_000, 1),
-  baseUrl: z.string().url().optional(),
-  upstreamModel: z.string().optional(),
-  credential: CredentialSchema.default('passthrough'),
-};
-
-/** Task models run as Temporal workflows: retry, crash detection and upstream capacity per model. */
-const taskModelCommon = {
-  ...modelCommon,
-  heartbeatTimeoutMs: int(10_000, 1000),
-  maxAttempts: int(3, 1),
-  /** Whether a create call may be resent safely (idempotency key = task id). */
-  idempotent: z.boolean().default(false),
-  concurrency: int(8, 1),
-  ratePerSecond: z.number().positive().optional(),
-  /** local providers: simulated generation time. */
-  latencyMs: int(800),
-};
-
-const ImageModelSchema = z
-  .object({
-    ...taskModelCommon,
-    kind: z.literal('image'),
-    provider: z.enum(['local', 'gemini']),
-    /** `task`: 202 + polling; `direct`: generateContent answers with the images (still one workflow). */
-    form: z.enum(['task', 'direct']).default('task'),
-    /** Download reference images in the activity and send them as base64 (else the URLs travel as they are). */
-    inlineReferences: z.boolean().default(false),
-    referenceMaxBytes: int(10 * 1024 * 1024, 1),
-    /** Upstream 429s resent (after Retry-After, or the doubling backoff) within timeoutMs before giving up. */
-    rateLimitRetries: int(2, 0),
-    rateLimitBackoffMs: int(1000, 0),
-    imageSizes: z.array(z.string()).default(['1K', '2K', '4K']),
-    /**
-     * Run the upstream call inside the workflow's own workflow task (a Temporal local activity): a
-     * successful task costs Temporal 6 history events instead of 11. Only for fast upstreams: while
-     * the call runs, the task's cancel waits for it, and a worker that dies with it is noticed after
-     * the workflow task timeout (10 s) instead of the heartbeat timeout.
-     */
-    inline: z.boolean().default(false),
-  })
-  .superRefine((m, ctx) => {
-    if (!m.inline) return;
-    if (m.timeoutMs > INLINE_MAX_TIMEOUT_MS)
-      ctx.addIssue({
-        code: 'custom',
-        path: ['timeoutMs'],
-        message: `an inline model needs timeoutMs ≤ ${INLINE_MAX_TIMEOUT_MS} (got ${m.timeoutMs}): a cancel waits for the call`,
-      });
-    if (m.ratePerSecond !== undefined)
-      ctx.addIssue({
-        code: 'custom',
-        path: ['ratePerSecond'],
-        message:
-          'an inline model cannot have ratePerSecond: the rate is kept by its activity queue, which it does not use',
-      });
-  });
-
-/**
- * The longest call an inline image model may make: a workflow task cannot take a signal or a
- * cancel while its local activity runs, and the owner's cancel must take effect within a second.
- */
-export const INLINE_MAX_TIMEOUT_MS = 1000;
-
-const MiB = 1024 * 1024;
-
-/** Chat is synchronous (no workflow): its limits bound what one request may hold in memory. */
-const ChatModelSchema = z.object({
-  ...modelCommon,
-  kind: z.literal('chat'),
-  provider: z.enum(['local', 'openai']),
-  /** Request body after decompression. */
-  maxBodyBytes: int(20 * MiB, 1024),
-  maxImages: int(8, 0),
-  /** One image, decoded from its base64. */
-  maxImageBytes: int(10 * MiB, 1),
-  /** Upper bound of `max_tokens`. */
-  maxOutputTokens: int(16_384, 1),
-  /** local provider: simulated time before the reply. */
-  latencyMs: int(0),
-});
-
-/** Where a workflow-node model puts a request field: `{nodeId, fieldName}` of the upstream workflow. */
-const NodeFieldSchema = z.object({ nodeId: z.string().min(1).max(100), fieldName: z.string().min(1).max(100) });
-
-const VideoModelSchema = z
-  .object({
-    ...taskModelCommon,
-    kind: z.literal('video'),
-    provider: z.enum(['local', 'openai-videos', 'workflow-node']),
-    /** `video`: OpenAI video object; `workflow-node`: also `results[*].url` (default for that provider). */
-    form: z.enum(['video', 'workflow-node']).optional(),
-    /** The contract's pro rules: `seconds` only 10/15/25, `size` only 1792x1024/1024x1792. */
-    strict: z.boolean().default(false),
-    /** Allowed `seconds` (the first is the default); default 4/8/12, strict models 10/15/25. */
-    seconds: z
-      .array(z.string().regex(/^[1-9]\d{0,3}$/, 'seconds are whole numbers as strings'))
-      .min(1)
-      .optional(),
-    /** Allowed `size` (the first is the default); default 720x1280/1280x720, strict models the pro sizes. */
-    sizes: z
-      .array(z.string().regex(/^[1-9]\d{1,4}x[1-9]\d{1,4}$/, 'sizes look like 1280x720'))
-      .min(1)
-      .optional(),
-    /** Durable timer between two checks of the upstream job. */
-    pollIntervalMs: int(5000, 50),
-    /** Whole-task budget from the workflow's start; past it the task ends failed/upstream_timeout. */
-    overallTimeoutMs: int(30 * 60_000, 1000),
-    /** workflow-node: the upstream workflow and where prompt, image, seconds and size go. */
-    workflowId: z.string().min(1).max(200).optional(),
-    nodes: z
-      .object({
-        prompt: NodeFieldSchema.optional(),
-        image: NodeFieldSchema.optional(),
-        seconds: NodeFieldSchema.optional(),
-        size: NodeFieldSchema.optional(),
-      })
-      .default({}),
-    /** local: frames per second and longest side of the rendered MP4 (kept small; `size` stays as asked). */
-    localFps: int(8, 1),
-    localMaxSide: int(320, 16),
-  })
-  .superRefine((m, ctx) => {
-    const pro = { seconds: PRO_SECONDS as readonly string[], sizes: PRO_SIZES as readonly string[] };
-    for (const field of ['seconds', 'sizes'] as const) {
-      const bad = m.strict ? m[field]?.find((v) => !pro[field].includes(v)) : undefined;
-      if (bad)
-        ctx.addIssue({
-          code: 'custom',
-          path: [field],
-          message: `"${bad}" is not allowed for a strict (pro) model; allowed: ${pro[field].join(', ')}`,
-        });
-    }
-    if (m.provider === 'workflow-node' && !m.workflowId)
-      ctx.addIssue({ code: 'custom', path: ['workflowId'], message: 'workflow-node models need workflowId' });
-  });
-
-// A model without `kind` is an image model, as in the first models files.
-const ModelSchema = z.preprocess(
-  (v) => (v && typeof v === 'object' && !('kind' in v) ? { ...v, kind: 'image' } : v),
-  z.discriminatedUnion('kind', [ImageModelSchema, ChatModelSchema, VideoModelSchema]),
-);
-export type ImageModel = z.infer<typeof ImageModelSchema>;
-export type ChatModel = z.infer<typeof ChatModelSchema>;
-export type VideoModel = z.infer<typeof VideoModelSchema>;
-export type Model = ImageModel | ChatModel | VideoModel;
-
-const ModelsFileSchema = z.object({ models: z.array(ModelSchema).min(1) });
-
-export const DEFAULT_MODELS: Model[] = [
-  ImageModelSchema.parse({
-    id: 'kiln-image-1',
-    kind: 'image',
-    provider: 'local',
-    description: 'Built-in local renderer: a PNG that shows the prompt',
-    idempotent: true,
-  }),
-  ChatModelSchema.parse({
-    id: 'kiln-chat-1',
-    kind: 'chat',
-    provider: 'local',
-    description: 'Built-in local chat model: a deterministic reply that describes its inputs',
-  }),
-  ...[
-    {
-      id: 'kiln-video-1',
-      description: 'Built-in local renderer: a short H.264 MP4 that shows the prompt',
-      seconds: ['4', '8', '10', '12'],
-    },
-    {
-      id: 'kiln-video-pro',
-      description: "Built-in local renderer with the pro model's strict seconds and sizes",
-      strict: true,
-    },
-    {
-      id: 'kiln-video-node',
-      description: 'Built-in local renderer answering in the workflow-node form (results[*].url)',
-      form: 'workflow-node',
-    },
-  ].map((m) =>
-    VideoModelSchema.parse({
-      kind: 'video',
-      provider: 'local',
-      idempotent: true,
-      latencyMs: 2000,
-      pollIntervalMs: 1000,
-      ...m,
-    }),
-  ),
-];
-
 export interface Config {
   port: number;
   apiProcesses: number;
@@ -358,11 +162,9 @@ export interface Config {
   blobStore: BlobStoreConfig;
   referenceFetchAllow: string[];
   webhooks: WebhookConfig;
-  /** Configured upstream keys (`credential: {env}`) by model id, read from the environment at start. */
+  /** Configured upstream keys (`credential: {env}`) by variable name, read from the environment at start. */
   upstreamKeys?: Record<string, string>;
 }
-
-export class ConfigError extends Error {}
 
 export interface WebhookConfig {
   retryInitialMs: number;
@@ -428,23 +230,6 @@ function blobStoreConfig(e: z.infer<typeof EnvSchema>): BlobStoreConfig {
     publicBaseUrl: e.S3_PUBLIC_BASE_URL?.replace(/\/+$/, ''),
     presignSeconds: e.S3_PRESIGN_SECONDS,
   };
-}
-
-export function parseModels(json: unknown, source: string): Model[] {
-  const parsed = ModelsFileSchema.safeParse(json);
-  if (!parsed.success) {
-    throw new ConfigError(
-      `${source}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
-    );
-  }
-  const ids = new Set<string>();
-  for (const m of parsed.data.models) {
-    if (ids.has(m.id)) throw new ConfigError(`${source}: model id "${m.id}" appears twice`);
-    ids.add(m.id);
-    if (m.provider !== 'local' && !m.baseUrl)
-      throw new ConfigError(`${source}: model "${m.id}" (${m.provider}) needs baseUrl`);
-  }
-  return parsed.data.models;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -517,37 +302,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .map((x) => x.trim())
       .filter(Boolean),
     webhooks: webhookConfig(e),
-    upstreamKeys: Object.fromEntries(
-      models.flatMap((m) => {
-        const v = configuredKeyOf(m, env);
-        return v ? [[m.id, v]] : [];
-      }),
+    upstreamKeys: configuredKeys(
+      models.flatMap((m): AnyChannel[] => m.channels),
+      env,
     ),
   };
 }
 
-export function modelsOfKind<K extends Model['kind']>(models: Model[], kind: K): Extract<Model, { kind: K }>[] {
-  return models.filter((m): m is Extract<Model, { kind: K }> => m.kind === kind);
-}
-
 export function ownerOfKey(ownerKey: Buffer, apiKey: string): string {
   return createHmac('sha256', ownerKey).update(apiKey).digest('hex');
-}
-
-/** Activity task queue of one model: concurrency and rate limits are per model. */
-export function modelTaskQueue(baseQueue: string, modelId: string): string {
-  return `${baseQueue}.model.${modelId}`;
-}
-
-/** A video model's allowed `seconds` and `size` values; the first of each is the default. */
-export function videoOptions(m: VideoModel): {
-  seconds: readonly string[];
-  sizes: readonly string[];
-  form: 'video' | 'workflow-node';
-} {
-  return {
-    seconds: m.seconds ?? (m.strict ? PRO_SECONDS : ['4', '8', '12']),
-    sizes: m.sizes ?? (m.strict ? PRO_SIZES : ['720x1280', '1280x720']),
-    form: m.form ?? (m.provider === 'workflow-node' ? 'workflow-node' : 'video'),
-  };
 }

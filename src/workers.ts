@@ -14,8 +14,10 @@ import { createVideoActivities } from '../activities/video/index.js';
 import { readModelSinks } from '../activities/read-model.js';
 import { HEARTBEAT_EVERY_MS } from '../activities/upstream-call.js';
 import { createWebhookActivities } from '../activities/webhook.js';
-import { modelTaskQueue, modelsOfKind, type Config } from './config.js';
-import { configuredKeyOf } from './shared/credentials.js';
+import { modelTaskQueue, modelsOfKind, type AnyChannel, type Config } from './config.js';
+import { configuredKeys } from './shared/credentials.js';
+import { workerSlots } from './channels/config.js';
+import { RedisChannelState } from './channels/redis-state.js';
 import { connectRedis, createStore } from './runtime.js';
 import { createBlobs } from './infra/blob-store.js';
 import { dataConverter } from './temporal/client.js';
@@ -52,19 +54,22 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   const store = createStore(config, redis);
   const { blobs } = createBlobs(config);
   const imageModels = modelsOfKind(config.models, 'image');
-  const configuredKey = (modelId: string) => {
-    const m = config.models.find((x) => x.id === modelId);
-    return m ? configuredKeyOf(m, env) : undefined;
-  };
+  const keys = configuredKeys(
+    config.models.flatMap((m): AnyChannel[] => m.channels),
+    env,
+  );
+  // Channel capacity, rate and health are the deployment's: every worker shares them in Redis.
+  const channels = new RedisChannelState(redis, config.redisPrefix);
   const activities = createActivities({
     store,
+    channels,
     origin,
     models: imageModels,
     providers: {
       local: new LocalImageProvider(blobs),
       gemini: new GeminiImageProvider({
         blobs,
-        configuredKey,
+        keys,
         fetchReference: referenceFetcher(config.referenceFetchAllow),
       }),
     },
@@ -75,10 +80,11 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   const videoModels = modelsOfKind(config.models, 'video');
   const video = createVideoActivities({
     store,
+    channels,
     origin,
     models: videoModels,
     providers: videoProviders(blobs, env),
-    configuredKey,
+    keys,
   });
   const webhooks = createWebhookActivities({
     store,
@@ -97,8 +103,8 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   // bounds each model): room for all of their calls beside the read-model writes, and a deploy lets
   // their calls finish as the model queues' workers do.
   const inline = imageModels.filter((m) => m.inline);
-  const inlineCalls = inline.reduce((n, m) => n + m.concurrency, 0);
-  const inlineGraceMs = Math.max(0, ...inline.map((m) => m.timeoutMs + 5000));
+  const inlineCalls = inline.reduce((n, m) => n + workerSlots(m), 0);
+  const inlineGraceMs = Math.max(0, ...inline.flatMap((m) => m.channels.map((c) => c.timeoutMs + 5000)));
   const tracing = setupTracing(config.ops, 'kiln-worker', opts.spanExporter);
   const wfTracing = workerTracing(tracing, { workflows: true, prebuiltBundle: !!opts.workflowBundle });
   // Bundled in a child process: webpack would otherwise stay in this one's memory (~90 MiB).
@@ -134,7 +140,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
         deliverWebhook: webhooks.deliverWebhook,
       },
     }),
-    // One activity queue per model (image or video): concurrency and rate are per model.
+    // One activity queue per model (image or video); its channels' capacity and rate are kept in Redis.
     ...(await Promise.all(
       [
         ...imageModels.map((m) => ({ m, upstream: { generateImage: activities.generateImage } })),
@@ -153,12 +159,12 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
           taskQueue: modelTaskQueue(config.temporal.taskQueue, m.id),
           ...interceptors(workerTracing(tracing, { workflows: false, prebuiltBundle: true })),
           activities: upstream,
-          maxConcurrentActivityTaskExecutions: m.concurrency,
+          // Room for every channel's whole share: the channels' leases in Redis hold the deployment's limits.
+          maxConcurrentActivityTaskExecutions: workerSlots(m),
           // A cancel reaches a running call with its next heartbeat: the default throttle would hold it for seconds.
           maxHeartbeatThrottleInterval: HEARTBEAT_EVERY_MS,
           // A deploy should not cut off upstream calls (for a non-idempotent model that means uncertain).
-          shutdownGraceTime: opts.shutdownGraceMs ?? m.timeoutMs + 5000,
-          ...(m.ratePerSecond ? { maxTaskQueueActivitiesPerSecond: m.ratePerSecond } : {}),
+          shutdownGraceTime: opts.shutdownGraceMs ?? Math.max(...m.channels.map((c) => c.timeoutMs)) + 5000,
         }),
       ),
     )),

@@ -14,8 +14,9 @@ export const LOCAL_ACTIVITY: LocalActivityOptions = {
 export function upstreamActivity(policy: ActivityPolicy, taskQueue: string): ActivityOptions {
   return {
     taskQueue,
-    // Providers abort at timeoutMs themselves; this bound only catches a worker that vanished.
-    startToCloseTimeout: policy.timeoutMs + 15_000,
+    // Providers abort at timeoutMs themselves, after the wait for a channel with room (at most
+    // queueMs); this bound only catches a worker that vanished.
+    startToCloseTimeout: policy.timeoutMs + (policy.queueMs ?? 0) + 15_000,
     heartbeatTimeout: policy.heartbeatTimeoutMs,
     retry: {
       initialInterval: '1s',
@@ -32,7 +33,8 @@ export function upstreamActivity(policy: ActivityPolicy, taskQueue: string): Act
  * upstream activity's timeout and retries (the model's queue, heartbeats and rate do not apply).
  */
 export function inlineUpstreamActivity(policy: ActivityPolicy): LocalActivityOptions {
-  const { startToCloseTimeout, retry } = upstreamActivity(policy, '');
+  // An inline call never waits for a channel: it runs at once or goes to the queue.
+  const { startToCloseTimeout, retry } = upstreamActivity({ ...policy, queueMs: 0 }, '');
   // The wait before a retry is a workflow timer, not a sleep inside the workflow task: a cancel
   // (or a signal) arriving meanwhile is taken at once, and the attempt number survives the worker.
   return { startToCloseTimeout, retry, localRetryThreshold: '1ms' };

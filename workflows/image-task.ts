@@ -24,6 +24,7 @@ import {
   endStatus,
   inlineBusy,
   lostAfterSending,
+  overChannels,
 } from './task-outcome.js';
 import { startWebhookDelivery } from './webhook-delivery.js';
 import { newImageRecord, type ImageTaskInput, type ImageTaskRecord } from '../src/shared/image-task.js';
@@ -83,7 +84,7 @@ export async function imageTaskWorkflow({
     }
     // The activity records `running`, then `succeeded` with its image: the read model has it
     // before the answer reaches this workflow.
-    const done = await generateImage(task);
+    const done = await overChannels(task, generateImage);
     record = done.record;
     // Redis failed the activity's write. The image exists: a cancel arriving now must not lose it.
     if (!done.recorded) await CancellationScope.nonCancellable(() => recordTransition(record));

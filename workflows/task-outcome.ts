@@ -5,6 +5,7 @@ import {
   ApplicationFailure,
   CancellationScope,
   isCancellation,
+  setCurrentDetails,
   TimeoutFailure,
   upsertSearchAttributes,
   workflowInfo,
@@ -21,6 +22,7 @@ import {
 import { SEARCH_ATTRIBUTES, type TaskStatus } from '../src/shared/task.js';
 import { notResent, type CallWording } from '../src/shared/upstream.js';
 import type { ReachAnswer } from '../activities/upstream-call.js';
+import { attemptLog, CHANNEL_FAILOVER_FAILURE_TYPE, type FailedOver, type Route } from '../src/shared/route.js';
 import { canceledError, endedBy, type Closing, type Reach } from '../src/shared/closing.js';
 
 export interface Outcome {
@@ -47,6 +49,36 @@ export function endedBefore<R>(err: unknown): R | null {
   const cause = err instanceof ActivityFailure ? err.cause : err;
   if (!(cause instanceof ApplicationFailure) || cause.type !== ALREADY_ENDED_FAILURE_TYPE) return null;
   return (cause.details?.[0] as R | undefined) ?? null;
+}
+
+/** The attempt moved the task to another channel: what happened on the one it left; null otherwise. */
+export function failedOver(err: unknown): FailedOver | null {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  if (!(cause instanceof ApplicationFailure) || cause.type !== CHANNEL_FAILOVER_FAILURE_TYPE) return null;
+  return (cause.details?.[0] as FailedOver | undefined) ?? null;
+}
+
+/**
+ * Runs `call` until an attempt ends other than by moving to another channel: each move goes into
+ * the route the next call carries, and into the workflow's current details (the Web UI shows
+ * "attempt 1 relay-a: upstream_rate_limited …").
+ */
+export async function overChannels<I extends { route?: Route }, O>(
+  input: I,
+  call: (input: I) => Promise<O>,
+): Promise<O> {
+  const moves: FailedOver[] = [];
+  for (let next = input; ;) {
+    try {
+      return await call(next);
+    } catch (err) {
+      const moved = failedOver(err);
+      if (!moved) throw err;
+      moves.push(moved);
+      next = { ...next, route: { tried: [...(next.route?.tried ?? []), moved.channel], attempts: moved.attempts } };
+      setCurrentDetails(attemptLog(moves));
+    }
+  }
 }
 
 /** An inline call that found no free slot: nothing was written or sent (activities/slots.ts). */

@@ -33,6 +33,7 @@ import {
   endedBefore,
   endStatus,
   lostAfterSending,
+  overChannels,
   type Outcome,
 } from './task-outcome.js';
 import { startWebhookDelivery } from './webhook-delivery.js';
@@ -97,7 +98,7 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
     if (!job) {
       if (Date.now() >= deadlineMs) throw new OverallTimeout();
       try {
-        job = await upstream.createVideo(task);
+        job = await overChannels(task, upstream.createVideo);
       } catch (err) {
         if (!canceledByOwner(err))
           outcome = await lostAfterSending(err, VIDEO_CALL, () => videoMayHaveReachedUpstream(task));

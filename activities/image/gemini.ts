@@ -4,7 +4,7 @@ import type { SafeFetch } from '../../src/infra/safe-fetch.js';
 import { abortableSleep } from '../../src/shared/abortable-sleep.js';
 import { upstreamKey } from '../../src/shared/credentials.js';
 import { parseRetryAfter } from '../../src/shared/retry-after.js';
-import { statusToCode, upstreamMessage } from '../../src/shared/upstream.js';
+import { isRefusalStatus, statusToCode, upstreamMessage } from '../../src/shared/upstream.js';
 import type { GenerationResult } from '../../src/shared/image-task.js';
 import { fetchText, parseUpstreamJson, UpstreamFailure } from '../upstream-http.js';
 import { parseGeminiResult, type GeminiResponse } from './gemini-result.js';
@@ -13,8 +13,8 @@ import type { ImageCall, ImageProvider } from './types.js';
 
 export interface GeminiDeps {
   blobs: BlobStore;
-  /** The configured upstream key of a model whose credential is `{env}`. */
-  configuredKey: (model: string) => string | undefined;
+  /** Configured upstream keys (`credential: {env}`), by variable name. */
+  keys: Record<string, string>;
   /** SSRF-guarded download, for models that send reference images inline. */
   fetchReference: SafeFetch;
 }
@@ -24,7 +24,7 @@ export class GeminiImageProvider implements ImageProvider {
 
   async generate({ input, model, signal, dispatching }: ImageCall): Promise<GenerationResult> {
     const deadline = Date.now() + model.timeoutMs;
-    const key = upstreamKey(model, input.credential, this.deps.configuredKey);
+    const key = upstreamKey(model, input.credential, this.deps.keys);
     const base = model.baseUrl!.replace(/\/+$/, '');
     const url = `${base}/v1beta/models/${encodeURIComponent(model.upstreamModel ?? model.id)}:generateContent`;
     const request = model.inlineReferences
@@ -51,16 +51,22 @@ export class GeminiImageProvider implements ImageProvider {
           retry >= model.rateLimitRetries
             ? `after ${retry} ${retry === 1 ? 'retry' : 'retries'}`
             : `a retry in ${Math.ceil(wait / 1000)} s would pass the ${model.timeoutMs} ms budget`;
+        const retryAfter = parseRetryAfter(res.headers.get('retry-after'));
         throw new UpstreamFailure(
           'upstream_rate_limited',
           `upstream answered 429 (${why}): ${upstreamMessage(text, key)}`,
+          false,
+          { status: 429, refused: true, ...(retryAfter !== undefined ? { retryAfterMs: retryAfter * 1000 } : {}) },
         );
       }
       if (!res.ok) {
         const code = statusToCode(res.status);
         // A 5xx reached the upstream; only an idempotent one may safely receive the request again.
         const retryable = code === 'upstream_error' && res.status >= 500 && model.idempotent;
-        throw new UpstreamFailure(code, `upstream answered ${res.status}: ${upstreamMessage(text, key)}`, retryable);
+        throw new UpstreamFailure(code, `upstream answered ${res.status}: ${upstreamMessage(text, key)}`, retryable, {
+          status: res.status,
+          refused: isRefusalStatus(res.status),
+        });
       }
       const result = await parseGeminiResult(parseUpstreamJson<GeminiResponse>(text), this.deps.blobs);
       return {

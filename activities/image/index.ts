@@ -12,10 +12,16 @@ import { settle, type Settled } from '../read-model.js';
 import { Slots } from '../slots.js';
 import { cancelOrigin, type CancelOrigin } from '../cancel-origin.js';
 import { HEARTBEAT_EVERY_MS, keepTiming, upstreamCalls } from '../upstream-call.js';
+import { channelRouter } from '../channel-router.js';
+import { storeRetry } from '../retrying.js';
+import type { ChannelState } from '../../src/channels/state.js';
+import { workerSlots } from '../../src/channels/config.js';
 import type { ImageProvider } from './types.js';
 
 export interface ActivityDeps {
   store: TaskStore;
+  /** The deployment's channel leases, rate and health (Redis). */
+  channels: ChannelState;
   /** Who canceled a task (its owner or an operator): read from Temporal. */
   origin?: CancelOrigin;
   models: ImageModel[];
@@ -28,10 +34,16 @@ export interface ImageDone extends Settled {
   recorded: boolean;
 }
 
-export function createActivities({ store, models, providers, origin = cancelOrigin(undefined) }: ActivityDeps) {
-  const upstream = upstreamCalls(store, models, origin);
-  // Inline models only: the others' concurrency is their activity queue's worker setting.
-  const slots = new Map(models.filter((m) => m.inline).map((m) => [m.id, new Slots(m.concurrency)]));
+export function createActivities({
+  store,
+  channels,
+  models,
+  providers,
+  origin = cancelOrigin(undefined),
+}: ActivityDeps) {
+  const upstream = upstreamCalls(store, models, origin, channelRouter(channels, storeRetry));
+  // Inline models only: local activity slots on this worker, beside the channels' deployment-wide leases.
+  const slots = new Map(models.filter((m) => m.inline).map((m) => [m.id, new Slots(workerSlots(m))]));
 
   return {
     /**
@@ -91,7 +103,7 @@ export function createActivities({ store, models, providers, origin = cancelOrig
     // A task with a webhook keeps showing it (the delivery of this state has not begun).
     const webhook = input.webhook ? { webhook: WEBHOOK_PENDING } : {};
     const timing = await upstream.timing(input, stored);
-    const running = () =>
+    const running = (channel: string) =>
       store.transition({
         ...base,
         status: 'running',
@@ -100,15 +112,17 @@ export function createActivities({ store, models, providers, origin = cancelOrig
         candidates: null,
         error: null,
         ...timing,
+        channel,
         ...webhook,
       });
-    const result: GenerationResult = await upstream.send(
+    const sent = await upstream.send(
       input,
       IMAGE_CALL,
       running,
       (model, signal, dispatching) => providers[model.provider].generate({ input, model, signal, dispatching }),
       { claim, stored },
     );
+    const result: GenerationResult = sent.value;
     // The fields in the order the workflow wrote them before, so stored JSON keeps its shape.
     const { candidates, ...rest } = result;
     const record: ImageTaskRecord = {
@@ -120,6 +134,7 @@ export function createActivities({ store, models, providers, origin = cancelOrig
       error: null,
       ...rest,
       ...timing,
+      channel: sent.channel,
       ...webhook,
     };
     // Redis unreachable now must not cost the image (a retry would generate it again, or end a

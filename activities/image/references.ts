@@ -1,6 +1,6 @@
 // Reference images travel to the upstream as URLs unless the model asks for inline bytes; then the
 // activity downloads them itself, through the SSRF-guarded fetcher.
-import type { ImageModel } from '../../src/config.js';
+import type { ImageUpstream } from '../../src/config.js';
 import { createSafeFetch, UnusableUrl, type SafeFetch } from '../../src/infra/safe-fetch.js';
 import type { ImageRequest, Part } from '../../src/shared/image-task.js';
 import { UpstreamFailure } from '../upstream-http.js';
@@ -24,7 +24,7 @@ const REFERENCE_TIMEOUT_MS = 15_000;
 export async function inlineReferences(
   request: ImageRequest,
   fetch: SafeFetch,
-  model: ImageModel,
+  model: ImageUpstream,
   signal: AbortSignal,
 ): Promise<ImageRequest> {
   let n = 0;

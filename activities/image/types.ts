@@ -1,10 +1,11 @@
-import type { ImageModel } from '../../src/config.js';
+import type { ImageUpstream } from '../../src/config.js';
 import type { GenerationResult, ImageTaskInput } from '../../src/shared/image-task.js';
 import type { Dispatching } from '../upstream-call.js';
 
 export interface ImageCall {
   input: ImageTaskInput;
-  model: ImageModel;
+  /** The model's settings with those of the channel the call goes to over them. */
+  model: ImageUpstream;
   /** Aborts on the model's timeout or when Temporal cancels the attempt. */
   signal: AbortSignal;
   dispatching: Dispatching;

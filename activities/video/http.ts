@@ -1,6 +1,7 @@
 // HTTP plumbing of the video upstreams: JSON calls with Kiln's failure mapping, and capped downloads.
 import type { BlobStore } from '../../src/infra/blobs.js';
-import { causeCode, statusToCode, upstreamMessage } from '../../src/shared/upstream.js';
+import { parseRetryAfter } from '../../src/shared/retry-after.js';
+import { causeCode, isRefusalStatus, statusToCode, upstreamMessage } from '../../src/shared/upstream.js';
 import type { VideoResult } from '../../src/shared/video-task.js';
 import { fetchText, parseUpstreamJson, TransportFailure, UpstreamFailure } from '../upstream-http.js';
 
@@ -9,8 +10,13 @@ export class HttpStatusFailure extends UpstreamFailure {
   constructor(
     readonly status: number,
     message: string,
+    retryAfterMs?: number,
   ) {
-    super(statusToCode(status), message);
+    super(statusToCode(status), message, false, {
+      status,
+      refused: isRefusalStatus(status),
+      ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+    });
   }
   override get transient(): boolean {
     return this.status >= 500 || this.status === 429 || this.status === 408;
@@ -35,8 +41,14 @@ export async function requestJson(
   key?: string,
 ): Promise<unknown> {
   const { res, text } = await fetchText(url, init);
-  if (!res.ok)
-    throw new HttpStatusFailure(res.status, `upstream answered ${res.status}: ${upstreamMessage(text, key)}`);
+  if (!res.ok) {
+    const retryAfter = res.status === 429 ? parseRetryAfter(res.headers.get('retry-after')) : undefined;
+    throw new HttpStatusFailure(
+      res.status,
+      `upstream answered ${res.status}: ${upstreamMessage(text, key)}`,
+      retryAfter === undefined ? undefined : retryAfter * 1000,
+    );
+  }
   return parseUpstreamJson(text);
 }
 

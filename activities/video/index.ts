@@ -1,6 +1,9 @@
 // Video activities: create the upstream job, check it, copy the finished files into the blob store.
 // Waiting between checks is the workflow's (durable timers), never an activity's.
-import type { VideoModel } from '../../src/config.js';
+import type { VideoModel, VideoUpstream } from '../../src/config.js';
+import type { ChannelState } from '../../src/channels/state.js';
+import { channelRouter } from '../channel-router.js';
+import { storeRetry } from '../retrying.js';
 import type { TaskStore } from '../../src/tasks/store/task-store.js';
 import { upstreamKey } from '../../src/shared/credentials.js';
 import { VIDEO_CALL } from '../../src/shared/upstream.js';
@@ -19,12 +22,14 @@ import type { VideoCall, VideoFinished, VideoProvider } from './types.js';
 
 export interface VideoActivityDeps {
   store: TaskStore;
+  /** The deployment's channel leases, rate and health (Redis). */
+  channels: ChannelState;
   /** Who canceled a task (its owner or an operator): read from Temporal. */
   origin?: CancelOrigin;
   models: VideoModel[];
   providers: Record<VideoModel['provider'], VideoProvider>;
-  /** Configured upstream keys (`credential: {env}`), by model id. */
-  configuredKey(modelId: string): string | undefined;
+  /** Configured upstream keys (`credential: {env}`), by variable name. */
+  keys: Record<string, string>;
 }
 
 export interface VideoStep {
@@ -34,21 +39,31 @@ export interface VideoStep {
 
 export function createVideoActivities({
   store,
+  channels,
   models,
   providers,
-  configuredKey,
+  keys,
   origin = cancelOrigin(undefined),
 }: VideoActivityDeps) {
-  const upstream = upstreamCalls(store, models, origin);
+  const upstream = upstreamCalls(store, models, origin, channelRouter(channels, storeRetry));
 
-  const callOf = (input: VideoTaskInput, model: VideoModel, signal: AbortSignal): VideoCall => {
-    const key = upstreamKey(model, input.credential, configuredKey);
+  const callOf = (input: VideoTaskInput, model: VideoUpstream, signal: AbortSignal): VideoCall => {
+    const key = upstreamKey(model, input.credential, keys);
     return { input, model, signal, ...(key ? { key } : {}) };
   };
 
-  /** A status check or download: the upstream's 5xx/429/408 answers are retried by Temporal. */
-  const read = <T>(input: VideoTaskInput, fn: (call: VideoCall, provider: VideoProvider) => Promise<T>): Promise<T> =>
-    upstream.read(input, VIDEO_CALL, (model, signal) => fn(callOf(input, model, signal), providers[model.provider]));
+  /**
+   * A status check, download or cancel, on the channel that accepted the job: the upstream's
+   * 5xx/429/408 answers are retried by Temporal.
+   */
+  const read = <T>(
+    input: VideoTaskInput,
+    job: VideoJob,
+    fn: (call: VideoCall, provider: VideoProvider) => Promise<T>,
+  ): Promise<T> =>
+    upstream.read(input, VIDEO_CALL, job.channel, (model, signal) =>
+      fn(callOf(input, model, signal), providers[model.provider]),
+    );
 
   return {
     /** Writes one transition of a video task to the read model (run as a local activity). */
@@ -65,7 +80,7 @@ export function createVideoActivities({
     async createVideo(input: VideoTaskInput): Promise<VideoJob> {
       const r = input.request;
       const timing = await upstream.timing(input);
-      const running = () =>
+      const running = (channel: string) =>
         store.transition({
           id: input.id,
           kind: 'video',
@@ -80,12 +95,13 @@ export function createVideoActivities({
           completed_at: null,
           error: null,
           ...timing,
+          channel,
         });
-      const job = await upstream.send(input, VIDEO_CALL, running, (model, signal, dispatching) =>
+      const sent = await upstream.send(input, VIDEO_CALL, running, (model, signal, dispatching) =>
         providers[model.provider].create({ ...callOf(input, model, signal), dispatching }),
       );
-      // The workflow keeps the timing in the records it writes next (progress, outcome).
-      return { ...job, timing };
+      // The workflow keeps the timing and channel in the records it writes next (progress, outcome).
+      return { ...sent.value, channel: sent.channel, timing };
     },
 
     /**
@@ -94,7 +110,7 @@ export function createVideoActivities({
      */
     async cancelVideo({ task, job }: VideoStep): Promise<{ stopped: boolean; closing: Closing }> {
       const closing = await origin();
-      const stopped = await read(task, async (call, provider) => {
+      const stopped = await read(task, job, async (call, provider) => {
         if (!provider.cancel) return false;
         await provider.cancel({ ...call, job });
         return true;
@@ -104,7 +120,7 @@ export function createVideoActivities({
 
     /** One look at the upstream job (a read: safe to retry). */
     async checkVideo({ task, job }: VideoStep): Promise<VideoCheck> {
-      return read(task, (call, provider) => provider.check({ ...call, job }));
+      return read(task, job, (call, provider) => provider.check({ ...call, job }));
     },
 
     /** Copies the finished video (and, workflow-node, every output) into the blob store. */
@@ -114,7 +130,7 @@ export function createVideoActivities({
       outputs,
       results,
     }: VideoStep & { outputs: VideoOutput[]; results: boolean }): Promise<VideoFinished> {
-      return read(task, (call, provider) => provider.fetch({ ...call, job, outputs, results }));
+      return read(task, job, (call, provider) => provider.fetch({ ...call, job, outputs, results }));
     },
   };
 }

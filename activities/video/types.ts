@@ -1,10 +1,11 @@
-import type { VideoModel } from '../../src/config.js';
+import type { VideoUpstream } from '../../src/config.js';
 import type { Dispatching } from '../upstream-call.js';
 import type { VideoCheck, VideoJob, VideoOutput, VideoResult, VideoTaskInput } from '../../src/shared/video-task.js';
 
 export interface VideoCall {
   input: VideoTaskInput;
-  model: VideoModel;
+  /** The model's settings with those of the channel the call goes to over them. */
+  model: VideoUpstream;
   /** The upstream key: the caller's (passthrough) or the configured one. */
   key?: string;
   /** Aborts on the model's per-call timeout or when Temporal cancels the attempt. */

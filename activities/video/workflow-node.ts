@@ -135,5 +135,7 @@ function envelopeFailure(env: Envelope<unknown>, key?: string): UpstreamFailure 
   else if (/QUEUE_MAXED|RATE|TOO_MANY/.test(text)) code = 'upstream_rate_limited';
   else if ([380, 433, 803].includes(Number(env.code)) || /NOT_EXISTS|VALIDATE|NODE_INFO|PARAM/.test(text))
     code = 'invalid_request';
-  return new UpstreamFailure(code, `upstream refused the workflow (code ${env.code}): ${msg}`);
+  // Balance, credential and rate refusals come before the workflow runs: another channel may take it.
+  const refused = code === 'insufficient_balance' || code === 'auth_failed' || code === 'upstream_rate_limited';
+  return new UpstreamFailure(code, `upstream refused the workflow (code ${env.code}): ${msg}`, false, { refused });
 }

@@ -51,7 +51,7 @@ export class ChatService {
       );
     }
     const { request, images } = validateChat(raw, model);
-    const credential = upstreamKey(model, caller.credential, (id) => this.upstreamKeys?.[id]);
+    const credential = upstreamKey(model, caller.credential, this.upstreamKeys);
 
     // The budget covers the wait for an answer and, when streaming, each wait for the next chunk.
     const budget = new AbortController();

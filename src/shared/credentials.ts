@@ -1,28 +1,35 @@
-// Which key a call to a model's upstream carries: one rule for image, video and chat models.
+// Which key a call to an upstream (a model's channel) carries: one rule for image, video and chat.
 // Pure module: safe to value-import from workflow code.
 
-/** A model's `credential` setting (see src/config.ts). */
+/** A channel's `credential` setting (see src/model-config.ts). */
 export type CredentialSetting = 'passthrough' | 'none' | { env: string };
 
 interface Credentialed {
-  id: string;
   credential: CredentialSetting;
 }
 
-/** The key a `credential: {env}` model is configured with, read from `env`. */
-export function configuredKeyOf(model: Credentialed, env: Record<string, string | undefined>): string | undefined {
-  return typeof model.credential === 'object' ? env[model.credential.env] : undefined;
+/** The configured keys of `channels` (`credential: {env}`), read from `env` once, by variable name. */
+export function configuredKeys(
+  channels: readonly Credentialed[],
+  env: Record<string, string | undefined>,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const c of channels) {
+    const name = typeof c.credential === 'object' ? c.credential.env : undefined;
+    if (name && env[name]) out[name] = env[name];
+  }
+  return out;
 }
 
 /**
- * The key sent upstream: the caller's own for `passthrough`, the configured one (looked up by model
- * id) for `{env}`, none for `none`.
+ * The key sent upstream: the caller's own for `passthrough`, the configured one (by its variable's
+ * name) for `{env}`, none for `none`.
  */
 export function upstreamKey(
-  model: Credentialed,
+  upstream: Credentialed,
   callerKey: string | undefined,
-  configuredKey: (modelId: string) => string | undefined,
+  configured: Record<string, string> | undefined,
 ): string | undefined {
-  if (model.credential === 'passthrough') return callerKey;
-  return typeof model.credential === 'object' ? configuredKey(model.id) : undefined;
+  if (upstream.credential === 'passthrough') return callerKey;
+  return typeof upstream.credential === 'object' ? configured?.[upstream.credential.env] : undefined;
 }

@@ -1,4 +1,5 @@
 // Image task shapes shared by API, activities and workflows. Pure types and constants only.
+import type { Route } from './route.js';
 import type { ErrorBody } from './errors.js';
 import type { TaskStatus } from './task.js';
 import { WEBHOOK_PENDING, type WebhookState, type WebhookTarget } from './webhook.js';
@@ -32,6 +33,8 @@ export interface ImageTaskRecord {
   /** Timing extension fields: when the upstream call began (epoch s) and how many attempts were made. */
   started_at?: number | null;
   attempts?: number;
+  /** The channel of the model that served the task, or the last one tried. */
+  channel?: string;
   /** Present when the task was submitted with a webhook. */
   webhook?: WebhookState;
 }
@@ -55,6 +58,8 @@ export interface ImageTaskInput {
   /** The caller's upstream key in passthrough mode; travels only inside encrypted payloads. */
   credential?: string;
   webhook?: WebhookTarget;
+  /** Set by the workflow once a channel refused the task (see src/shared/route.ts). */
+  route?: Route;
 }
 
 /** The result of one upstream generation, before it is turned into a task record. */

@@ -14,6 +14,14 @@ export function statusToCode(status: number): TaskFailureCode {
   return 'upstream_error';
 }
 
+/**
+ * Answers that refuse a request before processing it: rate limited (429), unavailable (503), the
+ * channel's own credential (401/403) or balance (402). Another channel may take the request.
+ */
+export function isRefusalStatus(status: number): boolean {
+  return status === 429 || status === 503 || status === 401 || status === 403 || status === 402;
+}
+
 /** The upstream's own error message, trimmed, with the caller's key masked should it be echoed. */
 export function upstreamMessage(text: string, key?: string): string {
   let msg = text;

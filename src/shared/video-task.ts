@@ -1,4 +1,5 @@
 // Video task shapes shared by API, activities and workflows. Pure types and constants only.
+import type { Route } from './route.js';
 import type { ErrorBody } from './errors.js';
 import type { ActivityPolicy, TaskStatus } from './task.js';
 import { WEBHOOK_PENDING, type WebhookState, type WebhookTarget } from './webhook.js';
@@ -43,6 +44,8 @@ export interface VideoTaskRecord {
   /** Timing extension fields: when the upstream call began (epoch s) and how many attempts were made. */
   started_at?: number | null;
   attempts?: number;
+  /** The channel of the model that served the task, or the last one tried. */
+  channel?: string;
   /** Present when the task was submitted with a webhook. */
   webhook?: WebhookState;
 }
@@ -66,11 +69,15 @@ export interface VideoTaskInput {
   /** The caller's upstream key in passthrough mode; travels only inside encrypted payloads. */
   credential?: string;
   webhook?: WebhookTarget;
+  /** Set by the workflow once a channel refused the task (see src/shared/route.ts). */
+  route?: Route;
 }
 
 /** The upstream job a create call started. */
 export interface VideoJob {
   upstreamId: string;
+  /** The channel that accepted the job: every later check, download and cancel goes there. */
+  channel?: string;
   /** local provider: when the simulated render is done (epoch ms). */
   readyAtMs?: number;
   /** The create attempt's timing fields, for the records the workflow writes afterwards. */

@@ -9,9 +9,12 @@ import { videoStatus, type VideoTaskRecord } from './video-task.js';
 export type TaskView = ReturnType<typeof taskView>;
 export type VideoView = ReturnType<typeof videoView>;
 
-/** Extension fields: when the upstream call began (null before) and how many attempts it took. */
-function timing(r: AnyTaskRecord): { started_at: number | null; attempts: number } {
-  return { started_at: r.started_at ?? null, attempts: r.attempts ?? 0 };
+/**
+ * Extension fields: when the upstream call began (null before), how many attempts it took (across
+ * channels), and the channel that served it (or was tried last; null before the first attempt).
+ */
+function timing(r: AnyTaskRecord): { started_at: number | null; attempts: number; channel: string | null } {
+  return { started_at: r.started_at ?? null, attempts: r.attempts ?? 0, channel: r.channel ?? null };
 }
 
 export function taskView(r: ImageTaskRecord) {

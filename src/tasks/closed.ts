@@ -4,6 +4,7 @@
 // request may have reached a non-idempotent upstream (the dispatch mark) — `uncertain` then.
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Payload } from '@temporalio/common';
+import { resendable } from '../shared/route.js';
 import type { Model } from '../config.js';
 import { cancelBy, closedOutcome, type Closing, type Reach } from '../shared/closing.js';
 import { newImageRecord, type ImageTaskInput } from '../shared/image-task.js';
@@ -112,18 +113,18 @@ export async function decodeFirst<T>(temporal: Client, payloads: Payload[]): Pro
  * truthfully. Null when neither is known (nothing to tell its owner).
  */
 export async function closedRecord(
-  deps: { store: Pick<TaskStore, 'get' | 'wasDispatched'>; models: readonly Model[] },
+  deps: { store: Pick<TaskStore, 'get' | 'dispatchedTo'>; models: readonly Model[] },
   end: Extract<WorkflowEnd, { state: 'closed' }>,
   stored: AnyTaskRecord | null,
 ): Promise<AnyTaskRecord | null> {
   const base = stored ?? startRecord(end);
   if (!base) return null;
   const model = deps.models.find((m) => m.id === base.model);
-  // A model no longer configured: its upstream is taken as not idempotent, the careful answer.
-  const idempotent = model && 'idempotent' in model ? model.idempotent : false;
-  // The dispatch mark lives beside the record: without the record, the history is the evidence.
-  const sent = stored ? await deps.store.wasDispatched(base.id) : !!end.callStarted;
-  const reach: Reach = !sent ? 'not_sent' : idempotent ? 'sent' : 'sent_not_idempotent';
+  // The dispatch mark lives beside the record: without the record, the history is the evidence (and
+  // names no channel). An unknown channel, or one no longer configured, counts as not idempotent.
+  const sentTo = stored ? await deps.store.dispatchedTo(base.id) : end.callStarted ? '' : null;
+  const idempotent = model && model.kind !== 'chat' && sentTo !== null ? resendable(model, sentTo) : false;
+  const reach: Reach = sentTo === null ? 'not_sent' : idempotent ? 'sent' : 'sent_not_idempotent';
   const outcome = closedOutcome(end.closing, reach, base.kind === 'image' ? IMAGE_CALL : VIDEO_CALL);
   const ended =
     base.kind === 'image' ? { finished_at: end.closedAt, candidates: null } : { completed_at: end.closedAt };

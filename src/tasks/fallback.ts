@@ -33,7 +33,7 @@ export interface FallbackKind<R> {
 /** What a listing and a describe both tell of a workflow. */
 export type WorkflowInfo = Omit<WorkflowExecutionInfo, 'raw'>;
 
-type FallbackStore = Pick<TaskStore, 'transition' | 'recentlyMissing' | 'rememberMissing' | 'get' | 'wasDispatched'>;
+type FallbackStore = Pick<TaskStore, 'transition' | 'recentlyMissing' | 'rememberMissing' | 'get' | 'dispatchedTo'>;
 
 /**
  * The owner's records among `ids`, found with one visibility query and written back to Redis.

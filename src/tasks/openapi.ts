@@ -13,7 +13,15 @@ export const Timing = {
     .int()
     .nullable()
     .meta({ description: 'Unix seconds when the upstream call began; null before' }),
-  attempts: z.number().int().min(0).meta({ description: 'Upstream attempts made so far; 0 before the first' }),
+  attempts: z
+    .number()
+    .int()
+    .min(0)
+    .meta({ description: 'Upstream attempts made so far, across channels; 0 before the first' }),
+  channel: z.string().nullable().meta({
+    description:
+      "The model's channel (upstream) that served the task, or the last one tried; null before the first attempt",
+  }),
 };
 
 /** Deliveries of a task submitted with a webhook (absent otherwise). */

@@ -11,7 +11,7 @@ import { longPoll, type WaitAsk, type WaitRegistry } from './waits.js';
 import { idempotencySecret, idempotentTaskId, requestFingerprint } from '../shared/idempotency.js';
 import { KilnError } from '../shared/errors.js';
 import type { AnyTaskRecord } from '../shared/records.js';
-import { UNFINISHED_STATUSES } from '../shared/task.js';
+import { UNFINISHED_STATUSES, type ActivityPolicy } from '../shared/task.js';
 import type { WebhookTarget } from '../shared/webhook.js';
 import { webhookTarget } from '../webhooks/target.js';
 import { cancelTask, type CancelAnswer } from './cancel.js';
@@ -36,7 +36,7 @@ export interface BaseWorkflowInput<Q> {
     credential?: string;
     webhook?: WebhookTarget;
   };
-  policy: { timeoutMs: number; heartbeatTimeoutMs: number; maxAttempts: number; inline?: boolean };
+  policy: ActivityPolicy;
   activityQueue: string;
 }
 
@@ -144,7 +144,9 @@ export abstract class TaskService<R extends AnyTaskRecord> {
         ...(webhook ? { webhook } : {}),
       },
       policy: {
-        timeoutMs: model.timeoutMs,
+        // The longest call any of its channels may make, after the longest wait for one with room.
+        timeoutMs: Math.max(...model.channels.map((c) => c.timeoutMs)),
+        queueMs: model.queueTimeoutMs,
         heartbeatTimeoutMs: model.heartbeatTimeoutMs,
         maxAttempts: model.maxAttempts,
         // Only when set, so other tasks' input (and history) stays as it was.

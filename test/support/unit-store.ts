@@ -6,6 +6,7 @@
 import type { FinishedViews } from '../../src/tasks/finished-views.js';
 import { TaskKeys } from '../../src/tasks/store/keys.js';
 import {
+  dispatchChannel,
   indexMember,
   type Page,
   type ReadOutcome,
@@ -23,7 +24,7 @@ export class MemoryStore extends TaskKeys implements TaskStore {
   readonly records = new Map<string, AnyTaskRecord>();
   /** Every accepted transition, in order: `${id} ${status}`. */
   readonly writes: string[] = [];
-  readonly dispatched = new Map<string, number>();
+  readonly dispatched = new Map<string, string>();
   readonly unfinished = new Set<string>();
   private readonly limiter = new Map<string, number>();
   private readonly missing = new Set<string>();
@@ -163,17 +164,20 @@ export class MemoryStore extends TaskKeys implements TaskStore {
     };
   }
 
-  async markDispatched(id: string, attempt: number): Promise<void> {
+  async markDispatched(id: string, attempt: number, channel = ''): Promise<void> {
     this.check();
-    this.dispatched.set(id, attempt);
+    this.dispatched.set(id, channel ? `${attempt}:${channel}` : String(attempt));
   }
   async clearDispatched(id: string): Promise<void> {
     this.check();
     this.dispatched.delete(id);
   }
   async wasDispatched(id: string): Promise<boolean> {
+    return (await this.dispatchedTo(id)) !== null;
+  }
+  async dispatchedTo(id: string): Promise<string | null> {
     this.check();
-    return this.dispatched.has(id);
+    return dispatchChannel(this.dispatched.get(id) ?? null);
   }
 
   async recentlyMissing(owner: string, ids: string[]): Promise<Set<string>> {

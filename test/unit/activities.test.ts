@@ -20,6 +20,7 @@ import {
 import type { VideoTaskInput } from '../../src/shared/video-task.js';
 import { MemoryStore } from '../support/unit-store.js';
 import { imageTaskInput } from '../support/records.js';
+import { MemoryChannelState } from '../support/unit-channel-state.js';
 
 const models = parseModels(
   {
@@ -69,6 +70,7 @@ function imageProvider(behave: (call: ImageCall) => Promise<GenerationResult>) {
 function image(behave: (call: ImageCall) => Promise<GenerationResult>, store = new MemoryStore()) {
   const { provider, calls } = imageProvider(behave);
   const acts = createActivities({
+    channels: new MemoryChannelState(),
     store: store,
     models: modelsOfKind(models, 'image'),
     providers: { local: provider, gemini: provider },
@@ -113,6 +115,7 @@ const succeeded = (task: ImageTaskInput, written = true) => ({
     model_version: RESULT.model_version,
     started_at: expect.any(Number),
     attempts: expect.any(Number),
+    channel: 'default',
   },
   recorded: true,
   written,
@@ -135,8 +138,8 @@ describe('generateImage', () => {
     // `succeeded` too: the workflow only tags and completes.
     expect(store.statuses(task.id)).toEqual(['running', 'succeeded']);
     expect(store.records.get(task.id)).toEqual((await store.get(task.id))!);
-    expect(store.dispatched.get(task.id)).toBe(1);
-    expect(beats).toContainEqual({ dispatched: true });
+    expect(store.dispatched.get(task.id)).toBe('1:default');
+    expect(beats).toContainEqual({ dispatched: true, channel: 'default' });
   });
 
   it(
@@ -161,7 +164,7 @@ describe('generateImage', () => {
     const { env } = activityEnv({ attempt: 2, heartbeatDetails: { dispatched: true } });
     await expect(env.run(acts.generateImage, task)).resolves.toEqual(succeeded(task));
     expect(calls).toHaveLength(1);
-    expect(store.dispatched.get(task.id)).toBe(2);
+    expect(store.dispatched.get(task.id)).toBe('2:default');
   });
 
   it('the Redis mark decides, not heartbeat details: no mark means the request never left, so it is sent', async () => {
@@ -380,10 +383,11 @@ describe('video activities', () => {
       },
     };
     const acts = createVideoActivities({
+      channels: new MemoryChannelState(),
       store: store,
       models: modelsOfKind(models, 'video'),
       providers: { local: provider, 'openai-videos': provider, 'workflow-node': provider },
-      configuredKey: () => undefined,
+      keys: {},
     });
     return { acts, calls, store };
   }
@@ -394,12 +398,13 @@ describe('video activities', () => {
     const { env, beats } = activityEnv();
     await expect(env.run(acts.createVideo, task)).resolves.toEqual({
       upstreamId: 'job-1',
+      channel: 'default',
       timing: { started_at: expect.any(Number), attempts: 1 },
     });
-    expect(store.records.get(task.id)).toMatchObject({ status: 'running', attempts: 1 });
+    expect(store.records.get(task.id)).toMatchObject({ status: 'running', attempts: 1, channel: 'default' });
     expect(store.statuses(task.id)).toEqual(['running']);
-    expect(await store.wasDispatched(task.id)).toBe(true);
-    expect(beats).toContainEqual({ dispatched: true });
+    expect(await store.dispatchedTo(task.id)).toBe('default');
+    expect(beats).toContainEqual({ dispatched: true, channel: 'default' });
     expect(calls[0].key).toBe('caller-key');
   });
 
@@ -420,6 +425,7 @@ describe('video activities', () => {
       await idem.store.markDispatched(t2.id, 1);
       await expect(activityEnv({ attempt: 2 }).env.run(idem.acts.createVideo, t2)).resolves.toEqual({
         upstreamId: 'job-1',
+        channel: 'default',
         timing: { started_at: expect.any(Number), attempts: 2 },
       });
       expect(idem.calls).toHaveLength(1);

@@ -26,10 +26,9 @@ describe('inline models in the models file', () => {
     expect((parse({ timeoutMs: 120_000 }) as ImageModel[])[0].timeoutMs).toBe(120_000);
   });
 
-  it('refuse ratePerSecond, which only the activity queue keeps', () => {
-    expect(() => parse({ inline: true, timeoutMs: 500, ratePerSecond: 5 })).toThrow(
-      /ratePerSecond.*cannot have ratePerSecond/s,
-    );
+  it('take ratePerSecond: the channel keeps it in Redis, for inline calls too', () => {
+    const [m] = parse({ inline: true, timeoutMs: 500, ratePerSecond: 5 }) as ImageModel[];
+    expect(m.channels[0]).toMatchObject({ id: 'default', ratePerSecond: 5, timeoutMs: 500 });
   });
 });
 

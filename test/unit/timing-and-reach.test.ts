@@ -12,6 +12,7 @@ import { newImageRecord, type GenerationResult } from '../../src/shared/image-ta
 import { newVideoRecord, type VideoTaskInput } from '../../src/shared/video-task.js';
 import { MemoryStore } from '../support/unit-store.js';
 import { imageTaskInput } from '../support/records.js';
+import { MemoryChannelState } from '../support/unit-channel-state.js';
 
 const models = parseModels(
   {
@@ -43,6 +44,7 @@ function image(store = new MemoryStore()) {
     },
   };
   const acts = createActivities({
+    channels: new MemoryChannelState(),
     store: store,
     models: modelsOfKind(models, 'image'),
     providers: { local: provider, gemini: provider },
@@ -100,10 +102,11 @@ describe('timing fields', () => {
       },
     } as unknown as VideoProvider;
     const acts = createVideoActivities({
+      channels: new MemoryChannelState(),
       store: store,
       models: modelsOfKind(models, 'video'),
       providers: { local: provider, 'openai-videos': provider, 'workflow-node': provider },
-      configuredKey: () => undefined,
+      keys: {},
     });
     const task = videoTask();
     const job = await run(1, acts.createVideo, task);

@@ -11,7 +11,7 @@ import type { FinishedViews } from '../finished-views.js';
 import { TaskKeys } from './keys.js';
 import { listPage, RESERVATION, readOutcome } from './replies.js';
 import { READ, REMEMBER_FINGERPRINT, RESERVE_ONCE } from './scripts.js';
-import { indexMember, type Page, type ReadOutcome, type RedisClient } from './task-store.js';
+import { dispatchChannel, indexMember, type Page, type ReadOutcome, type RedisClient } from './task-store.js';
 
 export interface TaskStoreOptions {
   /** Put before every key, so deployments can share a Redis (REDIS_PREFIX). */
@@ -187,8 +187,8 @@ export abstract class RedisTaskStore extends TaskKeys {
     return out;
   }
 
-  async markDispatched(id: string, attempt: number): Promise<void> {
-    await this.redis.hset(this.taskKey(id), 'd', attempt);
+  async markDispatched(id: string, attempt: number, channel = ''): Promise<void> {
+    await this.redis.hset(this.taskKey(id), 'd', channel ? `${attempt}:${channel}` : attempt);
   }
 
   async clearDispatched(id: string): Promise<void> {
@@ -196,7 +196,11 @@ export abstract class RedisTaskStore extends TaskKeys {
   }
 
   async wasDispatched(id: string): Promise<boolean> {
-    return (await this.redis.hexists(this.taskKey(id), 'd')) === 1;
+    return (await this.dispatchedTo(id)) !== null;
+  }
+
+  async dispatchedTo(id: string): Promise<string | null> {
+    return dispatchChannel(await this.redis.hget(this.taskKey(id), 'd'));
   }
 
   async reserveOnce(id: string, max: number): Promise<'added' | 'held' | 'full'> {

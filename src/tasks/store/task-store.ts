@@ -84,9 +84,12 @@ export interface TaskStore {
   page(owner: string, kind: Kind, opts: { limit: number; after?: string; order: 'asc' | 'desc' }): Promise<Page>;
 
   /** Marks that an upstream request for this task was (about to be) sent. */
-  markDispatched(id: string, attempt: number): Promise<void>;
+  /** Set right before a request can reach an upstream: which attempt sent it, on which channel. */
+  markDispatched(id: string, attempt: number, channel?: string): Promise<void>;
   clearDispatched(id: string): Promise<void>;
   wasDispatched(id: string): Promise<boolean>;
+  /** The channel the dispatch mark names ('' for a mark from before channels), or null without one. */
+  dispatchedTo(id: string): Promise<string | null>;
 
   /** Ids that neither Redis nor Temporal knew for this owner lately. */
   recentlyMissing(owner: string, ids: string[]): Promise<Set<string>>;
@@ -107,4 +110,11 @@ export interface TaskStore {
   fingerprintOf(
     id: string,
   ): Promise<{ fingerprint: string | null; owner: string | null; record: AnyTaskRecord | null }>;
+}
+
+/** The channel a dispatch mark (`attempt` or `attempt:channel`) names; '' for a mark without one. */
+export function dispatchChannel(mark: string | null): string | null {
+  if (mark === null) return null;
+  const at = mark.indexOf(':');
+  return at < 0 ? '' : mark.slice(at + 1);
 }

@@ -1,0 +1,399 @@
+// The channels' shared state (src/channels/redis-state.ts) on a real redis-server and on a real
+// Redis Cluster (3 primaries + 3 replicas, started here): the same behaviours on both. Each test
+// has its own prefix and model, so tests neither share state nor all land on one slot.
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { Cluster, Redis } from 'ioredis';
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
+import { freePorts } from '../../scripts/production/proc.js';
+import { startRedisCluster } from '../../scripts/production/redis-cluster.js';
+import { RedisChannelState } from '../../src/channels/redis-state.js';
+import {
+  LATENCY_BUCKETS_MS,
+  type CallOutcome,
+  type CallReport,
+  type ChannelLimits,
+  type ChannelRef,
+} from '../../src/channels/state.js';
+import { keySlot } from '../../src/tasks/store/slots.js';
+import type { RedisClient } from '../../src/tasks/store/task-store.js';
+
+interface Backend {
+  /** Two separate connections, as two workers would have. */
+  clients: [RedisClient, RedisClient];
+  stop(): Promise<void>;
+}
+
+const singleNode = async (): Promise<Backend> => {
+  const url = inject('redisUrl');
+  const clients: [RedisClient, RedisClient] = [new Redis(url), new Redis(url)];
+  return { clients, stop: async () => clients.forEach((c) => c.disconnect()) };
+};
+
+const redisCluster = async (): Promise<Backend> => {
+  const ports = await freePorts(12);
+  const cluster = await startRedisCluster({
+    dir: join(inject('tmpRoot'), `redis-cluster-channels-${randomBytes(3).toString('hex')}`),
+    ports: ports.slice(0, 6),
+    busPorts: ports.slice(6),
+    fresh: true,
+  });
+  const seeds = cluster.nodeList.split(',').map((n) => ({ host: n.split(':')[0], port: Number(n.split(':')[1]) }));
+  const clients: [RedisClient, RedisClient] = [new Cluster(seeds), new Cluster(seeds)];
+  return {
+    clients,
+    stop: async () => {
+      clients.forEach((c) => c.disconnect());
+      await cluster.stop();
+    },
+  };
+};
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const LIMITS: ChannelLimits = {
+  concurrency: 10,
+  cooldownAfter: 3,
+  cooldownWindowMs: 60_000,
+  cooldownMs: 60_000,
+  leaseMs: 60_000,
+};
+const OK = { ok: true, probe: false };
+const PROBE = { ok: true, probe: true };
+const FULL = { ok: false, reason: 'full' };
+const PROBING = { ok: false, reason: 'probing' };
+const report = (outcome: CallOutcome, extra: Partial<CallReport> = {}): CallReport => ({
+  outcome,
+  durationMs: 100,
+  jitter: 0,
+  ...extra,
+});
+
+describe.each([
+  ['a single redis-server', singleNode],
+  ['a Redis Cluster', redisCluster],
+])('channel state on %s', (_name, start) => {
+  let backend: Backend;
+  let state: RedisChannelState;
+  let other: RedisChannelState;
+  let ref: ChannelRef;
+  let seq = 0;
+
+  beforeAll(async () => {
+    backend = await start();
+  }, 180_000);
+  afterAll(async () => {
+    await backend?.stop();
+  });
+  beforeEach(() => {
+    const prefix = `chtest-${randomBytes(4).toString('hex')}:`;
+    state = new RedisChannelState(backend.clients[0], prefix);
+    other = new RedisChannelState(backend.clients[1], prefix);
+    ref = { model: `model-${randomBytes(4).toString('hex')}`, channel: 'primary' };
+  });
+
+  /** One whole call: a lease for a new holder, then its release with `outcome`. */
+  const call = async (outcome: CallOutcome, limits: ChannelLimits, extra: Partial<CallReport> = {}) => {
+    const holder = `call-${++seq}`;
+    expect(await state.acquire(ref, holder, limits)).toMatchObject({ ok: true });
+    await state.release(ref, holder, limits, report(outcome, extra));
+  };
+  const acquireUntil = async (holder: string, limits: ChannelLimits) => {
+    const r = await state.acquire(ref, holder, limits);
+    if (r.ok || r.reason !== 'cooling') throw new Error(`expected cooling, got ${JSON.stringify(r)}`);
+    return r.untilMs;
+  };
+  const retryInOf = async (holder: string, limits: ChannelLimits) => {
+    const r = await state.acquire(ref, holder, limits);
+    if (r.ok || r.reason !== 'rate') throw new Error(`expected rate, got ${JSON.stringify(r)}`);
+    return r.retryInMs;
+  };
+
+  it('keeps every key of a channel in one slot, each expiring when the channel stays idle', async () => {
+    await call('refused', LIMITS);
+    expect(await state.acquire(ref, 'held', LIMITS)).toEqual(OK);
+    const keys = Object.values(state.keys(ref));
+    expect(new Set(keys.map(keySlot)).size).toBe(1);
+    for (const key of keys) {
+      const ttl = await backend.clients[0].pttl(key);
+      expect(ttl, key).toBeGreaterThan(86_000_000);
+      expect(ttl, key).toBeLessThanOrEqual(86_400_000);
+    }
+  });
+
+  it('admits exactly `concurrency` calls, and another once one is released', async () => {
+    const limits = { ...LIMITS, concurrency: 2 };
+    expect(await state.acquire(ref, 'a', limits)).toEqual(OK);
+    expect(await state.acquire(ref, 'b', limits)).toEqual(OK);
+    expect(await state.acquire(ref, 'c', limits)).toEqual(FULL);
+    await state.release(ref, 'a', limits, report('succeeded'));
+    expect(await state.acquire(ref, 'c', limits)).toEqual(OK);
+    expect(await state.acquire(ref, 'd', limits)).toEqual(FULL);
+    expect((await state.snapshot(ref, limits)).inFlight).toBe(2);
+  });
+
+  it('admits exactly 5 of 50 parallel acquires from two clients with concurrency 5', async () => {
+    const limits = { ...LIMITS, concurrency: 5 };
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => (i % 2 ? state : other).acquire(ref, `p${i}`, limits)),
+    );
+    expect(results.filter((r) => r.ok)).toHaveLength(5);
+    expect(results.filter((r) => !r.ok && r.reason === 'full')).toHaveLength(45);
+    expect((await other.snapshot(ref, limits)).inFlight).toBe(5);
+  });
+
+  it('frees the slot of a lease whose holder never released it', async () => {
+    const limits = { ...LIMITS, concurrency: 1, leaseMs: 300 };
+    expect(await state.acquire(ref, 'dead', limits)).toEqual(OK);
+    expect(await state.acquire(ref, 'b', limits)).toEqual(FULL);
+    await sleep(400);
+    expect((await state.snapshot(ref, limits)).inFlight).toBe(0);
+    expect(await state.acquire(ref, 'b', limits)).toEqual(OK);
+    // The dead holder's late release does not free b's slot.
+    await state.release(ref, 'dead', limits, report('ambiguous'));
+    expect(await state.acquire(ref, 'c', limits)).toEqual(FULL);
+  });
+
+  it('gives a holder its own lease again without taking a second slot, refreshing its expiry', async () => {
+    const limits = { ...LIMITS, concurrency: 2, leaseMs: 400 };
+    expect(await state.acquire(ref, 'a', limits)).toEqual(OK);
+    expect(await state.acquire(ref, 'a', limits)).toEqual(OK);
+    expect((await state.snapshot(ref, limits)).inFlight).toBe(1);
+    expect(await state.acquire(ref, 'b', limits)).toEqual(OK);
+    expect(await state.acquire(ref, 'a', limits)).toEqual(OK);
+    expect(await state.acquire(ref, 'c', limits)).toEqual(FULL);
+    await sleep(250);
+    expect(await state.acquire(ref, 'a', limits)).toEqual(OK);
+    await sleep(250);
+    // b's lease expired; a's, refreshed 250 ms ago, holds.
+    expect((await state.snapshot(ref, limits)).inFlight).toBe(1);
+    expect(await state.acquire(ref, 'c', limits)).toEqual(OK);
+    expect(await state.acquire(ref, 'd', limits)).toEqual(FULL);
+  });
+
+  it('limits the rate: a burst of ratePerSecond calls, then one per interval', async () => {
+    const limits = { ...LIMITS, concurrency: 100, ratePerSecond: 5 };
+    for (let i = 0; i < 5; i++) expect(await state.acquire(ref, `r${i}`, limits)).toEqual(OK);
+    const retryIn = await retryInOf('r5', limits);
+    expect(retryIn).toBeGreaterThan(0);
+    expect(retryIn).toBeLessThanOrEqual(200);
+    // A refused call costs nothing: asking again does not push the next slot further.
+    expect(await retryInOf('r5', limits)).toBeLessThanOrEqual(retryIn);
+    expect((await state.snapshot(ref, limits)).inFlight).toBe(5);
+    await sleep(retryIn + 20);
+    expect(await state.acquire(ref, 'r5', limits)).toEqual(OK);
+    expect(await state.acquire(ref, 'r6', limits)).toMatchObject({ ok: false, reason: 'rate' });
+  });
+
+  it('cools down after cooldownAfter refusals within the window, for cooldownMs × (1 + 0.5 × jitter)', async () => {
+    const limits = { ...LIMITS, cooldownMs: 1000 };
+    await call('refused', limits, { jitter: 0.5 });
+    await call('refused', limits, { jitter: 0.5 });
+    expect(await state.acquire(ref, 'x', limits)).toEqual(OK);
+    await state.release(ref, 'x', limits, report('refused', { jitter: 0.5 }));
+    const before = Date.now();
+    const until = await acquireUntil('y', limits);
+    expect(until - before).toBeGreaterThan(1000);
+    expect(until - before).toBeLessThanOrEqual(1260);
+    expect(await state.snapshot(ref, limits)).toMatchObject({ state: 'open', coolingUntil: until, inFlight: 0 });
+  });
+
+  it('does not cool down for refusals spread past the window', async () => {
+    const limits = { ...LIMITS, cooldownWindowMs: 300 };
+    await call('refused', limits);
+    await call('refused', limits);
+    await sleep(400);
+    await call('refused', limits);
+    expect(await state.acquire(ref, 'x', limits)).toEqual(OK);
+    expect((await state.snapshot(ref, limits)).state).toBe('closed');
+    // Two more inside the window with the third: now it cools down.
+    await state.release(ref, 'x', limits, report('refused'));
+    await call('refused', limits);
+    expect(await state.acquire(ref, 'y', limits)).toMatchObject({ ok: false, reason: 'cooling' });
+  });
+
+  it('counts not_sent like refused', async () => {
+    await call('not_sent', LIMITS);
+    await call('refused', LIMITS);
+    await call('not_sent', LIMITS);
+    expect(await state.acquire(ref, 'x', LIMITS)).toMatchObject({ ok: false, reason: 'cooling' });
+  });
+
+  it('does not count failed or ambiguous calls; a success clears the refusals', async () => {
+    const limits = { ...LIMITS, cooldownAfter: 2 };
+    for (let i = 0; i < 3; i++) await call('failed', limits);
+    for (let i = 0; i < 3; i++) await call('ambiguous', limits);
+    await call('refused', limits);
+    await call('failed', limits);
+    await call('succeeded', limits);
+    await call('refused', limits);
+    expect(await state.acquire(ref, 'x', limits)).toEqual(OK);
+    expect((await state.snapshot(ref, limits)).state).toBe('closed');
+    await state.release(ref, 'x', limits, report('refused'));
+    expect(await state.acquire(ref, 'y', limits)).toMatchObject({ ok: false, reason: 'cooling' });
+  });
+
+  it("cools down at once for a 429's Retry-After, for that long", async () => {
+    const limits = { ...LIMITS, cooldownAfter: 100 };
+    const before = Date.now();
+    await call('refused', limits, { retryAfterMs: 600 });
+    const until = await acquireUntil('x', limits);
+    expect(until - before).toBeGreaterThanOrEqual(550);
+    expect(until - Date.now()).toBeLessThanOrEqual(600);
+    await sleep(until - Date.now() + 50);
+    expect(await state.acquire(ref, 'x', limits)).toEqual(PROBE);
+  });
+
+  describe('half-open', () => {
+    const limits = { ...LIMITS, cooldownAfter: 1, cooldownMs: 300, leaseMs: 5000 };
+    /** Cools the channel down and waits out the cool-down. */
+    const halfOpen = async () => {
+      await call('refused', limits);
+      expect(await state.acquire(ref, 'early', limits)).toMatchObject({ ok: false, reason: 'cooling' });
+      await sleep(350);
+      expect((await state.snapshot(ref, limits)).state).toBe('half_open');
+    };
+
+    it('lets exactly one of many concurrent callers probe; the others are told another probes', async () => {
+      await halfOpen();
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => (i % 2 ? state : other).acquire(ref, `h${i}`, limits)),
+      );
+      expect(results.filter((r) => r.ok)).toEqual([PROBE]);
+      expect(results.filter((r) => !r.ok)).toEqual(Array.from({ length: 19 }, () => PROBING));
+      // The probe asking again keeps its role.
+      const probe = `h${results.findIndex((r) => r.ok)}`;
+      expect(await state.acquire(ref, probe, limits)).toEqual(PROBE);
+    });
+
+    it('closes the channel when the probe succeeds', async () => {
+      await halfOpen();
+      expect(await state.acquire(ref, 'p', limits)).toEqual(PROBE);
+      await state.release(ref, 'p', limits, report('succeeded'));
+      expect(await state.snapshot(ref, limits)).toMatchObject({ state: 'closed', coolingUntil: null });
+      expect(await state.acquire(ref, 'a', limits)).toEqual(OK);
+      expect(await state.acquire(ref, 'b', limits)).toEqual(OK);
+    });
+
+    it('closes the channel when the probe fails or is ambiguous (the upstream answered)', async () => {
+      for (const outcome of ['failed', 'ambiguous'] as const) {
+        await halfOpen();
+        expect(await state.acquire(ref, `p-${outcome}`, limits)).toEqual(PROBE);
+        await state.release(ref, `p-${outcome}`, limits, report(outcome));
+        expect((await state.snapshot(ref, limits)).state).toBe('closed');
+      }
+    });
+
+    it('opens the channel again, for a fresh cool-down, when the probe is refused', async () => {
+      await halfOpen();
+      expect(await state.acquire(ref, 'p', limits)).toEqual(PROBE);
+      const before = Date.now();
+      await state.release(ref, 'p', limits, report('refused', { jitter: 1 }));
+      const until = await acquireUntil('x', limits);
+      expect(until - before).toBeGreaterThan(350);
+      expect(until - Date.now()).toBeLessThanOrEqual(450);
+      expect((await state.snapshot(ref, limits)).state).toBe('open');
+      await sleep(until - Date.now() + 50);
+      expect(await state.acquire(ref, 'x', limits)).toEqual(PROBE);
+    });
+
+    it('stays half-open when the probe is canceled: the next call probes', async () => {
+      await halfOpen();
+      expect(await state.acquire(ref, 'p', limits)).toEqual(PROBE);
+      expect(await other.acquire(ref, 'q', limits)).toEqual(PROBING);
+      await state.release(ref, 'p', limits, report('canceled'));
+      expect((await state.snapshot(ref, limits)).state).toBe('half_open');
+      expect(await other.acquire(ref, 'q', limits)).toEqual(PROBE);
+      expect(await state.acquire(ref, 'r', limits)).toEqual(PROBING);
+    });
+
+    it('lets another call probe once a dead probe’s lease expires', async () => {
+      const short = { ...limits, leaseMs: 300 };
+      await halfOpen();
+      expect(await state.acquire(ref, 'dead', short)).toEqual(PROBE);
+      expect(await state.acquire(ref, 'q', short)).toEqual(PROBING);
+      await sleep(400);
+      expect(await state.acquire(ref, 'q', short)).toEqual(PROBE);
+    });
+
+    it('does not make a caller the probe when the capacity refuses it', async () => {
+      const one = { ...limits, concurrency: 1 };
+      await halfOpen();
+      // A call that started before the cool-down still holds the only slot.
+      await backend.clients[0].zadd(state.keys(ref).leases, Date.now() + 60_000, 'straggler');
+      expect(await state.acquire(ref, 'p', one)).toEqual(FULL);
+      expect(await other.acquire(ref, 'q', one)).toEqual(FULL);
+      await state.release(ref, 'straggler', one, report('failed'));
+      expect(await other.acquire(ref, 'q', one)).toEqual(PROBE);
+    });
+  });
+
+  it('reports the window, the percentiles, the last error, the totals and the histogram', async () => {
+    const limits = { ...LIMITS, cooldownAfter: 100 };
+    const calls: [CallOutcome, number][] = [
+      ['succeeded', 100],
+      ['succeeded', 200],
+      ['succeeded', 300],
+      ['failed', 400],
+      ['ambiguous', 500],
+      ['refused', 50],
+      ['canceled', 9999],
+    ];
+    const before = Date.now();
+    for (const [outcome, durationMs] of calls) {
+      const error = outcome === 'refused' ? { code: 'upstream_refused', message: '429 Too Many Requests' } : undefined;
+      await call(outcome, limits, { durationMs, error });
+    }
+    const after = Date.now();
+    expect(await state.acquire(ref, 'busy-1', limits)).toEqual(OK);
+    expect(await state.acquire(ref, 'busy-2', limits)).toEqual(OK);
+
+    const snap = await other.snapshot(ref, limits);
+    expect(snap).toMatchObject({
+      state: 'closed',
+      coolingUntil: null,
+      inFlight: 2,
+      recent: { succeeded: 3, failed: 1, ambiguous: 1, refused: 1, not_sent: 0, canceled: 1 },
+      successRate: 0.5,
+      // Nearest rank over 50, 100, 200, 300, 400, 500 (the canceled call left out).
+      p50Ms: 200,
+      p95Ms: 500,
+      lastError: { code: 'upstream_refused', message: '429 Too Many Requests' },
+      totals: { succeeded: 3, failed: 1, ambiguous: 1, refused: 1, not_sent: 0, canceled: 1 },
+    });
+    expect(snap.lastError!.at).toBeGreaterThanOrEqual(before - 1000);
+    expect(snap.lastError!.at).toBeLessThanOrEqual(after + 1000);
+    // Buckets ≤50, ≤100, ≤250, ≤500, then every larger one, then +Inf.
+    expect(snap.latency).toEqual({
+      buckets: [1, 2, 3, 6, 6, 6, 6, 6, 6, 6, 6, 6],
+      count: 6,
+      sumMs: 1550,
+    });
+    expect(snap.latency.buckets).toHaveLength(LATENCY_BUCKETS_MS.length + 1);
+
+    // A window that ends before the calls: nothing recent, the totals stay.
+    await sleep(50);
+    expect(await state.snapshot(ref, limits, 20)).toMatchObject({
+      recent: { succeeded: 0, failed: 0, ambiguous: 0, refused: 0, not_sent: 0, canceled: 0 },
+      successRate: null,
+      p50Ms: null,
+      p95Ms: null,
+      totals: snap.totals,
+      latency: snap.latency,
+    });
+  });
+
+  it('reports an untouched channel as closed and empty', async () => {
+    expect(await state.snapshot(ref, LIMITS)).toEqual({
+      state: 'closed',
+      coolingUntil: null,
+      inFlight: 0,
+      recent: { succeeded: 0, refused: 0, not_sent: 0, failed: 0, ambiguous: 0, canceled: 0 },
+      successRate: null,
+      p50Ms: null,
+      p95Ms: null,
+      lastError: null,
+      totals: { succeeded: 0, refused: 0, not_sent: 0, failed: 0, ambiguous: 0, canceled: 0 },
+      latency: { buckets: LATENCY_BUCKETS_MS.map(() => 0).concat(0), count: 0, sumMs: 0 },
+    });
+  });
+});
