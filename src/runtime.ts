@@ -1,6 +1,7 @@
 // Wiring shared by server.ts, worker.ts and the tests: builds the parts from a Config.
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { RedisChannelState } from './channels/redis-state.js';
 import type { Config } from './config.js';
 import { buildApp } from './app.js';
 import { consoleOptions } from './http/console.js';
@@ -105,6 +106,8 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
     allow: config.referenceFetchAllow,
   });
   const direct = new DirectService(tasks, client, blobs, fetchImage);
+  // Channel capacity, rate and health, shared with the workers (chat calls and the admin view use them here).
+  const channels = new RedisChannelState(redis, config.redisPrefix);
   const rebuild = new ReadModelRebuild({
     temporal: client,
     taskQueue: config.temporal.taskQueue,
@@ -126,7 +129,7 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
     videos: new VideoTaskService(config, store, client, waits),
     webhooks: new WebhookSecrets(redis, config.redisPrefix, config.ownerKey),
     console: consoleOptions(config),
-    admin: { rebuild, operatorToken: config.ops.operatorToken },
+    admin: { rebuild, channels, models: config.models, operatorToken: config.ops.operatorToken },
     log,
     ops: {
       metrics: waitGauge(new ApiMetrics({ queueDepth: () => store.unfinishedCount() }), waits),

@@ -2,6 +2,8 @@
 // as the codec endpoints): the read-model rebuild (src/tasks/rebuild/), started or resumed by POST
 // and followed by GET. Documented under their own tag, apart from the public API.
 import { z } from 'zod';
+import type { ChannelState } from '../channels/state.js';
+import type { Model } from '../config.js';
 import type { ReadModelRebuild } from '../tasks/rebuild/rebuild.js';
 import { jsonBody } from './body.js';
 import { requireOperator } from './operator-token.js';
@@ -9,6 +11,9 @@ import { parseInput, route, type RouteDef } from './route-table.js';
 
 export interface AdminDeps {
   rebuild: ReadModelRebuild;
+  /** The channels' shared state (GET /admin/v1/channels); absent in tests that do not need it. */
+  channels?: ChannelState;
+  models?: readonly Model[];
   operatorToken?: string;
 }
 
