@@ -32,11 +32,15 @@ export interface RoutableModel<C extends RoutableChannel> {
 /** Chat channels have no concurrency setting: a chat call holds its client's request, not a queue slot. */
 const UNBOUNDED = 1_000_000;
 
-export function limitsOf(c: RoutableChannel): ChannelLimits {
+/**
+ * A channel's limits. The only channel of a model never cools down: there is nothing to move to,
+ * so each task gets the upstream's own answer at once, as a model without channels always did.
+ */
+export function limitsOf(c: RoutableChannel, only = false): ChannelLimits {
   return {
     concurrency: c.concurrency ?? UNBOUNDED,
     ...(c.ratePerSecond ? { ratePerSecond: c.ratePerSecond } : {}),
-    cooldownAfter: c.cooldownAfter,
+    cooldownAfter: only ? Number.MAX_SAFE_INTEGER : c.cooldownAfter,
     cooldownWindowMs: c.cooldownWindowMs,
     cooldownMs: c.cooldownMs,
     // A worker killed mid-call never releases: its lease lapses after the longest call it could make.
@@ -140,7 +144,7 @@ export function channelRouter(state: ChannelState, retry: <T>(fn: () => Promise<
         let pause = 1000;
         for (const channel of order) {
           const got = await retry(() =>
-            state.acquire({ model: model.id, channel: channel.id }, holder, limitsOf(channel)),
+            state.acquire({ model: model.id, channel: channel.id }, holder, limitsOf(channel, only(model))),
           );
           if (got.ok) return { channel, probe: got.probe };
           if (got.reason === 'cooling') pause = Math.min(pause, Math.max(20, got.untilMs - Date.now()));
@@ -168,17 +172,19 @@ export function channelRouter(state: ChannelState, retry: <T>(fn: () => Promise<
       durationMs: number,
     ): Promise<void> {
       await state
-        .release({ model: model.id, channel: channel.id }, holder, limitsOf(channel), {
+        .release({ model: model.id, channel: channel.id }, holder, limitsOf(channel, only(model)), {
           outcome: v.outcome,
           durationMs,
           ...(v.outcome === 'succeeded' ? {} : { error: { code: v.code, message: v.message.slice(0, 300) } }),
-          ...(v.retryAfterMs !== undefined ? { retryAfterMs: v.retryAfterMs } : {}),
+          ...(v.retryAfterMs !== undefined && !only(model) ? { retryAfterMs: v.retryAfterMs } : {}),
           jitter: Math.random(),
         })
         .catch(() => undefined);
     },
   };
 }
+
+const only = (model: RoutableModel<RoutableChannel>) => model.channels.length === 1;
 
 export type ChannelRouter = ReturnType<typeof channelRouter>;
 

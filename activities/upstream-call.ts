@@ -56,12 +56,17 @@ export interface ReachAnswer {
   closing: Closing;
 }
 
-/** A terminal record the workflow built without the timing fields gets the ones the attempts stored. */
+/** A terminal record the workflow built without the timing fields gets the ones the attempts stored (and the channel). */
 export async function keepTiming<R extends AnyTaskRecord>(store: Pick<TaskStore, 'get'>, record: R): Promise<R> {
   if (record.started_at != null) return record;
   const stored = (await store.get(record.id).catch(() => null)) as AnyTaskRecord | null;
   if (stored?.started_at == null) return record;
-  return { ...record, started_at: stored.started_at, attempts: stored.attempts };
+  return {
+    ...record,
+    started_at: stored.started_at,
+    attempts: stored.attempts,
+    ...(stored.channel ? { channel: stored.channel } : {}),
+  };
 }
 
 /** Heartbeat details: for operators (the Web UI shows them); the Redis mark is what decides uncertain. */

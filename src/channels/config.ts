@@ -58,13 +58,24 @@ export const CHANNEL_ONLY_KEYS = Object.keys(channelOnlyFields);
 export const DEFAULT_CHANNEL_ID = 'default';
 
 /**
+ * Defaults that differ when a model has several channels: a 429 moves the task to the next channel
+ * at once rather than waiting to resend it on the same one.
+ */
+const LISTED_DEFAULTS = { rateLimitRetries: 0 };
+
+/**
  * A raw model with `channels`: each channel gets the model's own upstream settings for the keys it
  * leaves out (before parsing, so defaults do not hide what the model set).
  */
 export function inheritUpstreamSettings(raw: unknown, upstreamKeys: readonly string[]): unknown {
   if (!raw || typeof raw !== 'object' || !Array.isArray((raw as { channels?: unknown }).channels)) return raw;
   const model = raw as Record<string, unknown> & { channels: unknown[] };
-  const inherited = Object.fromEntries(upstreamKeys.filter((k) => k in model).map((k) => [k, model[k]]));
+  const inherited = {
+    ...(model.channels.length > 1
+      ? Object.fromEntries(Object.entries(LISTED_DEFAULTS).filter(([k]) => upstreamKeys.includes(k)))
+      : {}),
+    ...Object.fromEntries(upstreamKeys.filter((k) => k in model).map((k) => [k, model[k]])),
+  };
   return {
     ...model,
     channels: model.channels.map((c) => (c && typeof c === 'object' ? { ...inherited, ...c } : c)),

@@ -157,6 +157,7 @@ describe('list pagination', () => {
     for (const item of seen)
       expect(Object.keys(item).sort()).toEqual([
         'attempts',
+        'channel',
         'content_url',
         'created_at',
         'finished_at',

@@ -6,6 +6,9 @@ import type { AddressInfo } from 'node:net';
 
 export abstract class FakeServer<R> {
   readonly requests: R[] = [];
+  /** Requests being answered now, and the most there ever were at once (since the last reset). */
+  inFlight = 0;
+  maxInFlight = 0;
   baseUrl = '';
   port = 0;
   private server: Server | null = null;
@@ -18,7 +21,12 @@ export abstract class FakeServer<R> {
 
   /** Starts listening on `host` (a free port unless one is given). */
   async start(host = '127.0.0.1', port = 0): Promise<this> {
-    const server = createServer((req, res) => this.handle(req, res));
+    const server = createServer((req, res) => {
+      this.inFlight++;
+      this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+      res.once('close', () => this.inFlight--);
+      this.handle(req, res);
+    });
     // Keep-alive sockets must not keep close() waiting.
     server.keepAliveTimeout = 1000;
     await new Promise<void>((r) => server.listen(port, host, r));
@@ -66,6 +74,7 @@ export abstract class FakeServer<R> {
   protected forget(): void {
     this.requests.length = 0;
     this.waiters = [];
+    this.maxInFlight = this.inFlight;
   }
 }
 
