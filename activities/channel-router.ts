@@ -121,11 +121,9 @@ export interface TakeOptions<C> {
   tried: readonly string[];
   /** The only channel the call may use (an idempotent resend goes where the first one went). */
   pinned?: C;
-  /** Wait (heartbeating) for room; false: answer null at once (an inline call). */
+  /** Wait for room (the caller heartbeats meanwhile); false: answer null at once (an inline call). */
   wait: boolean;
   signal: AbortSignal;
-  /** Runs between tries: an activity's heartbeat. */
-  beat: () => void;
 }
 
 export function channelRouter(state: ChannelState, retry: <T>(fn: () => Promise<T>) => Promise<T>) {
@@ -158,7 +156,6 @@ export function channelRouter(state: ChannelState, retry: <T>(fn: () => Promise<
           const last = coolingOnly ? await lastRefusal(state, model, order) : undefined;
           throw noChannel(model.id, Date.now() - started, coolingOnly, last);
         }
-        opts.beat();
         await abortableSleep(pause, opts.signal);
       }
     },

@@ -219,14 +219,18 @@ export function upstreamCalls<M extends CallModel<CallChannel>>(
       }
       await opts.claim?.();
       const tried = task.route?.tried ?? [];
-      const taken = await router.take(model, task.id, {
-        tried,
-        ...(pinned ? { pinned } : {}),
-        // An inline call runs now or not at all: a workflow task cannot wait.
-        wait: !isLocal,
-        signal: ctx.cancellationSignal,
-        beat: () => ctx.heartbeat(),
-      });
+      // While it waits for a channel with room the attempt heartbeats: a long wait must not look
+      // like a dead worker, and a cancel must reach it.
+      const beating = isLocal ? undefined : setInterval(() => ctx.heartbeat(), HEARTBEAT_EVERY_MS);
+      const taken = await router
+        .take(model, task.id, {
+          tried,
+          ...(pinned ? { pinned } : {}),
+          // An inline call runs now or not at all: a workflow task cannot wait.
+          wait: !isLocal,
+          signal: ctx.cancellationSignal,
+        })
+        .finally(() => clearInterval(beating));
       if (!taken) {
         throw ApplicationFailure.nonRetryable('no channel with room for an inline call now', INLINE_BUSY_FAILURE_TYPE);
       }

@@ -1,7 +1,7 @@
 // What a provider reports to the activity that called it, and the HTTP steps every provider takes
 // the same way: sending (transport failures, with whether the request may have left) and reading JSON.
 import type { TaskFailureCode } from '../src/shared/errors.js';
-import { causeCode, NOT_DISPATCHED_CODES } from '../src/shared/upstream.js';
+import { causeCode, notDispatched } from '../src/shared/upstream.js';
 
 /** What an upstream's error answer says beyond its code: what a model's channels route on. */
 export interface AnswerInfo {
@@ -56,10 +56,7 @@ export async function fetchText(
   } catch (err) {
     if (init.signal.aborted) throw err;
     const code = causeCode(err);
-    throw new TransportFailure(
-      `upstream connection failed (${code ?? (err as Error).message})`,
-      !NOT_DISPATCHED_CODES.has(code ?? ''),
-    );
+    throw new TransportFailure(`upstream connection failed (${code ?? (err as Error).message})`, !notDispatched(code));
   }
 }
 

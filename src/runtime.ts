@@ -1,12 +1,13 @@
 // Wiring shared by server.ts, worker.ts and the tests: builds the parts from a Config.
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { readChannels } from './channels/readings.js';
 import { RedisChannelState } from './channels/redis-state.js';
 import type { Config } from './config.js';
 import { buildApp } from './app.js';
 import { consoleOptions } from './http/console.js';
 import { IssuedKeyAuth, KeyStore, PassthroughAuth, type Authenticator } from './infra/auth.js';
-import { ChatService } from './chat/service.js';
+import { ChatService, chatProviders } from './chat/service.js';
 import { createBlobs } from './infra/blob-store.js';
 import { DirectService } from './image/direct.js';
 import { createSafeFetch } from './infra/safe-fetch.js';
@@ -125,14 +126,21 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
     blobs: files,
     direct,
     pollAfterSeconds: config.pollAfterSeconds,
-    chat: new ChatService(config.models, config.upstreamKeys),
+    chat: new ChatService(config.models, config.upstreamKeys, chatProviders(), channels),
     videos: new VideoTaskService(config, store, client, waits),
     webhooks: new WebhookSecrets(redis, config.redisPrefix, config.ownerKey),
     console: consoleOptions(config),
     admin: { rebuild, channels, models: config.models, operatorToken: config.ops.operatorToken },
     log,
     ops: {
-      metrics: waitGauge(new ApiMetrics({ queueDepth: () => store.unfinishedCount() }), waits),
+      metrics: waitGauge(
+        new ApiMetrics({
+          queueDepth: () => store.unfinishedCount(),
+          // Totals and histograms only: an empty window spares Redis sending the outcome log.
+          channels: () => readChannels(channels, config.models, 0),
+        }),
+        waits,
+      ),
       readiness: () =>
         checkReadiness({
           redis,

@@ -104,8 +104,8 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
           outcome = await lostAfterSending(err, VIDEO_CALL, () => videoMayHaveReachedUpstream(task));
         throw err;
       }
-      // Histories from before the timing fields have none in the job.
-      record = { ...record, status: 'running', ...job.timing };
+      // Histories from before the timing fields (or channels) have none in the job.
+      record = { ...record, status: 'running', ...job.timing, ...(job.channel ? { channel: job.channel } : {}) };
       status('running');
       if (everyEvent) {
         // Only tasks that asked for every event: `running` is written now rather than with the

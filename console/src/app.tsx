@@ -1,20 +1,25 @@
 // Kiln Console: sign in with an API key, create image, video and workflow-node tasks, watch them
-// finish, see the results; a chat playground. All API calls go through Kiln's own client
-// (src/client), to this page's origin only.
+// finish, see the results; a chat playground; and for operators the channels' health (with the
+// operator token, also reachable without an API key at #channels). All API calls go to this page's
+// origin only, through Kiln's own client but for the one admin call.
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { AuthenticationError, Kiln } from '../../src/client/index.js';
+import { ChannelsPanel } from './channels.js';
 import { ChatPanel } from './chat.js';
-import { clearKey, loadKey, saveKey } from './key.js';
+import { clearKey, clearOperatorToken, loadKey, saveKey } from './key.js';
 import { Field, describeError, valueOf, type ApiError } from './ui.js';
 import { Workspace, type FormKind } from './workspace.js';
 
-type Tab = FormKind | 'chat';
+type Tab = FormKind | 'chat' | 'channels';
 const TABS: { id: Tab; label: string }[] = [
   { id: 'image', label: 'Images' },
   { id: 'video', label: 'Video' },
   { id: 'node', label: 'Workflow' },
   { id: 'chat', label: 'Chat' },
+  { id: 'channels', label: 'Channels' },
 ];
+/** The pages that are not a create form: the workspace stays mounted, hidden, under them. */
+const formOf = (tab: Tab): FormKind => (tab === 'chat' || tab === 'channels' ? 'image' : tab);
 
 /** What the page learns from /console/config.json (the CSP rules out inline data). */
 function useSettings(): { temporalUrl: string | null } {
@@ -35,10 +40,12 @@ export function App() {
     [key],
   );
   const { temporalUrl } = useSettings();
-  const [tab, setTab] = useState<Tab>('image');
+  // An operator's bookmark (/console/#channels) opens the Channels page, signed in or not.
+  const [tab, setTab] = useState<Tab>(() => (location.hash === '#channels' ? 'channels' : 'image'));
   const signOut = () => {
     setTab('image');
     clearKey();
+    clearOperatorToken();
     setKey(null);
   };
   return (
@@ -50,10 +57,16 @@ export function App() {
           </span>
           Kiln Console
         </h1>
-        {client && (
+        {client ? (
           <button type="button" class="secondary" onClick={signOut}>
             Sign out
           </button>
+        ) : (
+          tab === 'channels' && (
+            <button type="button" class="secondary" onClick={() => setTab('image')}>
+              Sign in
+            </button>
+          )
         )}
       </header>
       <main>
@@ -74,23 +87,28 @@ export function App() {
               ))}
             </nav>
             {/* Kept mounted under the chat: the list keeps following its tasks. */}
-            <div hidden={tab === 'chat'}>
-              <Workspace
-                client={client}
-                form={tab === 'chat' ? 'image' : tab}
-                temporalUrl={temporalUrl}
-                onUnauthorized={signOut}
-              />
+            <div hidden={tab === 'chat' || tab === 'channels'}>
+              <Workspace client={client} form={formOf(tab)} temporalUrl={temporalUrl} onUnauthorized={signOut} />
             </div>
             {tab === 'chat' && <ChatPanel client={client} onUnauthorized={signOut} />}
+            {tab === 'channels' && <ChannelsPanel />}
           </>
+        ) : tab === 'channels' ? (
+          <ChannelsPanel />
         ) : (
-          <SignIn
-            onSignIn={(k, remember) => {
-              saveKey(k, remember);
-              setKey(k);
-            }}
-          />
+          <>
+            <SignIn
+              onSignIn={(k, remember) => {
+                saveKey(k, remember);
+                setKey(k);
+              }}
+            />
+            <p class="operator-link">
+              <button type="button" class="link" id="open-channels" onClick={() => setTab('channels')}>
+                Operators: channel health
+              </button>
+            </p>
+          </>
         )}
       </main>
     </>

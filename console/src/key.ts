@@ -17,3 +17,19 @@ export function clearKey(): void {
   sessionStorage.removeItem(SLOT);
   localStorage.removeItem(SLOT);
 }
+
+// The operator token (KILN_OPERATOR_TOKEN) of the Channels page: a deployment-wide secret, so it is
+// kept in this tab only (sessionStorage), never in localStorage, whatever "remember" says.
+const OPERATOR_SLOT = 'kiln.console.operatorToken';
+
+export function loadOperatorToken(): string | null {
+  return sessionStorage.getItem(OPERATOR_SLOT);
+}
+
+export function saveOperatorToken(token: string): void {
+  sessionStorage.setItem(OPERATOR_SLOT, token);
+}
+
+export function clearOperatorToken(): void {
+  sessionStorage.removeItem(OPERATOR_SLOT);
+}

@@ -3,5 +3,6 @@ import { App } from './app.js';
 import './styles.css';
 import './views.css';
 import './detail.css';
+import './channels.css';
 
 render(<App />, document.getElementById('app')!);

@@ -1,5 +1,5 @@
 // Shapes of a validated chat request, of the OpenAI-style reply, and of a chat provider.
-import type { ChatModel } from '../config.js';
+import type { ChatUpstream } from '../config.js';
 
 export type TextItem = { type: 'text'; text: string };
 export type ImageItem = { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' } };
@@ -70,7 +70,8 @@ export interface ChatChunk {
 }
 
 export interface ChatCall {
-  model: ChatModel;
+  /** The channel the call goes to, its settings merged over its model's (`id` is the model's). */
+  model: ChatUpstream;
   request: ChatRequest;
   images: ImageInfo[];
   /** The upstream credential: the caller's key (passthrough) or the configured one. */

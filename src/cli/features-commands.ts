@@ -66,7 +66,8 @@ export function timingLines(t: TaskTiming & { created_at?: number }, end?: numbe
   const lines: string[] = [];
   if (t.created_at !== undefined && t.started_at != null) {
     const upstream = (end ?? now) - t.started_at;
-    const attempts = t.attempts ? ` (${plural(t.attempts, 'attempt')})` : '';
+    const on = t.channel ? ` on ${t.channel}` : '';
+    const attempts = t.attempts ? ` (${plural(t.attempts, 'attempt')}${on})` : '';
     lines.push(
       `queued ${secs(Math.max(0, t.started_at - t.created_at))}, upstream ${secs(Math.max(0, upstream))}` +
         `${end == null ? ' so far' : ''}${attempts}`,

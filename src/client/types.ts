@@ -20,8 +20,10 @@ export type { WebhookEvents, WebhookState } from '../shared/webhook.js';
 export interface TaskTiming {
   /** When the upstream call began (epoch s); null before. `started_at - created_at` is the queue time. */
   started_at?: number | null;
-  /** Upstream attempts made so far. */
+  /** Upstream attempts made so far, across the model's channels. */
   attempts?: number;
+  /** The model's channel (upstream) that served the task, or the last one tried; null before. */
+  channel?: string | null;
   /** Present when the task was submitted with a webhook: `{status, attempts, last_error}`. */
   webhook?: WebhookState;
 }

@@ -1,7 +1,9 @@
 // Admin calls for operators, behind the operator token (KILN_OPERATOR_TOKEN; off while it is unset,
 // as the codec endpoints): the read-model rebuild (src/tasks/rebuild/), started or resumed by POST
-// and followed by GET. Documented under their own tag, apart from the public API.
+// and followed by GET, and the channels' health (src/channels/admin.ts). Documented under their own
+// tag, apart from the public API.
 import { z } from 'zod';
+import { channelAdminRoutes } from '../channels/admin.js';
 import type { ChannelState } from '../channels/state.js';
 import type { Model } from '../config.js';
 import type { ReadModelRebuild } from '../tasks/rebuild/rebuild.js';
@@ -63,7 +65,7 @@ const RebuildProgress = z
   })
   .meta({ id: 'ReadModelRebuild' });
 
-export function adminRoutes({ rebuild, operatorToken }: AdminDeps): RouteDef[] {
+export function adminRoutes({ rebuild, channels, models, operatorToken }: AdminDeps): RouteDef[] {
   return [
     route({
       method: 'post',
@@ -108,5 +110,6 @@ export function adminRoutes({ rebuild, operatorToken }: AdminDeps): RouteDef[] {
         ctx.body = await rebuild.progress();
       },
     }),
+    ...(channels && models ? channelAdminRoutes({ channels, models, operatorToken }) : []),
   ];
 }

@@ -1,8 +1,9 @@
 // Several API processes sharing one port (node:cluster). The primary only supervises: it forks the
 // processes, replaces one that dies after it started, forwards SIGTERM for a graceful stop, and
 // answers /metrics requests with the sum of every process's metrics, since a scrape lands on any
-// one process: prom-client's registries summed by its AggregatorRegistry, and the request series
-// (src/ops/request-series.ts), which are Kiln's own, summed here.
+// one process: prom-client's registries summed by its AggregatorRegistry (a metric may name another
+// aggregator: the deployment-wide ones read from Redis keep one copy, src/channels/metrics.ts), and
+// the request series (src/ops/request-series.ts), which are Kiln's own, summed here.
 import cluster from 'node:cluster';
 import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';

@@ -47,6 +47,17 @@ export const NOT_DISPATCHED_CODES: ReadonlySet<string> = new Set([
   'UND_ERR_CONNECT_TIMEOUT',
 ]);
 
+/**
+ * A failed TLS handshake (the certificate, the protocol version): fetch writes the request only
+ * after the handshake, so it cannot have left.
+ */
+const HANDSHAKE_FAILURE = /CERT|SIGNATURE|HANDSHAKE|WRONG_VERSION_NUMBER|PROTOCOL_VERSION|UNSUPPORTED_PROTOCOL/;
+
+/** Whether a transport failure's system error code means the request never left this machine. */
+export function notDispatched(code: string | undefined): boolean {
+  return !!code && (NOT_DISPATCHED_CODES.has(code) || HANDSHAKE_FAILURE.test(code));
+}
+
 /** The system error code (ECONNREFUSED …) under a fetch failure, if any. */
 export function causeCode(err: unknown): string | undefined {
   return (err as { cause?: { code?: string } } | null)?.cause?.code;

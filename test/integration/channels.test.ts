@@ -39,6 +39,7 @@ beforeAll(async () => {
       model('m-5xx', {}, { failoverOn5xx: true }),
       model('m-idem', { idempotent: true }),
       model('m-slow', { timeoutMs: 1500 }),
+      model('m-direct', { form: 'direct' }),
       { ...model('m-down', {}), channels: [channel(down, 'a', 2), channel(b, 'b', 1)] },
     ],
   });
@@ -52,7 +53,7 @@ beforeEach(() => {
   b.reset();
 });
 
-const { submit, finish } = imageSteps(() => kiln.baseUrl);
+const { submit, finish, api } = imageSteps(() => kiln.baseUrl);
 
 interface Task {
   status: string;
@@ -165,5 +166,28 @@ describe('stays on the channel when the request may have been processed', () => 
     expect(task).toMatchObject({ status: 'succeeded', channel: 'a' });
     expect([a.requests.length, b.requests.length]).toEqual([2, 0]);
     expect(a.requests.map((r) => r.headers['idempotency-key'])).toEqual([id, id]);
+  });
+});
+
+describe('the direct form', () => {
+  it('fails over before the first byte of its answer: a refused channel, then the answer from the next', async () => {
+    a.enqueue(fail(503, 'unavailable'));
+    const res = await api()('/v1beta/models/m-direct:generateContent', {
+      method: 'POST',
+      json: { contents: [{ parts: [{ text: 'a heron' }] }] },
+    });
+    expect(res.status, res.text).toBe(200);
+    expect(res.json.candidates[0].content.parts.some((p: { inlineData?: unknown }) => p.inlineData)).toBe(true);
+    expect([a.requests.length, b.requests.length]).toEqual([1, 1]);
+  });
+
+  it('a dropped answer on a non-idempotent channel is not resent elsewhere: exactly one request in all', async () => {
+    a.enqueue(drop());
+    const res = await api()('/v1beta/models/m-direct:generateContent', {
+      method: 'POST',
+      json: { contents: [{ parts: [{ text: 'a crane' }] }] },
+    });
+    expect(res.status).toBeGreaterThanOrEqual(400);
+    expect(a.requests.length + b.requests.length).toBe(1);
   });
 });

@@ -46,6 +46,8 @@ export type ChatBehaviour =
   | { kind: 'end-early'; after: number }
   /** Never answers. */
   | { kind: 'hang' }
+  /** Reads the whole request, then closes the connection without a byte of an answer. */
+  | { kind: 'hangup'; delayMs?: number }
   | { kind: 'raw'; status: number; contentType: string; body: string };
 
 export const ok = (
@@ -90,7 +92,7 @@ export class FakeOpenAI extends FakeServer<RecordedChat> {
       if (req.method !== 'POST' || req.url !== '/v1/chat/completions')
         return sendJson(res, 404, { error: { message: `no route ${req.method} ${req.url}`, type: 'not_found' } });
       const b = this.queue.shift() ?? ok();
-      answerLater(res, { delayMs: 'delayMs' in b ? b.delayMs : undefined }, () => {
+      answerLater(res, { delayMs: 'delayMs' in b ? b.delayMs : undefined, drop: b.kind === 'hangup' }, () => {
         void this.answer(call, b, res);
       });
     });
@@ -118,6 +120,7 @@ export class FakeOpenAI extends FakeServer<RecordedChat> {
     const id = `chatcmpl-fake-${call.n}`;
     switch (b.kind) {
       case 'hang':
+      case 'hangup':
         return;
       case 'raw':
         res.writeHead(b.status, { 'content-type': b.contentType });

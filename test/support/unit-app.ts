@@ -11,7 +11,8 @@ import { createLogger } from '../../src/log.js';
 import type { Client } from '@temporalio/client';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
-import { ChatService } from '../../src/chat/service.js';
+import { ChatService, chatProviders } from '../../src/chat/service.js';
+import { MemoryChannelState } from './unit-channel-state.js';
 import { ImageTaskService } from '../../src/image/service.js';
 import { VideoTaskService } from '../../src/video/service.js';
 import { PassthroughAuth, type Authenticator } from '../../src/infra/auth.js';
@@ -99,7 +100,7 @@ export async function startUnitApp(env: Record<string, string> = {}): Promise<Un
     pollAfterSeconds: config.pollAfterSeconds,
     tasks: new ImageTaskService(config, store, temporal),
     blobs: new FsBlobStore(config.blobDir, config.publicBaseUrl),
-    chat: new ChatService(config.models, config.upstreamKeys),
+    chat: new ChatService(config.models, config.upstreamKeys, chatProviders(), new MemoryChannelState()),
     videos: new VideoTaskService(config, store, temporal),
   });
   const server: Server = createServer(app.callback());

@@ -1,19 +1,24 @@
 // OpenAI-compatible upstream: POST {baseUrl}/v1/chat/completions, plain or as server-sent events.
-// Replies keep the upstream's fields; `model` becomes Kiln's public model id.
+// Replies keep the upstream's fields; `model` becomes Kiln's public model id. Failures are told as
+// the task upstreams tell theirs (UpstreamFailure with the answer's status, TransportFailure with
+// whether the request may have left), so routing judges a chat call by the same rule; the service
+// turns them into KilnErrors for the caller.
 import { EventSourceParserStream } from 'eventsource-parser/stream';
-import { KilnError } from '../../shared/errors.js';
+import { TransportFailure, UpstreamFailure } from '../../../activities/upstream-http.js';
 import { parseRetryAfter } from '../../shared/retry-after.js';
-import { causeCode, statusToCode, upstreamMessage } from '../../shared/upstream.js';
+import { causeCode, isRefusalStatus, notDispatched, statusToCode, upstreamMessage } from '../../shared/upstream.js';
 import type { ChatCall, ChatChunk, ChatCompletion, ChatProvider } from '../types.js';
 
 /** One SSE event may not grow past this: a hostile or broken upstream cannot exhaust memory. */
 const MAX_EVENT_BYTES = 4 * 1024 * 1024;
 
-function transportFailure(err: unknown, phase: string): KilnError {
-  const code = causeCode(err);
-  return new KilnError(
-    'upstream_error',
-    `The upstream connection failed ${phase} (${code ?? (err as Error).message ?? 'unknown error'}); retry later.`,
+/** `answered`: an answer had begun, so the request certainly arrived whatever the error says. */
+function transportFailure(err: unknown, phase: string, answered: boolean): TransportFailure {
+  const code = causeCode(err) ?? '';
+  const unsent = !answered && notDispatched(code);
+  return new TransportFailure(
+    `The upstream connection failed ${phase} (${code || ((err as Error).message ?? 'unknown error')}); retry later.`,
+    !unsent,
   );
 }
 
@@ -25,13 +30,13 @@ export class OpenAIChatProvider implements ChatProvider {
       text = await res.text();
     } catch (err) {
       if (call.signal.aborted) throw err;
-      throw transportFailure(err, 'while reading the answer');
+      throw transportFailure(err, 'while reading the answer', true);
     }
     let body: ChatCompletion;
     try {
       body = JSON.parse(text);
     } catch {
-      throw new KilnError('upstream_error', 'The upstream answered with a body that is not JSON.');
+      throw new UpstreamFailure('upstream_error', 'The upstream answered with a body that is not JSON.');
     }
     if (
       !body ||
@@ -40,14 +45,15 @@ export class OpenAIChatProvider implements ChatProvider {
       body.choices.length === 0 ||
       !body.choices.every((c) => c && typeof c.message === 'object')
     ) {
-      throw new KilnError('upstream_error', 'The upstream answered without choices[].message.');
+      throw new UpstreamFailure('upstream_error', 'The upstream answered without choices[].message.');
     }
     return { ...body, object: 'chat.completion', model: call.model.id };
   }
 
   async stream(call: ChatCall): Promise<AsyncIterable<ChatChunk>> {
     const res = await this.send(call);
-    if (!res.body) throw new KilnError('upstream_error', 'The upstream answered the stream request without a body.');
+    if (!res.body)
+      throw new UpstreamFailure('upstream_error', 'The upstream answered the stream request without a body.');
     return relay(res.body, call);
   }
 
@@ -64,7 +70,7 @@ export class OpenAIChatProvider implements ChatProvider {
       res = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body), signal });
     } catch (err) {
       if (signal.aborted) throw err;
-      throw transportFailure(err, 'before an answer');
+      throw transportFailure(err, 'before an answer', false);
     }
     if (res.ok) return res;
     let text = '';
@@ -73,11 +79,16 @@ export class OpenAIChatProvider implements ChatProvider {
     } catch (err) {
       if (signal.aborted) throw err;
     }
-    const code = statusToCode(res.status);
-    throw new KilnError(
-      code,
+    const retryAfterS = res.status === 429 ? parseRetryAfter(res.headers.get('retry-after')) : undefined;
+    throw new UpstreamFailure(
+      statusToCode(res.status),
       `The upstream answered ${res.status}: ${upstreamMessage(text, credential)}`,
-      code === 'upstream_rate_limited' ? parseRetryAfter(res.headers.get('retry-after')) : undefined,
+      false,
+      {
+        status: res.status,
+        refused: isRefusalStatus(res.status),
+        ...(retryAfterS !== undefined ? { retryAfterMs: retryAfterS * 1000 } : {}),
+      },
     );
   }
 }
@@ -103,10 +114,10 @@ async function* relay(
       try {
         chunk = JSON.parse(ev.data);
       } catch {
-        throw new KilnError('upstream_error', 'The upstream sent a stream event that is not JSON.');
+        throw new UpstreamFailure('upstream_error', 'The upstream sent a stream event that is not JSON.');
       }
       if (chunk && typeof chunk === 'object' && chunk.error) {
-        throw new KilnError(
+        throw new UpstreamFailure(
           'upstream_error',
           `The upstream reported an error during the stream: ${upstreamMessage(ev.data, credential)}`,
         );
@@ -116,9 +127,10 @@ async function* relay(
       yield { ...chunk, object: 'chat.completion.chunk', model: model.id };
     }
   } catch (err) {
-    if (err instanceof KilnError || signal.aborted) throw err;
-    throw transportFailure(err, 'during the stream');
+    if (err instanceof UpstreamFailure || signal.aborted) throw err;
+    throw transportFailure(err, 'during the stream', true);
   }
-  // Some compatible servers omit [DONE]; a finish_reason is as good an end.
-  if (!done && !finished) throw new KilnError('upstream_error', 'The upstream stream ended before its end.');
+  // Some compatible servers omit [DONE]; a finish_reason is as good an end. Without either the
+  // answer is incomplete, like a dropped connection.
+  if (!done && !finished) throw new TransportFailure('The upstream stream ended before its end.', true);
 }
