@@ -70,6 +70,7 @@ describe('reads from stored views', () => {
           finished_at: next.finished_at,
           started_at: next.started_at ?? null,
           attempts: next.attempts ?? 0,
+          channel: next.channel ?? null,
           content_url: `/v1/tasks/${r.id}/content`,
         });
       }

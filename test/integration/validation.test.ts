@@ -691,6 +691,7 @@ describe('list', () => {
         finished_at: null,
         started_at: null,
         attempts: 0,
+        channel: null,
         content_url: `/v1/tasks/${id}/content`,
       },
     ]);
