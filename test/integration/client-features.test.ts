@@ -162,7 +162,7 @@ describe('webhooks through the client and the CLI', () => {
     // The CLI shows where the time went and how the webhook fared.
     const shown = await cli(['tasks', 'get', task.id]);
     expect(shown.code, shown.stderr).toBe(0);
-    expect(shown.stdout).toMatch(/queued \d+\.\d s, upstream \d+\.\d s \(1 attempt\)/);
+    expect(shown.stdout).toMatch(/queued \d+\.\d s, upstream \d+\.\d s \(1 attempt on default\)/);
     expect(shown.stdout).toContain('webhook delivered (1 attempt)');
   });
 
