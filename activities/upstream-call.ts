@@ -1,6 +1,7 @@
 // The one way an activity calls an upstream (image generation, video create / check / fetch): the
-// model's per-call timeout, heartbeats, the Redis dispatch mark, and how a failure ends the attempt
-// (a task failure code, `uncertain`, or a retry by Temporal).
+// channel it goes to (activities/channel-router.ts), the Redis dispatch mark, and how a failure
+// ends the attempt (a task failure code, `uncertain`, a move to another channel, or a retry by
+// Temporal); the per-call budget and heartbeats are activities/upstream-budget.ts.
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { routed, type Routed } from '../src/channels/config.js';
 import {
@@ -19,17 +20,10 @@ import type { Closing, Reach } from '../src/shared/closing.js';
 import type { CancelOrigin } from './cancel-origin.js';
 import { SUCCEEDED, verdictOf, type ChannelRouter, type RoutableChannel, type Verdict } from './channel-router.js';
 import { retrying, STORE_RETRY_MS } from './retrying.js';
+import { HEARTBEAT_EVERY_MS, underBudget } from './upstream-budget.js';
+
+export { HEARTBEAT_EVERY_MS, type UpstreamModel } from './upstream-budget.js';
 import { TransportFailure, UpstreamFailure } from './upstream-http.js';
-
-/** Longest gap between an upstream call's heartbeats, and the workers' heartbeat throttle. */
-export const HEARTBEAT_EVERY_MS = 400;
-
-/** What a call needs of its upstream (a model's channel, merged over the model's settings). */
-export interface UpstreamModel {
-  timeoutMs: number;
-  heartbeatTimeoutMs: number;
-  idempotent: boolean;
-}
 
 /** What a call needs of a model's channel. */
 type CallChannel = RoutableChannel & { idempotent: boolean };
@@ -67,12 +61,6 @@ export async function keepTiming<R extends AnyTaskRecord>(store: Pick<TaskStore,
     attempts: stored.attempts,
     ...(stored.channel ? { channel: stored.channel } : {}),
   };
-}
-
-/** Heartbeat details: for operators (the Web UI shows them); the Redis mark is what decides uncertain. */
-interface DispatchMark {
-  dispatched: boolean;
-  channel?: string;
 }
 
 /** Must be awaited right before the request can reach the upstream: it makes `uncertain` decidable. */
@@ -312,51 +300,4 @@ function failover(channel: string, v: Verdict, attempts: number, durationMs: num
     nonRetryable: true,
     details: [details],
   });
-}
-
-/**
- * Runs `run` within the model's timeout and Temporal's cancellation, heartbeating meanwhile. `map`
- * may turn a failure into the attempt's outcome first; failures mapped by no one are retried.
- */
-async function underBudget<T>(
-  model: UpstreamModel,
-  wording: CallWording,
-  initial: DispatchMark | undefined,
-  run: (signal: AbortSignal, beat: (details: DispatchMark) => void) => Promise<T>,
-  map: (err: unknown, timedOut: boolean) => Promise<void>,
-): Promise<T> {
-  const ctx = Context.current();
-  const timeout = AbortSignal.timeout(model.timeoutMs);
-  const signal = AbortSignal.any([timeout, ctx.cancellationSignal]);
-  // Heartbeats carry cancellation to the attempt and let Temporal notice a dead worker quickly. An
-  // owner's cancel must close the upstream connection within a second: its answer comes back with a
-  // heartbeat (the worker's throttle is HEARTBEAT_EVERY_MS too).
-  // A local activity (an inline model) has no heartbeat: Core delivers its cancel directly.
-  let details = initial;
-  const every = Math.max(200, Math.min(HEARTBEAT_EVERY_MS, Math.floor(model.heartbeatTimeoutMs / 3)));
-  const beats = !ctx.info.isLocal;
-  const timer = beats ? setInterval(() => ctx.heartbeat(details), every) : undefined;
-  try {
-    return await run(signal, (d) => {
-      details = d;
-      if (beats) ctx.heartbeat(d);
-    });
-  } catch (err) {
-    await map(err, timeout.aborted);
-    if (timeout.aborted) {
-      throw ApplicationFailure.nonRetryable(
-        `The ${wording.upstream} gave no ${wording.answer} within ${model.timeoutMs} ms.`,
-        'upstream_timeout',
-      );
-    }
-    if (err instanceof UpstreamFailure) {
-      // A retryable type outside TASK_FAILURE_CODES: once retries run out the workflow reports upstream_error.
-      throw err.retryable
-        ? ApplicationFailure.retryable(err.message, `${err.code}_retryable`)
-        : ApplicationFailure.nonRetryable(err.message, err.code);
-    }
-    throw err; // retryable: a transport failure before dispatch, a read, or an idempotent upstream
-  } finally {
-    clearInterval(timer);
-  }
 }

@@ -5,9 +5,11 @@ import { availableParallelism } from 'node:os';
 import { createHmac, hkdfSync } from 'node:crypto';
 import { z } from 'zod';
 import { configuredKeys } from './shared/credentials.js';
-import { ConfigError, DEFAULT_MODELS, parseModels, type AnyChannel, type Model } from './model-config.js';
+import { DEFAULT_MODELS } from './default-models.js';
+import { ConfigError, parseModels, type AnyChannel, type Model } from './model-config.js';
 
 export * from './model-config.js';
+export { DEFAULT_MODELS } from './default-models.js';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 

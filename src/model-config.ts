@@ -294,48 +294,6 @@ export function parseModels(json: unknown, source: string): Model[] {
   return parsed.data.models;
 }
 
-export const DEFAULT_MODELS: Model[] = [
-  parseModel({
-    id: 'kiln-image-1',
-    kind: 'image',
-    provider: 'local',
-    description: 'Built-in local renderer: a PNG that shows the prompt',
-    idempotent: true,
-  }),
-  parseModel({
-    id: 'kiln-chat-1',
-    kind: 'chat',
-    provider: 'local',
-    description: 'Built-in local chat model: a deterministic reply that describes its inputs',
-  }),
-  ...[
-    {
-      id: 'kiln-video-1',
-      description: 'Built-in local renderer: a short H.264 MP4 that shows the prompt',
-      seconds: ['4', '8', '10', '12'],
-    },
-    {
-      id: 'kiln-video-pro',
-      description: "Built-in local renderer with the pro model's strict seconds and sizes",
-      strict: true,
-    },
-    {
-      id: 'kiln-video-node',
-      description: 'Built-in local renderer answering in the workflow-node form (results[*].url)',
-      form: 'workflow-node',
-    },
-  ].map((m) =>
-    parseModel({
-      kind: 'video',
-      provider: 'local',
-      idempotent: true,
-      latencyMs: 2000,
-      pollIntervalMs: 1000,
-      ...m,
-    }),
-  ),
-];
-
 export function modelsOfKind<K extends Model['kind']>(models: Model[], kind: K): Extract<Model, { kind: K }>[] {
   return models.filter((m): m is Extract<Model, { kind: K }> => m.kind === kind);
 }

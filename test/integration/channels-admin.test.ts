@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { freePort, startRedis, type Service } from '../../scripts/services.js';
-import { fail, startFakeGemini, type FakeGemini } from '../support/fake-gemini.js';
+import { dualChannelModel, fail, startFakeGemini, type FakeGemini } from '../support/fake-gemini.js';
 import { http, imageSteps, KEY_A, startKiln, type Kiln } from '../support/kiln.js';
 import { spawnEntry } from '../support/spawn-entry.js';
 
@@ -27,26 +27,8 @@ beforeAll(async () => {
   kiln = await startKiln({
     env: { KILN_OPERATOR_TOKEN: TOKEN },
     models: [
-      {
-        id: MODEL,
-        kind: 'image',
-        heartbeatTimeoutMs: 1000,
-        channels: [
-          {
-            id: 'primary',
-            provider: 'gemini',
-            baseUrl: fake.baseUrl,
-            credential: 'passthrough',
-            priority: 10,
-            timeoutMs: 5000,
-            rateLimitRetries: 0,
-            cooldownAfter: 2,
-            // Long enough to stay open for the whole file, the spawned API's start included.
-            cooldownMs: 300_000,
-          },
-          { id: 'backup', provider: 'local', latencyMs: 20, concurrency: 4, idempotent: true },
-        ],
-      },
+      // The cool-down is long enough to stay open for the whole file, the spawned API's start included.
+      dualChannelModel(fake, MODEL),
       { id: 'kiln-chat-1', kind: 'chat', provider: 'local' },
     ],
   });

@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { CHROMIUM, consoleHooks, expectAccessible, openConsolePage } from '../support/browser.js';
-import { fail, startFakeGemini, type FakeGemini } from '../support/fake-gemini.js';
+import { dualChannelModel, fail, startFakeGemini, type FakeGemini } from '../support/fake-gemini.js';
 import { imageSteps, KEY_A, startKiln, type Kiln } from '../support/kiln.js';
 
 const ARTIFACTS = join(resolve(import.meta.dirname, '../..'), 'test-artifacts');
@@ -29,25 +29,7 @@ consoleHooks({
     fake.setDefault(fail(503, 'overloaded right now'));
     kiln = await startKiln({
       env: { KILN_OPERATOR_TOKEN: TOKEN },
-      models: [
-        {
-          id: MODEL,
-          kind: 'image',
-          heartbeatTimeoutMs: 1000,
-          channels: [
-            {
-              id: 'primary',
-              provider: 'gemini',
-              baseUrl: fake.baseUrl,
-              priority: 10,
-              timeoutMs: 5000,
-              cooldownAfter: 2,
-              cooldownMs: 300_000,
-            },
-            { id: 'backup', provider: 'local', latencyMs: 20, concurrency: 4, idempotent: true },
-          ],
-        },
-      ],
+      models: [dualChannelModel(fake, MODEL)],
     });
     for (let i = 0; i < 2; i++) expect((await steps.finish(await steps.submit(MODEL))).status).toBe('succeeded');
     return {

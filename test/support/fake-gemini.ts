@@ -187,3 +187,27 @@ export function fakeGeminiModel(fake: FakeGemini, over: Record<string, unknown> 
     ...over,
   };
 }
+
+/**
+ * An image model over two channels: `primary` on this fake (it cools down after 2 refusals, and
+ * stays cooling for the whole test file) and a local `backup` that always answers.
+ */
+export function dualChannelModel(fake: FakeGemini, id: string) {
+  return {
+    id,
+    kind: 'image',
+    heartbeatTimeoutMs: 1000,
+    channels: [
+      {
+        id: 'primary',
+        provider: 'gemini',
+        baseUrl: fake.baseUrl,
+        priority: 10,
+        timeoutMs: 5000,
+        cooldownAfter: 2,
+        cooldownMs: 300_000,
+      },
+      { id: 'backup', provider: 'local', latencyMs: 20, concurrency: 4, idempotent: true },
+    ],
+  };
+}

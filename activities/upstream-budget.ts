@@ -1,0 +1,68 @@
+// An upstream call's budget: the channel's per-call timeout and Temporal's cancellation, with
+// heartbeats meanwhile, and how a failure nobody mapped ends the attempt (retried by Temporal).
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { CallWording } from '../src/shared/upstream.js';
+import { UpstreamFailure } from './upstream-http.js';
+
+/** Longest gap between an upstream call's heartbeats, and the workers' heartbeat throttle. */
+export const HEARTBEAT_EVERY_MS = 400;
+
+/** What a call needs of its upstream (a model's channel, merged over the model's settings). */
+export interface UpstreamModel {
+  timeoutMs: number;
+  heartbeatTimeoutMs: number;
+  idempotent: boolean;
+}
+
+/** Heartbeat details: for operators (the Web UI shows them); the Redis mark is what decides uncertain. */
+export interface DispatchMark {
+  dispatched: boolean;
+  channel?: string;
+}
+
+/**
+ * Runs `run` within the model's timeout and Temporal's cancellation, heartbeating meanwhile. `map`
+ * may turn a failure into the attempt's outcome first; failures mapped by no one are retried.
+ */
+export async function underBudget<T>(
+  model: UpstreamModel,
+  wording: CallWording,
+  initial: DispatchMark | undefined,
+  run: (signal: AbortSignal, beat: (details: DispatchMark) => void) => Promise<T>,
+  map: (err: unknown, timedOut: boolean) => Promise<void>,
+): Promise<T> {
+  const ctx = Context.current();
+  const timeout = AbortSignal.timeout(model.timeoutMs);
+  const signal = AbortSignal.any([timeout, ctx.cancellationSignal]);
+  // Heartbeats carry cancellation to the attempt and let Temporal notice a dead worker quickly. An
+  // owner's cancel must close the upstream connection within a second: its answer comes back with a
+  // heartbeat (the worker's throttle is HEARTBEAT_EVERY_MS too).
+  // A local activity (an inline model) has no heartbeat: Core delivers its cancel directly.
+  let details = initial;
+  const every = Math.max(200, Math.min(HEARTBEAT_EVERY_MS, Math.floor(model.heartbeatTimeoutMs / 3)));
+  const beats = !ctx.info.isLocal;
+  const timer = beats ? setInterval(() => ctx.heartbeat(details), every) : undefined;
+  try {
+    return await run(signal, (d) => {
+      details = d;
+      if (beats) ctx.heartbeat(d);
+    });
+  } catch (err) {
+    await map(err, timeout.aborted);
+    if (timeout.aborted) {
+      throw ApplicationFailure.nonRetryable(
+        `The ${wording.upstream} gave no ${wording.answer} within ${model.timeoutMs} ms.`,
+        'upstream_timeout',
+      );
+    }
+    if (err instanceof UpstreamFailure) {
+      // A retryable type outside TASK_FAILURE_CODES: once retries run out the workflow reports upstream_error.
+      throw err.retryable
+        ? ApplicationFailure.retryable(err.message, `${err.code}_retryable`)
+        : ApplicationFailure.nonRetryable(err.message, err.code);
+    }
+    throw err; // retryable: a transport failure before dispatch, a read, or an idempotent upstream
+  } finally {
+    clearInterval(timer);
+  }
+}
