@@ -70,6 +70,9 @@ export function createLogger(
         '*.credential',
         'apiKey',
         '*.apiKey',
+        // An issued key, as the admin API answers its creation.
+        'key',
+        '*.key',
       ],
       censor: '[redacted]',
     },

@@ -6,7 +6,9 @@ import { RedisChannelState } from './channels/redis-state.js';
 import type { Config } from './config.js';
 import { buildApp } from './app.js';
 import { consoleOptions } from './http/console.js';
-import { IssuedKeyAuth, KeyStore, PassthroughAuth, type Authenticator } from './infra/auth.js';
+import { PassthroughAuth, type Authenticator } from './infra/auth.js';
+import { IssuedKeyAuth } from './keys/auth.js';
+import { KeyStore } from './keys/store.js';
 import { ChatService, chatProviders } from './chat/service.js';
 import { createBlobs } from './infra/blob-store.js';
 import { DirectService } from './image/direct.js';
@@ -91,10 +93,8 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
   // Temporal is down, retried probe calls would outlive their deadline and pile up.
   const probe = Connection.lazy({ address: config.temporal.address, interceptors: [] });
   const store = createStore(config, redis, true);
-  const auth: Authenticator =
-    config.authMode === 'keys'
-      ? new IssuedKeyAuth(new KeyStore(redis, config.redisPrefix))
-      : new PassthroughAuth(config.ownerKey);
+  const keys = config.authMode === 'keys' ? new KeyStore(redis, config.redisPrefix) : undefined;
+  const auth: Authenticator = keys ? new IssuedKeyAuth(keys) : new PassthroughAuth(config.ownerKey);
   const { blobs, files } = createBlobs(config);
   // Long-polls: one subscriber connection for the whole process.
   const waits = new WaitRegistry(connectRedis(config, true), store.waitChannel, log);
@@ -130,7 +130,7 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
     videos: new VideoTaskService(config, store, client, waits),
     webhooks: new WebhookSecrets(redis, config.redisPrefix, config.ownerKey),
     console: consoleOptions(config),
-    admin: { rebuild, channels, models: config.models, operatorToken: config.ops.operatorToken },
+    admin: { rebuild, channels, models: config.models, keys, operatorToken: config.ops.operatorToken },
     log,
     ops: {
       metrics: waitGauge(

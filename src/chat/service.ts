@@ -26,6 +26,7 @@ import type { ChatCall, ChatChunk, ChatCompletion, ChatProvider } from './types.
 import { requestedModel, validateChat } from './validate.js';
 import { KilnError } from '../shared/errors.js';
 import { upstreamKey } from '../shared/credentials.js';
+import { assertModelAllowed } from '../keys/allowed.js';
 import type { Caller } from '../infra/auth.js';
 
 export type ChatOutcome =
@@ -83,6 +84,8 @@ export class ChatService {
    */
   async complete(caller: Caller, raw: unknown, bodyBytes: number | undefined, gone: AbortSignal): Promise<ChatOutcome> {
     const model = this.model(requestedModel(raw));
+    // A key limited to some models: refused before the body is validated or any channel called.
+    assertModelAllowed(caller, model.id);
     if (bodyBytes !== undefined && bodyBytes > model.maxBodyBytes) {
       throw new KilnError(
         'request_too_large',

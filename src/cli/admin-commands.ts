@@ -1,9 +1,10 @@
 // `kiln admin …`: operator commands over HTTP with the operator token (env KILN_OPERATOR_TOKEN, as
 // the API reads it, or --operator-token), not the API key. `rebuild-read-model` starts or resumes
 // the read-model rebuild and follows it to the end, resuming it again should the process running it
-// stop (its lock lapses).
+// stop (its lock lapses). `keys` manages API keys (src/cli/admin-keys.ts).
 import type { Command } from 'commander';
 import { KilnCore } from '../client/core.js';
+import { registerKeyCommands } from './admin-keys.js';
 import { integer, seconds, UsageError, type Ctx } from './context.js';
 
 type Make = (cmd: Command) => Ctx;
@@ -31,6 +32,13 @@ const line = (p: Progress) =>
   `(${p.unfinished ?? 0} running), ${p.unchanged ?? 0} unchanged, ${p.webhooks ?? 0} webhook states, ` +
   `${p.errors ?? 0} errors${p.rate_per_second ? `, ${p.rate_per_second}/s` : ''}`;
 
+/** The client of the admin calls: the operator token, never the API key. */
+function operatorApi(ctx: Ctx, given?: string): KilnCore {
+  const token = given ?? process.env.KILN_OPERATOR_TOKEN;
+  if (!token) throw new UsageError('No operator token: set KILN_OPERATOR_TOKEN (or pass --operator-token).');
+  return new KilnCore({ baseURL: ctx.opts.baseUrl, apiKey: token });
+}
+
 export function registerAdminCommands(program: Command, make: Make): void {
   const admin = program
     .command('admin')
@@ -52,9 +60,7 @@ export function registerAdminCommands(program: Command, make: Make): void {
         cmd,
       ) => {
         const ctx = make(cmd);
-        const token = o.operatorToken ?? process.env.KILN_OPERATOR_TOKEN;
-        if (!token) throw new UsageError('No operator token: set KILN_OPERATOR_TOKEN (or pass --operator-token).');
-        const api = new KilnCore({ baseURL: ctx.opts.baseUrl, apiKey: token });
+        const api = operatorApi(ctx, o.operatorToken);
         const signal = ctx.abort.signal;
         const body = {
           ...(o.pageSize !== undefined ? { page_size: o.pageSize } : {}),
@@ -74,4 +80,5 @@ export function registerAdminCommands(program: Command, make: Make): void {
         ctx.say(line(p));
       },
     );
+  registerKeyCommands(admin, make, operatorApi);
 }

@@ -60,8 +60,8 @@ export function buildProgram(): Command {
   program
     .command('keys')
     .description(
-      'admin (AUTH_MODE=keys; needs KILN_SECRET and REDIS_URL): keys create ' +
-        '--owner NAME [--name LABEL] | keys list | keys revoke <KEY_OR_ID>',
+      'admin bootstrap (AUTH_MODE=keys; needs KILN_SECRET and REDIS_URL): keys create ' +
+        '--owner NAME [--label LABEL] | keys list | keys revoke <KEY_ID_OR_KEY>; over HTTP: kiln admin keys',
     )
     .helpOption(false)
     .allowUnknownOption()

@@ -1,11 +1,13 @@
 // Admin calls for operators, behind the operator token (KILN_OPERATOR_TOKEN; off while it is unset,
 // as the codec endpoints): the read-model rebuild (src/tasks/rebuild/), started or resumed by POST
-// and followed by GET, and the channels' health (src/channels/admin.ts). Documented under their own
-// tag, apart from the public API.
+// and followed by GET, the channels' health (src/channels/admin.ts) and the API keys
+// (src/keys/routes.ts). Documented under their own tag, apart from the public API.
 import { z } from 'zod';
 import { channelAdminRoutes } from '../channels/admin.js';
 import type { ChannelState } from '../channels/state.js';
 import type { Model } from '../config.js';
+import { keyAdminRoutes } from '../keys/routes.js';
+import type { KeyStore } from '../keys/store.js';
 import type { ReadModelRebuild } from '../tasks/rebuild/rebuild.js';
 import { jsonBody } from './body.js';
 import { requireOperator } from './operator-token.js';
@@ -16,6 +18,8 @@ export interface AdminDeps {
   /** The channels' shared state (GET /admin/v1/channels); absent in tests that do not need it. */
   channels?: ChannelState;
   models?: readonly Model[];
+  /** The issued keys (/admin/v1/keys), set only with AUTH_MODE=keys. */
+  keys?: KeyStore;
   operatorToken?: string;
 }
 
@@ -65,7 +69,7 @@ const RebuildProgress = z
   })
   .meta({ id: 'ReadModelRebuild' });
 
-export function adminRoutes({ rebuild, channels, models, operatorToken }: AdminDeps): RouteDef[] {
+export function adminRoutes({ rebuild, channels, models, keys, operatorToken }: AdminDeps): RouteDef[] {
   return [
     route({
       method: 'post',
@@ -111,5 +115,6 @@ export function adminRoutes({ rebuild, channels, models, operatorToken }: AdminD
       },
     }),
     ...(channels && models ? channelAdminRoutes({ channels, models, operatorToken }) : []),
+    ...keyAdminRoutes({ keys, models: models ?? [], operatorToken }),
   ];
 }

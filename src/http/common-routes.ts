@@ -4,6 +4,7 @@ import type { Model } from '../config.js';
 import { KilnError } from '../shared/errors.js';
 import { EXT_BY_TYPE, type FsBlobStore } from '../infra/blobs.js';
 import { modelList, ModelList } from '../infra/models.js';
+import { allowedModels } from '../keys/allowed.js';
 import { route, type RouteDef } from './route-table.js';
 
 export interface CommonRouteDeps {
@@ -32,9 +33,10 @@ export function commonRoutes({ models, blobs }: CommonRouteDeps): RouteDef[] {
       operationId: 'listModels',
       tags: ['models'],
       summary: 'Configured models and their kinds',
+      description: 'In keys mode, a key restricted to some models sees only those.',
       responses: { 200: { description: 'Models', schema: ModelList } },
-      handler: (ctx) => {
-        ctx.body = modelList(models);
+      handler: (ctx, { caller }) => {
+        ctx.body = modelList(allowedModels(caller, models));
       },
     }),
 

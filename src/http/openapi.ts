@@ -74,6 +74,8 @@ function toRouteConfig(op: OperationDoc): RouteConfig {
   const auth = op.auth ?? true;
   const codes = new Set<ErrorCode>(op.errors ?? []);
   if (auth === true) codes.add('missing_api_key').add('invalid_api_key');
+  // Wherever a caller names a model, a key restricted to other models (keys mode) is refused.
+  if (auth === true && codes.has('model_not_found')) codes.add('model_not_allowed');
   if (auth === 'operator') codes.add('missing_api_key');
   codes.add('internal_error');
   const responses: RouteConfig['responses'] = {};

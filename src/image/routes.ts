@@ -149,7 +149,7 @@ export function imageRoutes({ tasks, pollAfterSeconds, direct }: ImageRouteDeps)
         const cut = modelAction.lastIndexOf(':');
         if (cut < 0 || modelAction.slice(cut + 1) !== 'generateContent')
           throw new KilnError('not_found', 'Use POST /v1beta/models/{model}:generateContent.');
-        const model = tasks.model(modelAction.slice(0, cut));
+        const model = tasks.model(modelAction.slice(0, cut), caller);
         const idempotencyKey = parseIdempotencyKey(ctx.headers['idempotency-key']);
         const webhook = tasks.webhookTarget(ctx.query.webhook, ctx.query.webhook_events);
         await jsonBody()(ctx, async () => undefined);

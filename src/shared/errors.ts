@@ -21,6 +21,8 @@ export const ERROR_STATUS = {
   invalid_webhook_url: 400,
   not_found: 404,
   model_not_found: 404,
+  // Keys mode: the caller's key is restricted to other models (its allow-list).
+  model_not_allowed: 403,
   method_not_allowed: 405,
   service_unavailable: 503,
   internal_error: 500,

@@ -6,6 +6,7 @@ import type { Client } from '@temporalio/client';
 import { modelTaskQueue, type Config, type ImageModel, type Model, type VideoModel } from '../config.js';
 import { findModel } from '../infra/models.js';
 import type { Caller } from '../infra/auth.js';
+import { assertModelAllowed } from '../keys/allowed.js';
 import type { TaskStore } from './store/task-store.js';
 import { longPoll, type WaitAsk, type WaitRegistry } from './waits.js';
 import { idempotencySecret, idempotentTaskId, requestFingerprint } from '../shared/idempotency.js';
@@ -72,9 +73,11 @@ export abstract class TaskService<R extends AnyTaskRecord> {
     this.idSecret = idempotencySecret(config.ownerKey);
   }
 
-  /** This kind's model of that id; model_not_found otherwise. */
-  model(id: string): Extract<Model, { kind: R['kind'] }> {
-    return findModel(this.config.models, this.spec.kind, id);
+  /** This kind's model of that id; model_not_found otherwise, model_not_allowed outside the caller's key's list. */
+  model(id: string, caller?: Caller): Extract<Model, { kind: R['kind'] }> {
+    const model = findModel(this.config.models, this.spec.kind, id);
+    if (caller) assertModelAllowed(caller, id);
+    return model;
   }
 
   /** The submit's webhook parameters, checked (invalid_webhook_url); undefined when none was given. */
@@ -91,6 +94,8 @@ export abstract class TaskService<R extends AnyTaskRecord> {
     model: ImageModel | VideoModel,
     sub: Submission<Q, I, R>,
   ): Promise<{ record: R; replayed: boolean }> {
+    // Whatever route led here: no workflow starts for a model outside the key's allow-list.
+    assertModelAllowed(caller, model.id);
     const { kind } = this.spec;
     const key = sub.idempotencyKey;
     const id = key

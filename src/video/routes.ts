@@ -163,7 +163,7 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
       handler: async (ctx, { caller }) => {
         const idempotencyKey = parseIdempotencyKey(ctx.headers['idempotency-key']);
         const body = parseVideoBody(await readBody(ctx));
-        const model = videos.model(body.model);
+        const model = videos.model(body.model, caller);
         const request = validateVideo(body, model);
         const webhook = videos.webhookTarget(body.webhook, body.webhook_events);
         const { video, replayed } = await videos.submit(caller, model, request, { idempotencyKey, webhook });

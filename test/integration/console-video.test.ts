@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KeyStore } from '../../src/infra/auth.js';
+import { KeyStore } from '../../src/keys/store.js';
 import { CHROMIUM, consoleHooks, expectAccessible as pageAccessible, openConsolePage } from '../support/browser.js';
 import { KEY_A, startKiln, type Kiln } from '../support/kiln.js';
 import { startMoto } from '../support/moto.js';
