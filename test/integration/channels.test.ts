@@ -40,6 +40,7 @@ beforeAll(async () => {
       model('m-idem', { idempotent: true }),
       model('m-slow', { timeoutMs: 1500 }),
       model('m-direct', { form: 'direct' }),
+      model('m-inline', { inline: true, timeoutMs: 1000 }),
       { ...model('m-down', {}), channels: [channel(down, 'a', 2), channel(b, 'b', 1)] },
     ],
   });
@@ -166,6 +167,19 @@ describe('stays on the channel when the request may have been processed', () => 
     expect(task).toMatchObject({ status: 'succeeded', channel: 'a' });
     expect([a.requests.length, b.requests.length]).toEqual([2, 0]);
     expect(a.requests.map((r) => r.headers['idempotency-key'])).toEqual([id, id]);
+  });
+});
+
+describe('an inline model (the call a local activity of the workflow task)', () => {
+  it('moves to the next channel the same way, and a lost answer is not resent elsewhere', async () => {
+    a.enqueue(fail(429, 'slow down'));
+    expect(await run('m-inline')).toMatchObject({ status: 'succeeded', channel: 'b', attempts: 2 });
+    expect([a.requests.length, b.requests.length]).toEqual([1, 1]);
+    a.reset();
+    b.reset();
+    a.enqueue(drop());
+    expect(await run('m-inline')).toMatchObject({ status: 'uncertain', channel: 'a' });
+    expect(a.requests.length + b.requests.length).toBe(1);
   });
 });
 
