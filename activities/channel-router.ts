@@ -25,7 +25,7 @@ export interface RoutableChannel {
 export interface RoutableModel<C extends RoutableChannel> {
   id: string;
   channels: C[];
-  /** How long a call may wait for a channel with room (or whose cool-down ends); default none. */
+  /** How long a call may wait while every channel is cooling down; default none. */
   queueTimeoutMs?: number;
 }
 
@@ -107,13 +107,12 @@ export function verdictOf(
 
 export const SUCCEEDED: Verdict = { outcome: 'succeeded', movable: false, code: 'upstream_error', message: '' };
 
-/** Nothing to take: every candidate was full, rate limited or cooling down for the whole wait. */
-function noChannel(modelId: string, waitedMs: number, coolingOnly: boolean, lastCode: string | undefined) {
-  const code = coolingOnly ? (lastCode ?? 'upstream_rate_limited') : 'upstream_rate_limited';
-  const why = coolingOnly ? 'every channel was cooling down after refusals' : 'no channel had free capacity';
+/** Every candidate was cooling down for the whole queue timeout: the task ends with the last refusal's code. */
+function noChannel(modelId: string, waitedMs: number, lastCode: string | undefined) {
   return ApplicationFailure.nonRetryable(
-    `No channel of model ${modelId} could take the task within ${waitedMs} ms: ${why}.`,
-    code,
+    `No channel of model ${modelId} could take the task within ${waitedMs} ms: ` +
+      'every channel was cooling down after refusals.',
+    lastCode ?? 'upstream_rate_limited',
   );
 }
 
@@ -134,8 +133,9 @@ export function channelRouter(state: ChannelState, retry: <T>(fn: () => Promise<
       holder: string,
       opts: TakeOptions<C>,
     ): Promise<{ channel: C; probe: boolean } | null> {
-      const started = Date.now();
-      const deadline = started + (model.queueTimeoutMs ?? 0);
+      // Waiting for room is unbounded, as a task waits its turn on a queue; only a wait with every
+      // candidate cooling down (refusing) ends, after the model's queue timeout.
+      let coolingSince: number | undefined;
       for (;;) {
         const order = opts.pinned ? [opts.pinned] : routingOrder(model.channels, opts.tried);
         let coolingOnly = true;
@@ -152,10 +152,10 @@ export function channelRouter(state: ChannelState, retry: <T>(fn: () => Promise<
           }
         }
         if (!opts.wait) return null;
-        if (Date.now() + pause > deadline) {
-          const last = coolingOnly ? await lastRefusal(state, model, order) : undefined;
-          throw noChannel(model.id, Date.now() - started, coolingOnly, last);
-        }
+        const now = Date.now();
+        coolingSince = coolingOnly ? (coolingSince ?? now) : undefined;
+        if (coolingSince !== undefined && now + pause - coolingSince > (model.queueTimeoutMs ?? 0))
+          throw noChannel(model.id, now - coolingSince, await lastRefusal(state, model, order));
         await abortableSleep(pause, opts.signal);
       }
     },

@@ -84,8 +84,8 @@ const taskModelCommon = {
   heartbeatTimeoutMs: int(10_000, 1000),
   maxAttempts: int(3, 1),
   /**
-   * How long a task may wait `queued` for a channel with free capacity (or one whose cool-down
-   * ends) before it fails with the last refusal's code.
+   * How long a task may wait `queued` while every channel is cooling down before it fails with the
+   * last refusal's code (a wait for a busy channel's room has no bound).
    */
   queueTimeoutMs: int(300_000, 0),
 };

@@ -10,13 +10,17 @@ export const LOCAL_ACTIVITY: LocalActivityOptions = {
   retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '30s' },
 };
 
+/** The longest an upstream call may wait for a channel with room before Temporal calls it lost. */
+const CAPACITY_WAIT_MS = 24 * 3600_000;
+
 /** Upstream calls, on the model's activity queue (where its concurrency and rate are set). */
 export function upstreamActivity(policy: ActivityPolicy, taskQueue: string): ActivityOptions {
   return {
     taskQueue,
-    // Providers abort at timeoutMs themselves, after the wait for a channel with room (at most
-    // queueMs); this bound only catches a worker that vanished.
-    startToCloseTimeout: policy.timeoutMs + (policy.queueMs ?? 0) + 15_000,
+    // Providers abort at timeoutMs themselves, after the wait for a channel with room, which lasts
+    // as long as the deployment is busy (heartbeating, so a dead worker is still noticed at once);
+    // this bound only catches a worker that vanished.
+    startToCloseTimeout: policy.timeoutMs + (policy.queueMs === undefined ? 0 : CAPACITY_WAIT_MS) + 15_000,
     heartbeatTimeout: policy.heartbeatTimeoutMs,
     retry: {
       initialInterval: '1s',
@@ -34,7 +38,8 @@ export function upstreamActivity(policy: ActivityPolicy, taskQueue: string): Act
  */
 export function inlineUpstreamActivity(policy: ActivityPolicy): LocalActivityOptions {
   // An inline call never waits for a channel: it runs at once or goes to the queue.
-  const { startToCloseTimeout, retry } = upstreamActivity({ ...policy, queueMs: 0 }, '');
+  const { retry } = upstreamActivity(policy, '');
+  const startToCloseTimeout = policy.timeoutMs + 15_000;
   // The wait before a retry is a workflow timer, not a sleep inside the workflow task: a cancel
   // (or a signal) arriving meanwhile is taken at once, and the attempt number survives the worker.
   return { startToCloseTimeout, retry, localRetryThreshold: '1ms' };

@@ -32,7 +32,7 @@ const model = (id: string, channels: unknown[], over: Record<string, unknown> = 
 });
 
 beforeAll(async () => {
-  for (const id of ['cool', 'ra', 'spare', 'cap', 'e1', 'e2']) fakes[id] = await startFakeGemini();
+  for (const id of ['cool', 'ra', 'spare', 'cap', 'one', 'e1', 'e2']) fakes[id] = await startFakeGemini();
   kiln = await startKiln({
     models: [
       model('m-cool', [
@@ -41,6 +41,7 @@ beforeAll(async () => {
       ]),
       model('m-ra', [channel('ra', 2, { cooldownAfter: 1000 }), channel('spare', 1, { cooldownAfter: 1000 })]),
       model('m-cap', [channel('cap', 0, { concurrency: 2 })]),
+      model('m-one', [channel('one', 0, { concurrency: 1 })], { queueTimeoutMs: 300 }),
       model(
         'm-allcool',
         [
@@ -122,6 +123,16 @@ describe('capacity, cluster-wide', () => {
     release();
     for (const id of busy) expect((await finish(id)).status).toBe('succeeded');
     expect(cap.requests).toHaveLength(2);
+  }, 30_000);
+
+  it('a task waiting for room (not for a cool-down) waits past the queue timeout, then runs', async () => {
+    const one = fakes.one!;
+    one.setDefault(ok(undefined, { delayMs: 1500 }));
+    // Two worker processes: each may take one of the tasks, and the channel's one lease decides.
+    const ids = [await submit('m-one'), await submit('m-one')];
+    const done = await Promise.all(ids.map((id) => finish(id)));
+    expect(done.map((t) => t.status)).toEqual(['succeeded', 'succeeded']);
+    expect(one.maxInFlight).toBe(1);
   }, 30_000);
 
   it("with every channel cooling down a task waits queued at most the model's queue timeout, then fails with the last refusal's code", async () => {
