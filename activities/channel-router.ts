@@ -40,7 +40,8 @@ export function limitsOf(c: RoutableChannel, only = false): ChannelLimits {
   return {
     concurrency: c.concurrency ?? UNBOUNDED,
     ...(c.ratePerSecond ? { ratePerSecond: c.ratePerSecond } : {}),
-    cooldownAfter: only ? Number.MAX_SAFE_INTEGER : c.cooldownAfter,
+    cools: !only,
+    cooldownAfter: c.cooldownAfter,
     cooldownWindowMs: c.cooldownWindowMs,
     cooldownMs: c.cooldownMs,
     // A worker killed mid-call never releases: its lease lapses after the longest call it could make.
@@ -132,7 +133,7 @@ export function channelRouter(state: ChannelState, retry: <T>(fn: () => Promise<
       model: RoutableModel<C>,
       holder: string,
       opts: TakeOptions<C>,
-    ): Promise<{ channel: C; probe: boolean } | null> {
+    ): Promise<C | null> {
       // Waiting for room is unbounded, as a task waits its turn on a queue; only a wait with every
       // candidate cooling down (refusing) ends, after the model's queue timeout.
       let coolingSince: number | undefined;
@@ -144,7 +145,7 @@ export function channelRouter(state: ChannelState, retry: <T>(fn: () => Promise<
           const got = await retry(() =>
             state.acquire({ model: model.id, channel: channel.id }, holder, limitsOf(channel, only(model))),
           );
-          if (got.ok) return { channel, probe: got.probe };
+          if (got.ok) return channel;
           if (got.reason === 'cooling') pause = Math.min(pause, Math.max(20, got.untilMs - Date.now()));
           else {
             if (got.reason !== 'probing') coolingOnly = false;
@@ -155,7 +156,7 @@ export function channelRouter(state: ChannelState, retry: <T>(fn: () => Promise<
         const now = Date.now();
         coolingSince = coolingOnly ? (coolingSince ?? now) : undefined;
         if (coolingSince !== undefined && now + pause - coolingSince > (model.queueTimeoutMs ?? 0))
-          throw noChannel(model.id, now - coolingSince, await lastRefusal(state, model, order));
+          throw noChannel(model.id, now - coolingSince, (await coolingSummary(state, model, order)).lastCode);
         await abortableSleep(pause, opts.signal);
       }
     },
@@ -173,7 +174,7 @@ export function channelRouter(state: ChannelState, retry: <T>(fn: () => Promise<
           outcome: v.outcome,
           durationMs,
           ...(v.outcome === 'succeeded' ? {} : { error: { code: v.code, message: v.message.slice(0, 300) } }),
-          ...(v.retryAfterMs !== undefined && !only(model) ? { retryAfterMs: v.retryAfterMs } : {}),
+          ...(v.retryAfterMs !== undefined ? { retryAfterMs: v.retryAfterMs } : {}),
           jitter: Math.random(),
         })
         .catch(() => undefined);
@@ -185,15 +186,24 @@ const only = (model: RoutableModel<RoutableChannel>) => model.channels.length ==
 
 export type ChannelRouter = ReturnType<typeof channelRouter>;
 
-/** The code of the most recent refusal among `channels` (what a task that waited them out ends with). */
-async function lastRefusal<C extends RoutableChannel>(
+/**
+ * What `channels`' health says while they cool down: the code of the most recent refusal among
+ * them, and the soonest end of a cool-down (epoch ms). For a task that waited them out, and for a
+ * chat call answered at once.
+ */
+export async function coolingSummary<C extends RoutableChannel>(
   state: ChannelState,
   model: RoutableModel<C>,
-  channels: C[],
-): Promise<string | undefined> {
+  channels: readonly C[],
+): Promise<{ lastCode?: string; soonestEndMs?: number }> {
   const snaps = await Promise.all(
     channels.map((c) => state.snapshot({ model: model.id, channel: c.id }, limitsOf(c)).catch(() => null)),
   );
-  const errors = snaps.flatMap((s) => (s?.lastError ? [s.lastError] : []));
-  return errors.sort((a, b) => b.at - a.at)[0]?.code;
+  const now = Date.now();
+  const last = snaps.flatMap((s) => (s?.lastError ? [s.lastError] : [])).sort((a, b) => b.at - a.at)[0];
+  const ends = snaps.flatMap((s) => (s?.coolingUntil && s.coolingUntil > now ? [s.coolingUntil] : []));
+  return {
+    ...(last ? { lastCode: last.code } : {}),
+    ...(ends.length ? { soonestEndMs: Math.min(...ends) } : {}),
+  };
 }

@@ -222,7 +222,7 @@ export function upstreamCalls<M extends CallModel<CallChannel>>(
       if (!taken) {
         throw ApplicationFailure.nonRetryable('no channel with room for an inline call now', INLINE_BUSY_FAILURE_TYPE);
       }
-      const channel = taken.channel as C;
+      const channel = taken as C;
       const upstream = routed(model, channel);
       let verdict: Verdict = SUCCEEDED;
       const began = Date.now();

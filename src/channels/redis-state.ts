@@ -35,7 +35,7 @@ local function touch(keys, now, until_ms)
   for _, k in ipairs(keys) do redis.call('PEXPIRE', k, ttl) end
 end`;
 
-// KEYS: hash, leases. ARGV: holder, concurrency, leaseMs, ratePerSecond (0: none).
+// KEYS: hash, leases. ARGV: holder, concurrency, leaseMs, ratePerSecond (0: none), cools (1/0).
 // The rate is a GCRA, so a refused call costs nothing and the state is one number; the probe is
 // taken only once the capacity checks pass, so a refused would-be probe leaves the next caller free
 // to probe.
@@ -46,6 +46,8 @@ local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', l, '-inf', '(' .. now)
 local h = redis.call('HMGET', s, 'until', 'probe', 'probe_exp', 'tat')
 local until_ms, probe, probe_exp = tonumber(h[1]) or 0, h[2], tonumber(h[3]) or 0
+-- A channel that never cools down ignores any cool-down left from when it did.
+if ARGV[5] == '0' then until_ms = 0 end
 local expiry = now + lease_ms
 if redis.call('ZSCORE', l, holder) then
   -- A retried activity on the same worker: same slot, same probe role, a fresh expiry.
@@ -73,7 +75,8 @@ touch({s, l}, now, until_ms)
 return {'ok', half_open and 1 or 0}`;
 
 // KEYS: hash, failures, leases, log. ARGV: holder, outcome, durationMs, error code ('' = none),
-// error message, retryAfterMs ('' = none), jitter, cooldownAfter, cooldownWindowMs, cooldownMs.
+// error message, retryAfterMs ('' = none), jitter, cooldownAfter, cooldownWindowMs, cooldownMs,
+// cools (1/0: a channel that never cools down records no failures, and its state is reset closed).
 // Only refusals and not-sent failures say the upstream is unwilling or unreachable: a failed or
 // ambiguous call was answered or reached it, so it never cools the channel down.
 const RELEASE = `${PRELUDE}
@@ -95,6 +98,13 @@ if outcome ~= 'canceled' then
   redis.call('HINCRBY', s, 'lat_sum', duration)
 end
 if ARGV[4] ~= '' then redis.call('HSET', s, 'err_code', ARGV[4], 'err_msg', ARGV[5], 'err_at', now) end
+if ARGV[11] == '0' then
+  redis.call('HSET', s, 'until', 0)
+  redis.call('HDEL', s, 'probe', 'probe_exp')
+  redis.call('DEL', f)
+  touch({s, l, o}, now, 0)
+  return 1
+end
 local h = redis.call('HMGET', s, 'until', 'probe')
 local until_ms = tonumber(h[1]) or 0
 local refusal = outcome == 'refused' or outcome == 'not_sent'
@@ -177,6 +187,7 @@ export class RedisChannelState implements ChannelState {
       limits.concurrency,
       Math.max(1, Math.round(limits.leaseMs)),
       limits.ratePerSecond ?? 0,
+      limits.cools ? 1 : 0,
     )) as [string, number | undefined];
     switch (verdict) {
       case 'ok':
@@ -211,6 +222,7 @@ export class RedisChannelState implements ChannelState {
       limits.cooldownAfter,
       Math.round(limits.cooldownWindowMs),
       Math.round(limits.cooldownMs),
+      limits.cools ? 1 : 0,
     );
   }
 

@@ -15,6 +15,12 @@ export interface ChannelLimits {
   concurrency: number;
   /** Calls started per second, deployment-wide; unset: no rate limit. */
   ratePerSecond?: number;
+  /**
+   * Whether the channel cools down at all. A model's only channel does not: there is nothing to
+   * move to, so each call gets the upstream's own answer (and a cool-down left from an earlier
+   * models file is cleared by its next call).
+   */
+  cools: boolean;
   /** Refusals or not-sent failures within `cooldownWindowMs` that cool the channel down. */
   cooldownAfter: number;
   cooldownWindowMs: number;

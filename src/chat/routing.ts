@@ -1,7 +1,7 @@
 // What chat calls need around the channel router (activities/channel-router.ts) that task calls do
 // not: the channel state as an API process should use it, and the caller's view of an upstream
 // failure (a KilnError, as chat answered before channels).
-import { limitsOf, type RoutableChannel, type RoutableModel } from '../../activities/channel-router.js';
+import { coolingSummary, type RoutableChannel, type RoutableModel } from '../../activities/channel-router.js';
 import { TransportFailure, UpstreamFailure } from '../../activities/upstream-http.js';
 import type { ChannelState } from '../channels/state.js';
 import { KilnError } from '../shared/errors.js';
@@ -53,16 +53,11 @@ export async function noChannelError<C extends RoutableChannel>(
   state: ChannelState,
   model: RoutableModel<C>,
 ): Promise<KilnError> {
-  const snaps = await Promise.all(
-    model.channels.map((c) => state.snapshot({ model: model.id, channel: c.id }, limitsOf(c)).catch(() => null)),
-  );
-  const now = Date.now();
-  const ends = snaps.flatMap((s) => (s?.coolingUntil && s.coolingUntil > now ? [s.coolingUntil] : []));
-  const retryAfterS = ends.length ? (Math.min(...ends) - now) / 1000 : 1;
+  const { soonestEndMs } = await coolingSummary(state, model, model.channels);
   return new KilnError(
     'upstream_rate_limited',
     `No channel of model ${model.id} can take a request now: each is cooling down after refusals ` +
       `(or being probed after one); retry later.`,
-    retryAfterS,
+    soonestEndMs === undefined ? 1 : (soonestEndMs - Date.now()) / 1000,
   );
 }

@@ -112,13 +112,9 @@ export class ChatService {
   /** The next channel to try (its lease taken), by priority and weight, skipping those cooling down. */
   private async pick(model: ChatModel, ask: Ask, tried: string[], last: unknown): Promise<ChatChannel> {
     const taken = await this.router.take(model, ask.holder, { tried, wait: false, signal: ask.gone });
-    if (taken) return taken.channel;
+    if (taken) return taken;
     // A refusal this request already got says more than that the other channels are cooling down.
     if (last !== undefined) throw last;
-    // A model's only channel has nowhere else to send the call: the router never cools it down
-    // (limitsOf), and one left cooling by an earlier models file is asked all the same, so a model
-    // without `channels` answers as it did before channels. Its outcome is still recorded.
-    if (model.channels.length === 1) return model.channels[0];
     throw await noChannelError(this.state, model);
   }
 

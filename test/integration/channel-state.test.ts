@@ -52,6 +52,7 @@ const redisCluster = async (): Promise<Backend> => {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const LIMITS: ChannelLimits = {
   concurrency: 10,
+  cools: true,
   cooldownAfter: 3,
   cooldownWindowMs: 60_000,
   cooldownMs: 60_000,
@@ -209,6 +210,21 @@ describe.each([
     await state.release(ref, 'x', limits, report('refused'));
     await call('refused', limits);
     expect(await state.acquire(ref, 'y', limits)).toMatchObject({ ok: false, reason: 'cooling' });
+  });
+
+  it("a channel that never cools down (a model's only one) records no refusal, and clears a cool-down left from before", async () => {
+    const never = { ...LIMITS, cools: false, cooldownAfter: 1 };
+    await call('refused', never, { retryAfterMs: 60_000 });
+    await call('not_sent', never);
+    expect(await state.acquire(ref, 'x', never)).toEqual(OK);
+    await state.release(ref, 'x', never, report('succeeded'));
+    // Cooling from when the channel had company: ignored at once, and reset closed by the next call.
+    await call('refused', { ...LIMITS, cooldownAfter: 1 });
+    expect(await state.acquire(ref, 'y', LIMITS)).toMatchObject({ ok: false, reason: 'cooling' });
+    expect(await state.acquire(ref, 'y', never)).toEqual(OK);
+    await state.release(ref, 'y', never, report('refused'));
+    expect((await state.snapshot(ref, LIMITS)).state).toBe('closed');
+    expect(await state.acquire(ref, 'z', LIMITS)).toEqual(OK);
   });
 
   it('counts not_sent like refused', async () => {
