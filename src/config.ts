@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { configuredKeys } from './shared/credentials.js';
 import { DEFAULT_MODELS } from './default-models.js';
 import { ConfigError, parseModels, type AnyChannel, type Model } from './model-config.js';
+import { MAX_LIMIT, type Limits } from './usage/limits.js';
 
 export * from './model-config.js';
 export { DEFAULT_MODELS } from './default-models.js';
@@ -15,6 +16,15 @@ const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(d
 
 // docker compose passes `${VAR:-}` as an empty string: for optional settings that means unset.
 const unsetIfEmpty = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (v === '' ? undefined : v), schema);
+const ownerLimit = (name: string) =>
+  unsetIfEmpty(
+    z.coerce
+      .number({ message: `${name} is a whole number of at least 0 (or unset: no limit)` })
+      .int(`${name} is a whole number`)
+      .min(0, `${name} is at least 0 (or unset: no limit)`)
+      .max(MAX_LIMIT, `${name} is at most ${MAX_LIMIT}`)
+      .optional(),
+  );
 
 export const EnvSchema = z.object({
   PORT: int(8787, 0),
@@ -64,6 +74,14 @@ export const EnvSchema = z.object({
   RATE_LIMIT_BATCH_MS: int(5000),
   FINISHED_VIEWS_CACHE_MB: int(16),
   MAX_UNFINISHED_TASKS: int(10000, 1),
+  // Each owner's default limits (src/usage/limits.ts); unset: no limit. An operator may set an
+  // owner's own, and a key its own (docs/keys.md).
+  OWNER_MAX_UNFINISHED: ownerLimit('OWNER_MAX_UNFINISHED'),
+  OWNER_SUBMITS_PER_MINUTE: ownerLimit('OWNER_SUBMITS_PER_MINUTE'),
+  OWNER_DAILY_UNITS: ownerLimit('OWNER_DAILY_UNITS'),
+  OWNER_MONTHLY_UNITS: ownerLimit('OWNER_MONTHLY_UNITS'),
+  /** Test-only: the API process kills itself (SIGKILL) right after reserving a submit's units. */
+  TEST_CRASH_AFTER_ADMISSION: z.enum(['0', '1']).default('0'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // Operability (src/ops/): log format, operator endpoints, worker metrics, tracing.
   LOG_FORMAT: z.enum(['json', 'pretty']).default('json'),
@@ -143,6 +161,10 @@ export interface Config {
   /** Bytes of finished tasks' views an API process keeps in memory; 0: none. */
   finishedViewsBytes: number;
   maxUnfinishedTasks: number;
+  /** Each owner's default limits (an owner's or a key's own may replace them). */
+  limits: Limits;
+  /** Test-only (TEST_CRASH_AFTER_ADMISSION): die between reserving a submit and starting it. */
+  crashAfterAdmission: boolean;
   logLevel: string;
   ops: {
     logFormat: 'json' | 'pretty';
@@ -285,6 +307,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitBatchMs: e.RATE_LIMIT_BATCH_MS,
     finishedViewsBytes: e.FINISHED_VIEWS_CACHE_MB * 1024 * 1024,
     maxUnfinishedTasks: e.MAX_UNFINISHED_TASKS,
+    limits: {
+      max_unfinished: e.OWNER_MAX_UNFINISHED ?? null,
+      submits_per_minute: e.OWNER_SUBMITS_PER_MINUTE ?? null,
+      daily_units: e.OWNER_DAILY_UNITS ?? null,
+      monthly_units: e.OWNER_MONTHLY_UNITS ?? null,
+    },
+    crashAfterAdmission: e.TEST_CRASH_AFTER_ADMISSION === '1',
     logLevel: e.LOG_LEVEL,
     ops: {
       logFormat: e.LOG_FORMAT,

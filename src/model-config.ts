@@ -88,6 +88,10 @@ const taskModelCommon = {
    * last refusal's code (a wait for a busy channel's room has no bound).
    */
   queueTimeoutMs: int(300_000, 0),
+  /** Units a task costs against its owner's quota (src/usage/): per task. */
+  units: int(1, 0),
+  /** A failed task whose upstream call was sent is charged too (an upstream that bills failures). */
+  chargeFailed: z.boolean().default(false),
 };
 
 const ImageModelSchema = z.object({
@@ -144,6 +148,8 @@ const VideoModelSchema = z.object({
     .array(z.string().regex(/^[1-9]\d{1,4}x[1-9]\d{1,4}$/, 'sizes look like 1280x720'))
     .min(1)
     .optional(),
+  /** Units per second of video, on top of `units` per task. */
+  unitsPerSecond: int(0, 0),
   /** Durable timer between two checks of the upstream job. */
   pollIntervalMs: int(5000, 50),
   /** Whole-task budget from the workflow's start; past it the task ends failed/upstream_timeout. */

@@ -15,6 +15,8 @@ import { DirectService } from './image/direct.js';
 import { createSafeFetch } from './infra/safe-fetch.js';
 import type { RedisClient, TaskStore } from './tasks/store/task-store.js';
 import { createTaskStore } from './tasks/store/create.js';
+import { settling } from './usage/settlement.js';
+import { QuotaStore } from './usage/store.js';
 import { FinishedViews } from './tasks/finished-views.js';
 import { IMAGE_FALLBACK, ImageTaskService } from './image/service.js';
 import { VIDEO_FALLBACK, VideoTaskService } from './video/service.js';
@@ -80,7 +82,18 @@ export function createStore(config: Config, redis: RedisClient, readCache = fals
     readCache && config.finishedViewsBytes > 0
       ? new FinishedViews(config.finishedViewsBytes, config.retentionSeconds * 1000)
       : undefined;
-  return createTaskStore(redis, { prefix: config.redisPrefix, retentionSeconds: config.retentionSeconds, finished });
+  const store = createTaskStore(redis, {
+    prefix: config.redisPrefix,
+    retentionSeconds: config.retentionSeconds,
+    finished,
+  });
+  // Every terminal write settles the task's quota reservation (src/usage/settlement.ts).
+  return settling(store, createQuota(config, redis));
+}
+
+/** Quota reservations, limits and the usage ledger (src/usage/). */
+export function createQuota(config: Pick<Config, 'redisPrefix' | 'limits'>, redis: RedisClient): QuotaStore {
+  return new QuotaStore(redis, config.redisPrefix, config.limits);
 }
 
 export async function createApi(config: Config, log: Logger, opts: { spanExporter?: SpanExporter } = {}) {

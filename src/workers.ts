@@ -2,7 +2,7 @@
 import { Client } from '@temporalio/client';
 import { NativeConnection, Runtime, Worker, type WorkflowBundleOption } from '@temporalio/worker';
 import type { AnyTaskRecord } from './shared/records.js';
-import { RECONCILE_DEFAULTS, startReconciler } from './tasks/reconcile.js';
+import { RECONCILE_DEFAULTS, reconcileTask, startReconciler, type ReconcileDeps } from './tasks/reconcile.js';
 import { cancelOrigin } from '../activities/cancel-origin.js';
 import type { Logger } from 'pino';
 import { createActivities } from '../activities/image/index.js';
@@ -18,7 +18,8 @@ import { modelTaskQueue, modelsOfKind, type AnyChannel, type Config } from './co
 import { configuredKeys } from './shared/credentials.js';
 import { workerSlots } from './channels/config.js';
 import { RedisChannelState } from './channels/redis-state.js';
-import { connectRedis, createStore } from './runtime.js';
+import { connectRedis, createQuota, createStore } from './runtime.js';
+import { sweepReservations } from './usage/sweep.js';
 import { createBlobs } from './infra/blob-store.js';
 import { dataConverter } from './temporal/client.js';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
@@ -171,11 +172,12 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   ];
   // Readiness sees this process's workers through the beacon; it goes first on shutdown.
   const beacon = startBeacon(redis, config.redisPrefix, config.temporal.taskQueue);
+  const reconcileDeps: ReconcileDeps = { temporal: client, store, config, log, reconciled: reconciledCounter() };
+  const quota = createQuota(config, redis);
+  reconcileDeps.sweep = () =>
+    sweepReservations({ quota, store, temporal: client, log, reconcile: (id) => reconcileTask(reconcileDeps, id) });
   const reconciler = config.ops.reconcileEveryMs
-    ? startReconciler(
-        { temporal: client, store, config, log, reconciled: reconciledCounter() },
-        { ...RECONCILE_DEFAULTS, everyMs: config.ops.reconcileEveryMs },
-      )
+    ? startReconciler(reconcileDeps, { ...RECONCILE_DEFAULTS, everyMs: config.ops.reconcileEveryMs })
     : null;
   const done = Promise.all(workers.map((w) => w.run())).finally(async () => {
     await reconciler?.stop();

@@ -97,6 +97,7 @@ export class ImageTaskService extends TaskService<ImageTaskRecord> {
       prompt: promptText(request),
       workflow: (input: ImageTaskWorkflowInput) => ({ workflowType: 'imageTaskWorkflow', input }),
       record: (input) => newImageRecord(input.task, 'accepted'),
+      units: model.units,
     });
     return this.submitted(record, replayed);
   }

@@ -2,6 +2,7 @@
 // keys: Kiln-issued keys, managed in src/keys/ (stored only as SHA-256 in Redis).
 import { KilnError } from '../shared/errors.js';
 import { ownerOfKey } from '../config.js';
+import type { Limits } from '../usage/limits.js';
 
 // RFC 6750 b64token, bounded (padding included) so a hostile header cannot become a huge HMAC
 // input, Redis key or upstream header.
@@ -15,6 +16,8 @@ export interface Caller {
   keyId?: string;
   /** Keys mode: the only model ids this key may use; absent means every model. */
   models?: readonly string[];
+  /** Keys mode: the key's own limits, counted over that key alone (src/usage/limits.ts). */
+  limits?: Readonly<Partial<Limits>>;
 }
 
 export interface Authenticator {

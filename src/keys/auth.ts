@@ -117,4 +117,5 @@ const callerOf = (r: KeyRecord): Readonly<Caller> =>
     owner: `key:${r.owner}`,
     keyId: r.id,
     ...(r.models ? { models: Object.freeze([...r.models]) } : {}),
+    ...(r.limits ? { limits: Object.freeze({ ...r.limits }) } : {}),
   });

@@ -2,6 +2,7 @@
 // made, how a stored record reads (records written before managed keys included), whether a key may
 // be used now, and its public form. The secret itself is in none of these: only its SHA-256 is kept.
 import { createHash, randomBytes } from 'node:crypto';
+import { keyLimits, LIMIT_NAMES, patchLimits, type Limits, type LimitsPatch } from '../usage/limits.js';
 
 export const KEY_PREFIX = 'kiln_sk_';
 /** Characters of the key shown in listings: the prefix and 4 of its 32 random characters (24 of 192 bits). */
@@ -30,12 +31,16 @@ export interface KeyRecord {
   revoked_at: number | null;
   /** The only model ids the key may use; null: every model. */
   models: string[] | null;
+  /** The key's own limits, counted over this key alone (absent or null fields: none of its own). */
+  limits?: Partial<Limits> | null;
 }
 
 /** The answer of the admin API: the record with its last use, never the secret. */
-export interface KeyView extends KeyRecord {
+export interface KeyView extends Omit<KeyRecord, 'limits'> {
   object: 'api_key';
   last_used_at: number | null;
+  /** Every limit of the key's own, null where it has none (the owner's limits apply all the same). */
+  limits: Limits;
 }
 
 export const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -93,6 +98,7 @@ export const recordJson = (r: KeyRecord): string =>
     expires_at: r.expires_at,
     revoked_at: r.revoked_at,
     models: r.models,
+    ...(r.limits ? { limits: r.limits } : {}),
   });
 
 export type KeyState = 'active' | 'revoked' | 'expired';
@@ -115,6 +121,7 @@ export const keyView = (r: KeyRecord, lastUsedAt: number | null): KeyView => ({
   expires_at: r.expires_at,
   revoked_at: r.revoked_at,
   models: r.models,
+  limits: keyLimits(r.limits),
 });
 
 /** The listing order: oldest first, so keys issued while paging land on later pages, never shift earlier ones. */
@@ -137,13 +144,24 @@ export interface KeyPatch {
   label?: string | null;
   expires_at?: number | null;
   models?: string[] | null;
+  /** Merged into the key's limits: an absent field stays, null removes that limit. */
+  limits?: LimitsPatch;
 }
 
 export function patched(r: KeyRecord, p: KeyPatch): KeyRecord {
+  const limits = p.limits === undefined ? undefined : ownLimits(patchLimits(keyLimits(r.limits), p.limits));
   return {
     ...r,
+    ...(limits !== undefined ? { limits } : {}),
     ...(p.label !== undefined ? { label: p.label } : {}),
     ...(p.expires_at !== undefined ? { expires_at: p.expires_at } : {}),
     ...(p.models !== undefined ? { models: p.models } : {}),
   };
+}
+
+/** Only the limits that are set, or null when none is (so records without limits keep their JSON). */
+export function ownLimits(l: Limits): Partial<Limits> | null {
+  const own: Partial<Limits> = {};
+  for (const n of LIMIT_NAMES) if (l[n] !== null) own[n] = l[n];
+  return Object.keys(own).length ? own : null;
 }

@@ -13,6 +13,7 @@ import {
   legacyId,
   newKey,
   nowSeconds,
+  ownLimits,
   OWNER_NAME,
   pageAfter,
   patched,
@@ -23,6 +24,7 @@ import {
   type KeyRecord,
   type KeyView,
 } from './record.js';
+import { NO_LIMITS, patchLimits, type LimitsPatch } from '../usage/limits.js';
 
 /**
  * Compare and set: writes field ARGV[1] = ARGV[3] (and ARGV[4] = ARGV[5] when given) only while
@@ -43,6 +45,7 @@ export interface NewKey {
   label?: string | null;
   expires_at?: number | null;
   models?: string[] | null;
+  limits?: LimitsPatch;
 }
 
 export interface KeyPage {
@@ -71,6 +74,7 @@ export class KeyStore {
     if (!OWNER_NAME.test(owner)) throw new Error('owner must be 1-64 characters of letters, digits, ".", "_" or "-"');
     const { secret, id } = newKey();
     const hash = sha256(secret);
+    const limits = opts.limits ? ownLimits(patchLimits(NO_LIMITS, opts.limits)) : null;
     const record: KeyRecord = {
       id,
       owner,
@@ -80,6 +84,7 @@ export class KeyStore {
       expires_at: opts.expires_at ?? null,
       revoked_at: null,
       models: opts.models ?? null,
+      ...(limits ? { limits } : {}),
     };
     if (!(await this.cas(hash, '', recordJson(record), [`id:${id}`, hash])))
       throw new Error('key collision: retry the create');

@@ -15,6 +15,9 @@ export const ERROR_STATUS = {
   unsupported_media_type: 415,
   queue_full: 503,
   rate_limited: 429,
+  // Limits of an owner or key (src/usage/): refused before any workflow starts.
+  quota_exceeded: 429,
+  concurrency_limit_exceeded: 429,
   task_not_ready: 409,
   task_failed: 409,
   idempotency_key_reused: 422,

@@ -19,6 +19,8 @@ export interface ReconcileDeps {
   log: Logger;
   /** Counts a task this process ended (metrics). */
   reconciled?: (record: AnyTaskRecord, how: string) => void;
+  /** More work for the round's lease holder (the quota sweep, src/usage/sweep.ts). */
+  sweep?: () => Promise<unknown>;
 }
 
 export interface ReconcileOptions {
@@ -55,6 +57,7 @@ export function startReconciler(deps: ReconcileDeps, opts: ReconcileOptions = RE
         if (await reconcileTask(deps, id).catch((err) => failed(deps.log, id, err))) ended++;
       }
     }
+    await deps.sweep?.().catch((err: Error) => deps.log.warn({ err: err.message }, 'reservation sweep failed'));
     return ended;
   }
 

@@ -22,6 +22,8 @@ import { finishedView, pollViews, taskLimiterKey, type ViewText } from './poll.j
 import { priorSubmit, replayedRecord } from './replay.js';
 import { startTask, type StartTask } from './start.js';
 import { taskSummary } from './summary.js';
+import { admit } from '../usage/admission.js';
+import { QuotaStore, type Admissions } from '../usage/store.js';
 
 /** Lookups in Temporal per read at most: a batch of unknown ids must not become a visibility scan. */
 const FALLBACK_LOOKUPS = 100;
@@ -58,6 +60,8 @@ export interface Submission<Q, I, R> {
   };
   /** The record a new task starts with (`accepted`). */
   record(input: I): R;
+  /** What the task costs against its owner's quota (the model's units; per second of video). */
+  units: number;
 }
 
 export abstract class TaskService<R extends AnyTaskRecord> {
@@ -69,6 +73,8 @@ export abstract class TaskService<R extends AnyTaskRecord> {
     protected readonly temporal: Client,
     /** Long-polls (`wait`); without it a wait answers at once. */
     protected readonly waits?: WaitRegistry,
+    /** Limits and reservations (src/usage/): the owner's quota in Redis beside the read model. */
+    protected readonly quota: Admissions = new QuotaStore(store.redis, config.redisPrefix, config.limits),
   ) {
     this.idSecret = idempotencySecret(config.ownerKey);
   }
@@ -106,6 +112,17 @@ export abstract class TaskService<R extends AnyTaskRecord> {
     if (prior) return { record: prior, replayed: true };
     const created_at = Math.floor(Date.now() / 1000);
     const workflow = sub.workflow(this.workflowInput(caller, model, id, created_at, sub.request, sub.webhook));
+    const { fresh } = await admit(this.quota, { caller, id, model, units: sub.units }, this.config.pollAfterSeconds);
+    // Test-only: the crash the sweep exists for, between the reservation and the workflow's start.
+    if (this.config.crashAfterAdmission) process.kill(process.pid, 'SIGKILL');
+    // A reservation this submit made, when no task of its own came of it.
+    const undo = () =>
+      fresh
+        ? this.quota.void(caller.owner, id).then(
+            () => undefined,
+            () => undefined,
+          )
+        : undefined;
     const outcome = await startTask({ config: this.config, store: this.store, temporal: this.temporal }, {
       ...workflow,
       id,
@@ -114,8 +131,12 @@ export abstract class TaskService<R extends AnyTaskRecord> {
       summary: taskSummary(kind, model.id, caller.owner, sub.prompt, this.config.ops.summaryPromptChars),
       ...(fingerprint ? { idempotency: { fingerprint, created_at } } : {}),
       // The kind pairs its workflow type with that workflow's input; TypeScript cannot follow the pairing here.
-    } as StartTask);
+    } as StartTask).catch(async (err: unknown) => {
+      await undo();
+      throw err;
+    });
     if (outcome.replayed) {
+      await undo();
       const ids = { id, owner: caller.owner, model: model.id };
       return {
         record: await replayedRecord(this.store, this.spec.fallback, kind, ids, outcome.existing),

@@ -79,6 +79,7 @@ export class VideoTaskService extends TaskService<VideoTaskRecord> {
         return { workflowType: 'videoTaskWorkflow', input, memo };
       },
       record: (input) => newVideoRecord(input.task, 'accepted'),
+      units: model.units + model.unitsPerSecond * Number(request.seconds),
     });
     return { video: videoView(record), replayed };
   }

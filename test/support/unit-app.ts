@@ -19,6 +19,13 @@ import { PassthroughAuth, type Authenticator } from '../../src/infra/auth.js';
 import { FsBlobStore } from '../../src/infra/blobs.js';
 import { FinishedViews } from '../../src/tasks/finished-views.js';
 import { MemoryStore } from './unit-store.js';
+import type { Admissions } from '../../src/usage/store.js';
+
+/** The unit tier has no Redis: every submit is admitted (limits are tested in the integration tier). */
+const UNLIMITED: Admissions = {
+  admit: async () => ({ admitted: true, fresh: true }),
+  void: async () => true,
+};
 
 export const KEY = 'unit-test-key-0123456789';
 /** A bearer token whose authentication fails with an unexpected (internal) error. */
@@ -98,10 +105,10 @@ export async function startUnitApp(env: Record<string, string> = {}): Promise<Un
     auth,
     models: config.models,
     pollAfterSeconds: config.pollAfterSeconds,
-    tasks: new ImageTaskService(config, store, temporal),
+    tasks: new ImageTaskService(config, store, temporal, undefined, UNLIMITED),
     blobs: new FsBlobStore(config.blobDir, config.publicBaseUrl),
     chat: new ChatService(config.models, config.upstreamKeys, chatProviders(), new MemoryChannelState()),
-    videos: new VideoTaskService(config, store, temporal),
+    videos: new VideoTaskService(config, store, temporal, undefined, UNLIMITED),
   });
   const server: Server = createServer(app.callback());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
