@@ -51,6 +51,10 @@ function taskIdOf(ctx: Context): string | undefined {
     : undefined;
 }
 
+/** Where a 429 comes from an owner's or key's limit (src/usage/), not the poll limiter. */
+const SUBMIT_ROUTES = new Set(['/v1beta/models/:modelAction', '/v1/videos']);
+const LIMIT_CODES = new Set(['quota_exceeded', 'concurrency_limit_exceeded', 'rate_limited']);
+
 export function requestObserver({ log, metrics, stopping }: Omit<ObserveDeps, 'tracer'>): RequestObserver {
   // The request line holds only the fields chosen below (never a header, query or body), so it
   // skips the redaction pass every other line gets (about half of a line's cost on a poll).
@@ -64,8 +68,14 @@ export function requestObserver({ log, metrics, stopping }: Omit<ObserveDeps, 't
       const seconds = (performance.now() - start) / 1000;
       if (metrics) {
         metrics.http.entry(method, route, status).record(seconds);
-        if (status === 429) metrics.rateLimited.inc({ route });
-        const b = body as { id?: unknown; model?: unknown; object?: unknown } | null | undefined;
+        const b = body as
+          { id?: unknown; model?: unknown; object?: unknown; error?: { code?: unknown } } | null | undefined;
+        if (status === 429) {
+          metrics.rateLimited.inc({ route });
+          const code = b?.error?.code;
+          if (typeof code === 'string' && LIMIT_CODES.has(code) && SUBMIT_ROUTES.has(route))
+            metrics.refused.inc({ route, code });
+        }
         if (status === 202 && b && typeof b.model === 'string' && typeof b.id === 'string') {
           const kind = typeof b.object === 'string' ? b.object.split('.')[0] : 'task';
           metrics.submitted.inc({ model: b.model, kind });

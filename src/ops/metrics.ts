@@ -20,6 +20,7 @@ export class ApiMetrics {
   readonly http: RequestSeries;
   readonly submitted: Counter<'model' | 'kind'>;
   readonly rateLimited: Counter<'route'>;
+  readonly refused: Counter<'route' | 'code'>;
 
   constructor(sources: ApiMetricsSources, opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -41,6 +42,13 @@ export class ApiMetrics {
       name: 'kiln_rate_limited_total',
       help: 'Requests refused with rate_limited (429) by route',
       labelNames: ['route'],
+      registers,
+    });
+    // By code, never by owner: owner ids stay out of metric labels (docs/usage.md).
+    this.refused = new Counter({
+      name: 'kiln_limit_refusals_total',
+      help: 'Submits refused by an owner or key limit (429) by route and code',
+      labelNames: ['route', 'code'],
       registers,
     });
     new Gauge({

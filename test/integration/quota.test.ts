@@ -91,6 +91,12 @@ describe('admission', () => {
     await expect.poll(() => workflowsOf(k.owner).then((ids) => ids.length), { timeout: 15_000 }).toBe(10);
     expect(await quota.standing(k.owner)).toMatchObject({ max_unfinished: 0, daily_units: 10 });
     expect((await ledger(k.owner)).img).toMatchObject({ submitted: 10, succeeded: 10, units: 10 });
+    // Operators see refusals by code; owner ids never become labels.
+    const metrics = await (await fetch(`${kiln.baseUrl}/metrics`)).text();
+    const line = metrics.split('\n').find((l) => l.startsWith('kiln_limit_refusals_total{'));
+    expect(line).toMatch(/route="\/v1beta\/models\/:modelAction",code="quota_exceeded"\} (\d+)/);
+    expect(Number(line!.split(' ').pop())).toBeGreaterThanOrEqual(40);
+    expect(metrics).not.toContain(k.owner.slice(4));
   });
 
   it('a quota at the edge: a task of 3 units fits 9 of 10 used? no; 3 of 3 left? yes', async () => {
