@@ -21,6 +21,8 @@ import { opsRoutes, type OpsDeps } from './http/ops-routes.js';
 import { mountRoutes, type RouteDef } from './http/route-table.js';
 import { currentRequest } from './ops/request-context.js';
 import type { Authenticator } from './infra/auth.js';
+import { usageRoutes } from './usage/routes.js';
+import type { QuotaStore } from './usage/store.js';
 import { webhookRoutes } from './webhooks/routes.js';
 import type { WebhookSecrets } from './webhooks/service.js';
 
@@ -33,6 +35,8 @@ export interface AppDeps extends ImageRouteDeps, CommonRouteDeps {
   videos: VideoTaskService;
   /** The webhook signing secret endpoints. */
   webhooks?: WebhookSecrets;
+  /** The usage ledger: the caller's own usage (GET /v1/usage). */
+  quota?: QuotaStore;
   /** Operator-token admin calls (the read-model rebuild). */
   admin?: AdminDeps;
   /** The built console (default console/dist). */
@@ -86,6 +90,7 @@ export function buildApp(deps: AppDeps): KilnApp {
     ...videoRoutes(deps),
     ...imageRoutes(deps),
     ...(deps.webhooks ? webhookRoutes(deps.webhooks) : []),
+    ...(deps.quota ? usageRoutes(deps.quota) : []),
     ...(deps.admin ? adminRoutes(deps.admin) : []),
   ];
   if (deps.ops) app.use(codecCors(deps.ops.codec.corsOrigins));

@@ -122,6 +122,7 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
   const direct = new DirectService(tasks, client, blobs, fetchImage);
   // Channel capacity, rate and health, shared with the workers (chat calls and the admin view use them here).
   const channels = new RedisChannelState(redis, config.redisPrefix);
+  const quota = createQuota(config, redis);
   const rebuild = new ReadModelRebuild({
     temporal: client,
     taskQueue: config.temporal.taskQueue,
@@ -143,7 +144,8 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
     videos: new VideoTaskService(config, store, client, waits),
     webhooks: new WebhookSecrets(redis, config.redisPrefix, config.ownerKey),
     console: consoleOptions(config),
-    admin: { rebuild, channels, models: config.models, keys, operatorToken: config.ops.operatorToken },
+    quota,
+    admin: { rebuild, channels, models: config.models, keys, quota, store, operatorToken: config.ops.operatorToken },
     log,
     ops: {
       metrics: waitGauge(

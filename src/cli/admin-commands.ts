@@ -1,10 +1,12 @@
 // `kiln admin …`: operator commands over HTTP with the operator token (env KILN_OPERATOR_TOKEN, as
 // the API reads it, or --operator-token), not the API key. `rebuild-read-model` starts or resumes
 // the read-model rebuild and follows it to the end, resuming it again should the process running it
-// stop (its lock lapses). `keys` manages API keys (src/cli/admin-keys.ts).
+// stop (its lock lapses). `keys` manages API keys (src/cli/admin-keys.ts); `usage`, `limits` and
+// `tasks release` are in src/cli/admin-usage.ts.
 import type { Command } from 'commander';
 import { KilnCore } from '../client/core.js';
 import { registerKeyCommands } from './admin-keys.js';
+import { registerUsageAdminCommands } from './admin-usage.js';
 import { integer, seconds, UsageError, type Ctx } from './context.js';
 
 type Make = (cmd: Command) => Ctx;
@@ -81,4 +83,5 @@ export function registerAdminCommands(program: Command, make: Make): void {
       },
     );
   registerKeyCommands(admin, make, operatorApi);
+  registerUsageAdminCommands(admin, make, operatorApi);
 }

@@ -3,6 +3,7 @@
 // first keys of a deployment.
 import { InvalidArgumentError, type Command } from 'commander';
 import type { KilnCore } from '../client/core.js';
+import { keyLimitsText, limitOptions, limitsFrom } from './admin-usage.js';
 import { UsageError, type Ctx } from './context.js';
 
 type Make = (cmd: Command) => Ctx;
@@ -21,6 +22,8 @@ export interface ApiKey {
   expires_at: number | null;
   revoked_at: number | null;
   models: string[] | null;
+  /** The key's own limits, null where it has none. */
+  limits?: Record<string, number | null>;
 }
 
 /** `--expires-at`: epoch seconds, or an ISO 8601 date and time (with its zone, else local time). */
@@ -55,7 +58,8 @@ export function keyState(k: ApiKey, nowMs = Date.now()): string {
 export const keyLine = (k: ApiKey): string =>
   `${k.id}  ${k.hint}…  ${keyState(k)}  owner=${k.owner}  label=${k.label ?? '-'}  ` +
   `models=${k.models?.join(',') ?? 'all'}  created=${date(k.created_at)}  last_used=${date(k.last_used_at)}  ` +
-  `expires=${date(k.expires_at)}${k.revoked_at !== null ? `  revoked=${date(k.revoked_at)}` : ''}`;
+  `expires=${date(k.expires_at)}${k.revoked_at !== null ? `  revoked=${date(k.revoked_at)}` : ''}` +
+  (keyLimitsText(k.limits) ? `  limits=${keyLimitsText(k.limits)}` : '');
 
 const withToken = (cmd: Command) =>
   cmd.option('--operator-token <token>', 'the operator token (prefer env KILN_OPERATOR_TOKEN: flags show in ps)');
@@ -79,25 +83,35 @@ export function registerKeyCommands(admin: Command, make: Make, operatorApi: (ct
     // No retries: a create repeated after a dropped connection could issue a second key.
     (await api.request<ApiKey>(method, path, { body, signal: ctx.abort.signal, maxRetries: 0 })).data;
 
-  withToken(keys.command('create'))
-    .description('issue a key; the key is printed once (only its hash is kept)')
-    .requiredOption('--owner <owner>', 'who the key is for (1-64 letters, digits, ".", "_", "-")')
-    .option('--label <label>', 'a note for operators')
-    .option('--expires-at <time>', 'when it stops working: epoch seconds or ISO date', expiresAt)
-    .option('--models <ids>', 'the only models it may use, comma-separated (default: all)', modelList)
-    .action(
-      async (
-        o: { operatorToken?: string; owner: string; label?: string; expiresAt?: number; models?: string[] },
-        cmd: Command,
-      ) => {
-        const ctx = make(cmd);
-        const body = { owner: o.owner, label: o.label, expires_at: o.expiresAt, models: o.models };
-        const k = await send(operatorApi(ctx, o.operatorToken), ctx, 'POST', PATH, body);
-        ctx.out(k);
-        ctx.say(k.key!);
-        ctx.note(`(${keyLine(k)})\nShown once: only its hash is stored.`);
-      },
-    );
+  limitOptions(
+    withToken(keys.command('create'))
+      .description('issue a key; the key is printed once (only its hash is kept)')
+      .requiredOption('--owner <owner>', 'who the key is for (1-64 letters, digits, ".", "_", "-")')
+      .option('--label <label>', 'a note for operators')
+      .option('--expires-at <time>', 'when it stops working: epoch seconds or ISO date', expiresAt)
+      .option('--models <ids>', 'the only models it may use, comma-separated (default: all)', modelList),
+    {},
+    "the key's own limit (counted over this key alone) of",
+  ).action(
+    async (
+      o: { operatorToken?: string; owner: string; label?: string; expiresAt?: number; models?: string[] },
+      cmd: Command,
+    ) => {
+      const ctx = make(cmd);
+      const limits = limitsFrom(o);
+      const body = {
+        owner: o.owner,
+        label: o.label,
+        expires_at: o.expiresAt,
+        models: o.models,
+        ...(Object.keys(limits).length ? { limits } : {}),
+      };
+      const k = await send(operatorApi(ctx, o.operatorToken), ctx, 'POST', PATH, body);
+      ctx.out(k);
+      ctx.say(k.key!);
+      ctx.note(`(${keyLine(k)})\nShown once: only its hash is stored.`);
+    },
+  );
 
   withToken(keys.command('list'))
     .description('every key (or one owner’s), oldest first; revoked and expired ones included')
@@ -125,46 +139,51 @@ export function registerKeyCommands(admin: Command, make: Make, operatorApi: (ct
     .argument('<id>', 'the key id (key_…)')
     .action(run((api, ctx, _o, id) => send(api, ctx, 'GET', `${PATH}/${encodeURIComponent(id)}`)));
 
-  withToken(keys.command('update'))
-    .description('change a key; every API process applies it within a second')
-    .argument('<id>', 'the key id (key_…)')
-    .option('--label <label>', 'a new label')
-    .option('--no-label', 'remove the label')
-    .option('--expires-at <time>', 'a new expiry: epoch seconds or ISO date', expiresAt)
-    .option('--no-expiry', 'never expire')
-    .option('--models <ids>', 'the only models it may use from now on, comma-separated', modelList)
-    .option('--all-models', 'lift the model restriction')
-    .action(
-      run(
-        (
-          api,
-          ctx,
-          o: {
-            operatorToken?: string;
-            label?: string | false;
-            expiresAt?: number;
-            expiry: boolean;
-            models?: string[];
-            allModels?: boolean;
-          },
-          id,
-        ) => {
-          if (o.expiresAt !== undefined && !o.expiry)
-            throw new UsageError('Give --expires-at or --no-expiry, not both.');
-          if (o.models && o.allModels) throw new UsageError('Give --models or --all-models, not both.');
-          const body = {
-            ...(o.label !== undefined ? { label: o.label || null } : {}),
-            ...(o.expiresAt !== undefined ? { expires_at: o.expiresAt } : !o.expiry ? { expires_at: null } : {}),
-            ...(o.models ? { models: o.models } : o.allModels ? { models: null } : {}),
-          };
-          if (!Object.keys(body).length)
-            throw new UsageError(
-              'Nothing to change: give --label, --expires-at, --no-expiry, --models or --all-models.',
-            );
-          return send(api, ctx, 'PATCH', `${PATH}/${encodeURIComponent(id)}`, body);
+  limitOptions(
+    withToken(keys.command('update'))
+      .description('change a key; every API process applies it within a second')
+      .argument('<id>', 'the key id (key_…)')
+      .option('--label <label>', 'a new label')
+      .option('--no-label', 'remove the label')
+      .option('--expires-at <time>', 'a new expiry: epoch seconds or ISO date', expiresAt)
+      .option('--no-expiry', 'never expire')
+      .option('--models <ids>', 'the only models it may use from now on, comma-separated', modelList)
+      .option('--all-models', 'lift the model restriction'),
+    { none: true },
+    "the key's own limit of",
+  ).action(
+    run(
+      (
+        api,
+        ctx,
+        o: {
+          operatorToken?: string;
+          label?: string | false;
+          expiresAt?: number;
+          expiry: boolean;
+          models?: string[];
+          allModels?: boolean;
         },
-      ),
-    );
+        id,
+      ) => {
+        if (o.expiresAt !== undefined && !o.expiry) throw new UsageError('Give --expires-at or --no-expiry, not both.');
+        if (o.models && o.allModels) throw new UsageError('Give --models or --all-models, not both.');
+        const limits = limitsFrom(o);
+        const body = {
+          ...(o.label !== undefined ? { label: o.label || null } : {}),
+          ...(o.expiresAt !== undefined ? { expires_at: o.expiresAt } : !o.expiry ? { expires_at: null } : {}),
+          ...(o.models ? { models: o.models } : o.allModels ? { models: null } : {}),
+          ...(Object.keys(limits).length ? { limits } : {}),
+        };
+        if (!Object.keys(body).length)
+          throw new UsageError(
+            'Nothing to change: give --label, --expires-at, --no-expiry, --models, --all-models or a limit ' +
+              '(--max-unfinished, --submits-per-minute, --daily-units, --monthly-units: N or none).',
+          );
+        return send(api, ctx, 'PATCH', `${PATH}/${encodeURIComponent(id)}`, body);
+      },
+    ),
+  );
 
   withToken(keys.command('revoke'))
     .description('revoke a key: refused by every API process within a second (idempotent)')

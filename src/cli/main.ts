@@ -6,6 +6,7 @@ import { registerAdminCommands } from './admin-commands.js';
 import { registerFeatureCommands } from './features-commands.js';
 import { registerMediaCommands } from './media-commands.js';
 import { registerTaskCommands } from './tasks-commands.js';
+import { registerUsageCommands } from './usage-commands.js';
 
 const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
   version: string;
@@ -53,6 +54,7 @@ export function buildProgram(): Command {
   registerTaskCommands(program, make);
   registerMediaCommands(program, make);
   registerFeatureCommands(program, make);
+  registerUsageCommands(program, make);
   registerAdminCommands(program, make);
 
   // The admin commands talk to Redis, not the API: src/cli/keys.ts reads process.argv itself and

@@ -1,7 +1,8 @@
 // Admin calls for operators, behind the operator token (KILN_OPERATOR_TOKEN; off while it is unset,
 // as the codec endpoints): the read-model rebuild (src/tasks/rebuild/), started or resumed by POST
 // and followed by GET, the channels' health (src/channels/admin.ts) and the API keys
-// (src/keys/routes.ts). Documented under their own tag, apart from the public API.
+// (src/keys/routes.ts), usage, owner limits and releases (src/usage/routes.ts). Documented under
+// their own tag, apart from the public API.
 import { z } from 'zod';
 import { channelAdminRoutes } from '../channels/admin.js';
 import type { ChannelState } from '../channels/state.js';
@@ -9,6 +10,9 @@ import type { Model } from '../config.js';
 import { keyAdminRoutes } from '../keys/routes.js';
 import type { KeyStore } from '../keys/store.js';
 import type { ReadModelRebuild } from '../tasks/rebuild/rebuild.js';
+import type { TaskStore } from '../tasks/store/task-store.js';
+import { usageAdminRoutes } from '../usage/routes.js';
+import type { QuotaStore } from '../usage/store.js';
 import { jsonBody } from './body.js';
 import { requireOperator } from './operator-token.js';
 import { parseInput, route, type RouteDef } from './route-table.js';
@@ -20,6 +24,10 @@ export interface AdminDeps {
   models?: readonly Model[];
   /** The issued keys (/admin/v1/keys), set only with AUTH_MODE=keys. */
   keys?: KeyStore;
+  /** Usage, owner limits and releases (/admin/v1/usage, /admin/v1/owners/…, /admin/v1/tasks/…/release). */
+  quota?: QuotaStore;
+  /** The read model, where a release finds a task's owner. */
+  store?: Pick<TaskStore, 'get'>;
   operatorToken?: string;
 }
 
@@ -69,7 +77,7 @@ const RebuildProgress = z
   })
   .meta({ id: 'ReadModelRebuild' });
 
-export function adminRoutes({ rebuild, channels, models, keys, operatorToken }: AdminDeps): RouteDef[] {
+export function adminRoutes({ rebuild, channels, models, keys, quota, store, operatorToken }: AdminDeps): RouteDef[] {
   return [
     route({
       method: 'post',
@@ -116,5 +124,7 @@ export function adminRoutes({ rebuild, channels, models, keys, operatorToken }: 
     }),
     ...(channels && models ? channelAdminRoutes({ channels, models, operatorToken }) : []),
     ...keyAdminRoutes({ keys, models: models ?? [], operatorToken }),
+    // Keys mode names owners by the keys' owner name (the key store is there only then).
+    ...(quota && store ? usageAdminRoutes({ quota, store, keysMode: keys !== undefined, operatorToken }) : []),
   ];
 }

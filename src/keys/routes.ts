@@ -8,6 +8,7 @@ import { requireOperator } from '../http/operator-token.js';
 import { parseInput, route, type RouteDef } from '../http/route-table.js';
 import { KilnError } from '../shared/errors.js';
 import { wholeNumber } from '../tasks/routes.js';
+import { KeyLimitsPatch, LimitsSchema } from '../usage/openapi.js';
 import { keyView, LIMITS, nowSeconds, OWNER_NAME } from './record.js';
 import type { KeyStore } from './store.js';
 
@@ -51,14 +52,25 @@ const Models = z
       'Any other answers 403 `model_not_allowed`.',
   });
 
+const Limits = KeyLimitsPatch.optional();
+
 const CreateRequest = z
-  .object({ owner: Owner, label: Label.optional(), expires_at: ExpiresAt.optional(), models: Models.optional() })
+  .object({
+    owner: Owner,
+    label: Label.optional(),
+    expires_at: ExpiresAt.optional(),
+    models: Models.optional(),
+    limits: Limits,
+  })
   .strict()
   .meta({ id: 'ApiKeyCreateRequest' });
 const UpdateRequest = z
-  .object({ label: Label.optional(), expires_at: ExpiresAt.optional(), models: Models.optional() })
+  .object({ label: Label.optional(), expires_at: ExpiresAt.optional(), models: Models.optional(), limits: Limits })
   .strict()
-  .meta({ id: 'ApiKeyUpdateRequest', description: 'Only the fields sent change; null clears one.' });
+  .meta({
+    id: 'ApiKeyUpdateRequest',
+    description: "Only the fields sent change; null clears one. `limits` is merged into the key's limits.",
+  });
 
 const epoch = (description: string) => z.number().int().nullable().meta({ description });
 const ApiKey = z
@@ -73,6 +85,11 @@ const ApiKey = z
     expires_at: epoch('When the key stops working; null: never.'),
     revoked_at: epoch('When it was revoked; null: not revoked. A revoked key is refused within a second.'),
     models: z.array(z.string()).nullable().meta({ description: 'The models it may use; null: every model.' }),
+    limits: LimitsSchema.meta({
+      description:
+        "The key's own limits, counted over this key alone, null where it has none; its owner's limits " +
+        '(GET /admin/v1/owners/{owner}/limits) apply as well.',
+    }),
   })
   .meta({ id: 'ApiKey' });
 const CreatedApiKey = ApiKey.extend({
@@ -194,7 +211,7 @@ export function keyAdminRoutes({ keys, models, operatorToken }: KeyAdminDeps): R
       operationId: 'updateApiKey',
       tags: TAGS,
       auth: 'operator',
-      summary: "Change a key's label, expiry or allowed models",
+      summary: "Change a key's label, expiry, allowed models or limits",
       description: 'Every API process applies the change within a second.',
       request: { params: KeyId, body: UpdateRequest, checkedByHandler: ['params', 'body'] },
       responses: one,

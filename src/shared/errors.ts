@@ -18,6 +18,8 @@ export const ERROR_STATUS = {
   // Limits of an owner or key (src/usage/): refused before any workflow starts.
   quota_exceeded: 429,
   concurrency_limit_exceeded: 429,
+  // An operator's release of a task's units (POST /admin/v1/tasks/{id}/release) that holds none.
+  not_held: 409,
   task_not_ready: 409,
   task_failed: 409,
   idempotency_key_reused: 422,

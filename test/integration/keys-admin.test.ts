@@ -66,7 +66,7 @@ describe('issuing keys', () => {
     const c = await create({ owner: 'alice', label: 'ci runner' });
     expect(Object.keys(c)).toEqual([
       ...['id', 'object', 'key', 'owner', 'label', 'hint', 'created_at'],
-      ...['last_used_at', 'expires_at', 'revoked_at', 'models'],
+      ...['last_used_at', 'expires_at', 'revoked_at', 'models', 'limits'],
     ]);
     expect(c).toMatchObject({ object: 'api_key', owner: 'alice', label: 'ci runner', last_used_at: null });
     expect(c).toMatchObject({ expires_at: null, revoked_at: null, models: null, hint: c.key.slice(0, 12) });
