@@ -1,25 +1,40 @@
 // Kiln Console: sign in with an API key, create image, video and workflow-node tasks, watch them
-// finish, see the results; a chat playground; and for operators the channels' health (with the
-// operator token, also reachable without an API key at #channels). All API calls go to this page's
-// origin only, through Kiln's own client but for the one admin call.
+// finish, see the results; a chat playground; the key's usage; and for operators the channels'
+// health and the API keys (with the operator token, also reachable without an API key at #channels
+// and #keys). All API calls go to this page's origin only, through Kiln's own client but for the
+// admin calls.
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { AuthenticationError, Kiln } from '../../src/client/index.js';
 import { ChannelsPanel } from './channels.js';
 import { ChatPanel } from './chat.js';
 import { clearKey, clearOperatorToken, loadKey, saveKey } from './key.js';
+import { KeysPanel } from './keys.js';
 import { Field, describeError, valueOf, type ApiError } from './ui.js';
+import { UsagePanel } from './usage.js';
 import { Workspace, type FormKind } from './workspace.js';
 
-type Tab = FormKind | 'chat' | 'channels';
+type Tab = FormKind | 'chat' | 'usage' | OperatorTab;
+/** The pages that take the operator token, not an API key: they open signed in or not. */
+type OperatorTab = 'channels' | 'keys';
 const TABS: { id: Tab; label: string }[] = [
   { id: 'image', label: 'Images' },
   { id: 'video', label: 'Video' },
   { id: 'node', label: 'Workflow' },
   { id: 'chat', label: 'Chat' },
+  { id: 'usage', label: 'Usage' },
   { id: 'channels', label: 'Channels' },
+  { id: 'keys', label: 'Keys' },
 ];
+const isOperator = (tab: Tab): tab is OperatorTab => tab === 'channels' || tab === 'keys';
+const isForm = (tab: Tab): tab is FormKind => tab === 'image' || tab === 'video' || tab === 'node';
 /** The pages that are not a create form: the workspace stays mounted, hidden, under them. */
-const formOf = (tab: Tab): FormKind => (tab === 'chat' || tab === 'channels' ? 'image' : tab);
+const formOf = (tab: Tab): FormKind => (isForm(tab) ? tab : 'image');
+/** A bookmark (/console/#keys, #usage, …) opens that page; #usage waits for the sign-in. */
+const tabOfHash = (): Tab => TABS.find((t) => `#${t.id}` === location.hash)?.id ?? 'image';
+
+function OperatorPage({ tab }: { tab: OperatorTab }) {
+  return tab === 'channels' ? <ChannelsPanel /> : <KeysPanel />;
+}
 
 /** What the page learns from /console/config.json (the CSP rules out inline data). */
 function useSettings(): { temporalUrl: string | null } {
@@ -40,8 +55,8 @@ export function App() {
     [key],
   );
   const { temporalUrl } = useSettings();
-  // An operator's bookmark (/console/#channels) opens the Channels page, signed in or not.
-  const [tab, setTab] = useState<Tab>(() => (location.hash === '#channels' ? 'channels' : 'image'));
+  // An operator's bookmark (/console/#channels, #keys) opens that page, signed in or not.
+  const [tab, setTab] = useState<Tab>(tabOfHash);
   const signOut = () => {
     setTab('image');
     clearKey();
@@ -62,7 +77,7 @@ export function App() {
             Sign out
           </button>
         ) : (
-          tab === 'channels' && (
+          isOperator(tab) && (
             <button type="button" class="secondary" onClick={() => setTab('image')}>
               Sign in
             </button>
@@ -87,14 +102,15 @@ export function App() {
               ))}
             </nav>
             {/* Kept mounted under the chat: the list keeps following its tasks. */}
-            <div hidden={tab === 'chat' || tab === 'channels'}>
+            <div hidden={!isForm(tab)}>
               <Workspace client={client} form={formOf(tab)} temporalUrl={temporalUrl} onUnauthorized={signOut} />
             </div>
             {tab === 'chat' && <ChatPanel client={client} onUnauthorized={signOut} />}
-            {tab === 'channels' && <ChannelsPanel />}
+            {tab === 'usage' && <UsagePanel client={client} onUnauthorized={signOut} />}
+            {isOperator(tab) && <OperatorPage tab={tab} />}
           </>
-        ) : tab === 'channels' ? (
-          <ChannelsPanel />
+        ) : isOperator(tab) ? (
+          <OperatorPage tab={tab} />
         ) : (
           <>
             <SignIn
@@ -104,8 +120,13 @@ export function App() {
               }}
             />
             <p class="operator-link">
+              Operators:{' '}
               <button type="button" class="link" id="open-channels" onClick={() => setTab('channels')}>
-                Operators: channel health
+                channel health
+              </button>{' '}
+              ·{' '}
+              <button type="button" class="link" id="open-keys" onClick={() => setTab('keys')}>
+                API keys
               </button>
             </p>
           </>

@@ -4,7 +4,8 @@
 // kept in this tab only once Kiln accepted it, and sent only in the Authorization header.
 import { useEffect, useState } from 'preact/hooks';
 import { clearOperatorToken, loadOperatorToken, saveOperatorToken } from './key.js';
-import { ErrorBox, Field, valueOf, type ApiError } from './ui.js';
+import { adminCall, tokenRefused, TokenForm } from './operator.js';
+import { ErrorBox, type ApiError } from './ui.js';
 
 const REFRESH_MS = 5000;
 
@@ -28,35 +29,8 @@ export interface ChannelHealth {
   last_error: { code: string; message: string; at: number } | null;
 }
 
-type Answer = { ok: true; data: ChannelHealth[] } | { ok: false; status: number; error: ApiError };
-
-/** What a refusal means here, in words an operator can act on. */
-function refusal(status: number, body: { error?: ApiError } | null): ApiError {
-  if (status === 401)
-    return {
-      code: body?.error?.code ?? 'missing_api_key',
-      message:
-        'Kiln refused this token: it is not the operator token (KILN_OPERATOR_TOKEN) of this Kiln. ' +
-        'An API key does not open this page.',
-    };
-  if (status === 404)
-    return {
-      code: 'not_found',
-      message: 'The admin endpoints are off on this Kiln: its operator has not set KILN_OPERATOR_TOKEN.',
-    };
-  return body?.error ?? { code: `http_${status}`, message: `Kiln answered HTTP ${status}.` };
-}
-
-async function fetchChannels(token: string): Promise<Answer> {
-  try {
-    const res = await fetch('/admin/v1/channels', { headers: { authorization: `Bearer ${token}` }, cache: 'no-store' });
-    const body = await res.json().catch(() => null);
-    if (res.ok && Array.isArray(body?.data)) return { ok: true, data: body.data };
-    return { ok: false, status: res.status, error: refusal(res.status, body) };
-  } catch (err) {
-    return { ok: false, status: 0, error: { code: 'network_error', message: (err as Error).message } };
-  }
-}
+const isList = (body: unknown): body is { data: ChannelHealth[] } =>
+  Array.isArray((body as { data?: unknown } | null)?.data);
 
 export function ChannelsPanel() {
   // A token from this tab's storage was accepted before; one typed in is kept only once accepted.
@@ -70,14 +44,14 @@ export function ChannelsPanel() {
     let stopped = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const tick = async () => {
-      const r = await fetchChannels(token);
+      const r = await adminCall(token, '/admin/v1/channels', isList);
       if (stopped) return;
       if (r.ok) {
         saveOperatorToken(token);
-        setRows(r.data);
+        setRows(r.data.data);
         setUpdated(Date.now());
         setError(null);
-      } else if (r.status === 401 || r.status === 404) {
+      } else if (tokenRefused(r.status)) {
         // The token is wrong (or was rotated): forget it and ask again.
         clearOperatorToken();
         setToken(null);
@@ -107,13 +81,17 @@ export function ChannelsPanel() {
   if (!token || !rows)
     return (
       <TokenForm
+        title="Channels"
+        submitLabel="Show channels"
         checking={!!token}
         error={error}
         onToken={(t) => {
           setError(null);
           setToken(t);
         }}
-      />
+      >
+        The health of every model&apos;s upstream channels. For operators: it needs the operator token.
+      </TokenForm>
     );
 
   const models = [...new Set(rows.map((r) => r.model))];
@@ -134,42 +112,6 @@ export function ChannelsPanel() {
         <ModelChannels key={m} model={m} rows={rows.filter((r) => r.model === m)} />
       ))}
     </section>
-  );
-}
-
-function TokenForm(props: { checking: boolean; error: ApiError | null; onToken: (t: string) => void }) {
-  const [value, setValue] = useState('');
-  const submit = (e: Event) => {
-    e.preventDefault();
-    if (value.trim()) props.onToken(value.trim());
-  };
-  return (
-    <form class="card signin" onSubmit={submit} aria-labelledby="operator-title">
-      <h2 id="operator-title">Channels</h2>
-      <p class="hint">
-        The health of every model&apos;s upstream channels. For operators: it needs the operator token.
-      </p>
-      <Field id="operator-token" label="Operator token" error={props.error}>
-        {(c) => (
-          <input
-            {...c}
-            name="operator-token"
-            type="password"
-            autocomplete="off"
-            spellcheck={false}
-            value={value}
-            onInput={(e) => setValue(valueOf(e))}
-            placeholder="Paste KILN_OPERATOR_TOKEN"
-          />
-        )}
-      </Field>
-      <p class="hint">
-        Kept in this tab only (session storage) once Kiln accepts it; sent only to this Kiln, in a header.
-      </p>
-      <button type="submit" id="operator-submit" disabled={props.checking || !value.trim()}>
-        {props.checking ? 'Checking…' : 'Show channels'}
-      </button>
-    </form>
   );
 }
 

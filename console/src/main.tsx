@@ -4,5 +4,7 @@ import './styles.css';
 import './views.css';
 import './detail.css';
 import './channels.css';
+import './keys.css';
+import './usage.css';
 
 render(<App />, document.getElementById('app')!);
