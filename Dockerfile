@@ -3,14 +3,14 @@
 
 # Build stage: the API compiled to JavaScript, the client package and the console (TypeScript and
 # Vite are dev dependencies).
-FROM node:20-slim AS build
+FROM node:24-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY . .
 RUN npm run build
 
-FROM node:20-slim
+FROM node:24-slim
 ENV NODE_ENV=production
 WORKDIR /app
 

