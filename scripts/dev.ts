@@ -97,9 +97,20 @@ async function main() {
     contents: [{ role: 'user', parts: [{ text: 'a lighthouse at dusk' }] }],
     generationConfig: { imageConfig: { aspectRatio: '16:9' } },
   };
+  // AUTH_MODE=keys: only keys Kiln issued work; the first comes from the admin API (or CLI).
+  const keysMode = process.env.AUTH_MODE === 'keys';
+  const key = keysMode ? '$KILN_API_KEY' : 'my-dev-key';
   const curl = `curl -s -X POST '${baseUrl}/v1beta/models/kiln-image-1:generateContent?output=url' \\
-  -H 'Authorization: Bearer my-dev-key' -H 'Content-Type: application/json' \\
+  -H "Authorization: Bearer ${key}" -H 'Content-Type: application/json' \\
   -d '${JSON.stringify(example)}'`;
+  const keys = keysMode
+    ? `
+  Keys mode: issue a key with a quota (the operator token is in .data/operator-token), then use it:
+    export KILN_BASE_URL=${baseUrl} KILN_OPERATOR_TOKEN=$(cat .data/operator-token)
+    export KILN_API_KEY=$(npm run -s kiln -- admin keys create --owner me --daily-units 5 --json | node -pe 'JSON.parse(require("fs").readFileSync(0)).key')
+    npm run -s kiln -- usage          # or the console's Usage page; its Keys page takes the operator token
+`
+    : '';
   console.log(`
   Kiln is running.
     API            ${baseUrl}      (reference: ${baseUrl}/docs)
@@ -109,7 +120,8 @@ async function main() {
   Submit a task:
   ${curl}
 
-  Then poll it:   curl -s ${baseUrl}/v1/tasks/<id> -H 'Authorization: Bearer my-dev-key'
+  Then poll it:   curl -s ${baseUrl}/v1/tasks/<id> -H "Authorization: Bearer ${key}"
+${keys}
   Ctrl-C stops everything (data stays in .data/).
 `);
 }
