@@ -10,6 +10,7 @@ import {
   upstreamFields,
 } from './channels/config.js';
 import { PRO_SECONDS, PRO_SIZES } from './shared/video-task.js';
+import { VEO_DEFAULT_SECONDS, veoRefusals } from './shared/veo.js';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
@@ -42,7 +43,7 @@ const NodeFieldSchema = z.object({ nodeId: z.string().min(1).max(100), fieldName
 
 const videoUpstream = {
   ...taskUpstreamFields,
-  provider: z.enum(['local', 'openai-videos', 'workflow-node']),
+  provider: z.enum(['local', 'openai-videos', 'workflow-node', 'gemini-veo']),
   /** workflow-node: the upstream workflow and where prompt, image, seconds and size go. */
   workflowId: z.string().min(1).max(200).optional(),
   nodes: z
@@ -138,7 +139,7 @@ const VideoModelSchema = z.object({
   form: z.enum(['video', 'workflow-node']).optional(),
   /** The contract's pro rules: `seconds` only 10/15/25, `size` only 1792x1024/1024x1792. */
   strict: z.boolean().default(false),
-  /** Allowed `seconds` (the first is the default); default 4/8/12, strict models 10/15/25. */
+  /** Allowed `seconds` (the first is the default); default 4/8/12, strict models 10/15/25, gemini-veo models 8/4/6. */
   seconds: z
     .array(z.string().regex(/^[1-9]\d{0,3}$/, 'seconds are whole numbers as strings'))
     .min(1)
@@ -216,7 +217,10 @@ function resolveChannels(m: RawModel, issue: Issue): Model {
         (f, msg) => issue(at(i, f), msg),
       );
   });
-  if (m.kind === 'video') strictChecks(m, issue);
+  if (m.kind === 'video') {
+    strictChecks(m, issue);
+    veoChecks(videoOptions({ ...m, provider: providerOf(m, channels) } as VideoModel), channels, listed, issue);
+  }
   return { ...m, provider: providerOf(m, channels), channels } as Model;
 }
 
@@ -251,6 +255,24 @@ function videoChecks(
     for (const field of ['prompt', 'image', 'seconds', 'size'] as const)
       if (!c.nodes[field])
         issue('nodes', `a workflow-node channel of a video model needs nodes.${field}: the model accepts ${field}`);
+}
+
+/**
+ * A gemini-veo channel must be able to send every `seconds` and `size` the model accepts (Veo's
+ * durations and aspect ratios), and takes no `nodeInfoList`.
+ */
+function veoChecks(
+  opts: ReturnType<typeof videoOptions>,
+  channels: AnyChannel[],
+  listed: AnyChannel[] | undefined,
+  issue: Issue,
+) {
+  channels.forEach((c, i) => {
+    if (c.provider !== 'gemini-veo') return;
+    const at = (field: string) => (listed ? ['channels', i, 'provider'] : [field]);
+    if (opts.form === 'workflow-node') issue(at('form'), 'gemini-veo cannot take nodeInfoList (form workflow-node)');
+    for (const r of veoRefusals(opts)) issue(at(r.field), r.message);
+  });
 }
 
 function strictChecks(m: Raw<typeof VideoModelSchema>, issue: Issue) {
@@ -316,7 +338,8 @@ export function videoOptions(m: VideoModel): {
   form: 'video' | 'workflow-node';
 } {
   return {
-    seconds: m.seconds ?? (m.strict ? PRO_SECONDS : ['4', '8', '12']),
+    seconds:
+      m.seconds ?? (m.strict ? PRO_SECONDS : m.provider === 'gemini-veo' ? VEO_DEFAULT_SECONDS : ['4', '8', '12']),
     sizes: m.sizes ?? (m.strict ? PRO_SIZES : ['720x1280', '1280x720']),
     form: m.form ?? (m.provider === 'workflow-node' ? 'workflow-node' : 'video'),
   };

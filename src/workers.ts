@@ -84,7 +84,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     channels,
     origin,
     models: videoModels,
-    providers: videoProviders(blobs, env),
+    providers: videoProviders(blobs, env, referenceFetcher(config.referenceFetchAllow)),
     keys,
   });
   const webhooks = createWebhookActivities({

@@ -68,6 +68,18 @@ export async function copyToBlobs(
     if (signal.aborted) throw err;
     throw new TransportFailure(`download failed (${causeCode(err) ?? (err as Error).message})`, false);
   }
+  return storeDownload(blobs, res, url, fileType, signal, key);
+}
+
+/** Stores a download's body (at most MAX_VIDEO_BYTES) once its answer has arrived; `url` names the file's type. */
+export async function storeDownload(
+  blobs: BlobStore,
+  res: Response,
+  url: string,
+  fileType: string | undefined,
+  signal: AbortSignal,
+  key?: string,
+): Promise<VideoResult> {
   if (!res.ok)
     throw new HttpStatusFailure(
       res.status,

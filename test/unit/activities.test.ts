@@ -386,7 +386,7 @@ describe('video activities', () => {
       channels: new MemoryChannelState(),
       store: store,
       models: modelsOfKind(models, 'video'),
-      providers: { local: provider, 'openai-videos': provider, 'workflow-node': provider },
+      providers: { local: provider, 'openai-videos': provider, 'workflow-node': provider, 'gemini-veo': provider },
       keys: {},
     });
     return { acts, calls, store };

@@ -105,7 +105,7 @@ describe('timing fields', () => {
       channels: new MemoryChannelState(),
       store: store,
       models: modelsOfKind(models, 'video'),
-      providers: { local: provider, 'openai-videos': provider, 'workflow-node': provider },
+      providers: { local: provider, 'openai-videos': provider, 'workflow-node': provider, 'gemini-veo': provider },
       keys: {},
     });
     const task = videoTask();
