@@ -176,7 +176,16 @@ function schemathesisConfig(token: string): string {
       'body.contents[*].parts[*].text': dict('prompt'),
     }),
     op('createChatCompletion', { 'body.model': dict('chat') }),
+    // Gemini batches: a real image model, else every create stops at 404.
+    ...['createGeminiBatch', 'createGeminiBatchV1'].map((id) => op(id, { 'path.model': dict('image') })),
     op('createVideo', { 'body.model': dict('video') }),
+    // The OpenAI Images operations start image tasks too: real image model ids most of the time.
+    ...['createImage', 'createImageEdit'].map((id) => op(id, { 'body.model': dict('image') })),
+    // The Gemini video operations: a video model and a prompt, else nearly every call stops at 404.
+    ...['predictLongRunningVideo', 'predictLongRunningVideoV1'].map((id) =>
+      op(id, { 'path.model': dict('video'), 'body.instances[*].prompt': dict('prompt') }),
+    ),
+    ...['getVideoOperation', 'getVideoOperationV1'].map((id) => op(id, { 'path.model': dict('video') })),
     ...['codecDecodePathToken', 'codecEncodePathToken'].map((id) => op(id, { 'path.token': JSON.stringify(token) })),
   ].join('\n');
 }

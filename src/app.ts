@@ -5,6 +5,8 @@ import Koa from 'koa';
 import Router from '@koa/router';
 import type { Logger } from 'pino';
 import { errorMiddleware } from './http/errors.js';
+import { googleErrors } from './gemini-operations/errors.js';
+import { GEMINI_VIDEO_PATHS, geminiVideoRoutes, type GeminiVideoDeps } from './gemini-operations/routes.js';
 import { chatRoutes } from './chat/routes.js';
 import type { ChatService } from './chat/service.js';
 import { VIDEOS, videoRoutes } from './video/routes.js';
@@ -24,6 +26,11 @@ import type { Authenticator } from './infra/auth.js';
 import { usageRoutes } from './usage/routes.js';
 import type { QuotaStore } from './usage/store.js';
 import { webhookRoutes } from './webhooks/routes.js';
+import { googlePathErrors } from './gemini-batch/google-errors.js';
+import { GEMINI_BATCH_PATHS, geminiBatchRoutes } from './gemini-batch/routes.js';
+import type { GeminiBatches } from './gemini-batch/service.js';
+import { openaiImageRoutes } from './openai-images/routes.js';
+import type { OpenAIImagesService } from './openai-images/service.js';
 import type { WebhookSecrets } from './webhooks/service.js';
 
 export interface AppDeps extends ImageRouteDeps, CommonRouteDeps {
@@ -39,6 +46,12 @@ export interface AppDeps extends ImageRouteDeps, CommonRouteDeps {
   quota?: QuotaStore;
   /** Operator-token admin calls (the read-model rebuild). */
   admin?: AdminDeps;
+  /** POST /v1/images/generations and /v1/images/edits (OpenAI Images form). */
+  openaiImages?: OpenAIImagesService;
+  /** The Gemini video operations (predictLongRunning): the blob store and public base URL they need. */
+  geminiVideos?: GeminiVideoDeps;
+  /** Gemini batch mode (`ai.batches`): /v1beta/models/{model}:batchGenerateContent, /v1beta/batches. */
+  geminiBatches?: GeminiBatches;
   /** The built console (default console/dist). */
   consoleDir?: string;
   /** The console's CSP media origins (S3) and its /console/config.json. */
@@ -73,6 +86,10 @@ export function buildApp(deps: AppDeps): KilnApp {
   const tracer = deps.ops?.tracer;
   app.use(observe(observer, tracer));
   app.use(errorMiddleware(deps.log));
+  // The Gemini video endpoints answer their errors in Google's shape, auth and body errors included.
+  if (deps.geminiVideos) app.use(googleErrors(GEMINI_VIDEO_PATHS, deps.log));
+  // The Gemini batch endpoints too (src/gemini-batch/), unmatched paths under them included.
+  if (deps.geminiBatches) app.use(googlePathErrors(deps.log, GEMINI_BATCH_PATHS));
   // The caller's owner hash goes on the request's log line.
   const inner = deps.auth;
   const auth: Authenticator = {
@@ -85,10 +102,16 @@ export function buildApp(deps: AppDeps): KilnApp {
   };
   const operations: RouteDef[] = [
     ...(deps.ops ? [...opsRoutes(deps.ops, () => operations), ...codecRoutes(deps.ops.codec)] : []),
+    // Before the generic /v1beta/models/:modelAction (image) and /v1/files/:name (common) routes,
+    // which would otherwise take `{model}:predictLongRunning` and `{file}:download`.
+    ...(deps.geminiVideos ? geminiVideoRoutes(deps.videos, deps.pollAfterSeconds, deps.geminiVideos) : []),
     ...commonRoutes(deps),
     ...chatRoutes(deps),
     ...videoRoutes(deps),
+    // Before the image routes, whose /v1beta/models/:modelAction would take `:batchGenerateContent`.
+    ...(deps.geminiBatches ? geminiBatchRoutes(deps.geminiBatches) : []),
     ...imageRoutes(deps),
+    ...(deps.openaiImages ? openaiImageRoutes(deps.openaiImages) : []),
     ...(deps.webhooks ? webhookRoutes(deps.webhooks) : []),
     ...(deps.quota ? usageRoutes(deps.quota) : []),
     ...(deps.admin ? adminRoutes(deps.admin) : []),

@@ -12,6 +12,8 @@ import { KeyStore } from './keys/store.js';
 import { ChatService, chatProviders } from './chat/service.js';
 import { createBlobs } from './infra/blob-store.js';
 import { DirectService } from './image/direct.js';
+import { GeminiBatches } from './gemini-batch/service.js';
+import { OpenAIImagesService } from './openai-images/service.js';
 import { createSafeFetch } from './infra/safe-fetch.js';
 import type { RedisClient, TaskStore } from './tasks/store/task-store.js';
 import { createTaskStore } from './tasks/store/create.js';
@@ -120,6 +122,17 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
     allow: config.referenceFetchAllow,
   });
   const direct = new DirectService(tasks, client, blobs, fetchImage);
+  const geminiBatches = new GeminiBatches({ config, tasks, store, temporal: client, blobs, fetchImage });
+  const openaiImages = new OpenAIImagesService({
+    tasks,
+    temporal: client,
+    blobs,
+    fetchImage,
+    models: config.models,
+    redis,
+    prefix: config.redisPrefix,
+    retentionSeconds: config.retentionSeconds,
+  });
   // Channel capacity, rate and health, shared with the workers (chat calls and the admin view use them here).
   const channels = new RedisChannelState(redis, config.redisPrefix);
   const quota = createQuota(config, redis);
@@ -139,9 +152,12 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
     tasks,
     blobs: files,
     direct,
+    openaiImages,
     pollAfterSeconds: config.pollAfterSeconds,
     chat: new ChatService(config.models, config.upstreamKeys, chatProviders(), channels),
     videos: new VideoTaskService(config, store, client, waits),
+    geminiVideos: { blobs, files, publicBaseUrl: config.publicBaseUrl },
+    geminiBatches,
     webhooks: new WebhookSecrets(redis, config.redisPrefix, config.ownerKey),
     console: consoleOptions(config),
     quota,

@@ -32,7 +32,8 @@ export async function inlineReferences(
   const contents = request.contents.map((c) => ({
     ...c,
     parts: c.parts.map((p): Part => {
-      if (!p.inlineData) return p;
+      // Bytes already inline (uploads of POST /v1/images/edits) need no download.
+      if (!p.inlineData || !/^https?:/i.test(p.inlineData.data)) return p;
       const index = ++n;
       const out: Part = { ...p, inlineData: { ...p.inlineData } };
       jobs.push(

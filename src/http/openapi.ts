@@ -39,6 +39,11 @@ export interface OperationDoc {
   responses: Record<number, ResponseDoc>;
   /** Error codes this operation can answer with; statuses come from the one error catalogue. */
   errors?: ErrorCode[];
+  /**
+   * The error body of one status (given its codes) when the operation does not answer in Kiln's
+   * `{error: {code, message}}`: the Gemini video and batch endpoints answer in Google's shape.
+   */
+  errorBody?: (codes: ErrorCode[]) => z.ZodType;
 }
 
 export const openApiPath = (op: Pick<OperationDoc, 'route' | 'path'>) =>
@@ -108,7 +113,7 @@ function toRouteConfig(op: OperationDoc): RouteConfig {
     responses[String(status)] = {
       description: `Error: ${list.map((c) => `\`${c}\``).join(', ')}`,
       headers: { 'X-Request-Id': REQUEST_ID, ...(retry ? { 'Retry-After': RETRY_AFTER } : {}) },
-      content: { 'application/json': { schema: errorBody(list) } },
+      content: { 'application/json': { schema: (op.errorBody ?? errorBody)(list) } },
     };
   }
   const body = op.request?.body;

@@ -50,6 +50,8 @@ export interface SubmitOptions {
   direct?: 'url' | 'base64';
   /** `?webhook=` and `?webhook_events=`, checked: where the task's status changes are delivered. */
   webhook?: WebhookTarget;
+  /** Another surface's endpoint (OpenAI Images): its own fingerprint, so its keys never match a generateContent submit. */
+  operation?: string;
 }
 
 export interface SubmitResponse {
@@ -91,7 +93,7 @@ export class ImageTaskService extends TaskService<ImageTaskRecord> {
   ): Promise<SubmitResult> {
     const { record, replayed } = await this.submitTask(caller, model, {
       request,
-      operation: opts.direct ? `generateContent:direct:${opts.direct}` : 'generateContent',
+      operation: opts.operation ?? (opts.direct ? `generateContent:direct:${opts.direct}` : 'generateContent'),
       idempotencyKey: opts.idempotencyKey,
       webhook: opts.webhook,
       prompt: promptText(request),

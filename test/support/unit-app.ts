@@ -16,7 +16,7 @@ import { MemoryChannelState } from './unit-channel-state.js';
 import { ImageTaskService } from '../../src/image/service.js';
 import { VideoTaskService } from '../../src/video/service.js';
 import { PassthroughAuth, type Authenticator } from '../../src/infra/auth.js';
-import { FsBlobStore } from '../../src/infra/blobs.js';
+import { FsBlobs } from '../../src/infra/blob-store.js';
 import { FinishedViews } from '../../src/tasks/finished-views.js';
 import { MemoryStore } from './unit-store.js';
 import type { Admissions } from '../../src/usage/store.js';
@@ -100,15 +100,17 @@ export async function startUnitApp(env: Record<string, string> = {}): Promise<Un
     },
     known: (header) => passthrough.known(header),
   };
+  const files = new FsBlobs(config.blobDir, config.publicBaseUrl);
   const app = buildApp({
     log,
     auth,
     models: config.models,
     pollAfterSeconds: config.pollAfterSeconds,
     tasks: new ImageTaskService(config, store, temporal, undefined, UNLIMITED),
-    blobs: new FsBlobStore(config.blobDir, config.publicBaseUrl),
+    blobs: files,
     chat: new ChatService(config.models, config.upstreamKeys, chatProviders(), new MemoryChannelState()),
     videos: new VideoTaskService(config, store, temporal, undefined, UNLIMITED),
+    geminiVideos: { blobs: files, files, publicBaseUrl: config.publicBaseUrl },
   });
   const server: Server = createServer(app.callback());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
