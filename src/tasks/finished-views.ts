@@ -1,6 +1,6 @@
 // Finished tasks' public views, kept in the API process so a repeat poll of a finished task needs no
 // Redis round trip. Exact by construction: a terminal record is never rewritten (the transition
-// script refuses a second terminal write), so its stored view is final — except while a webhook
+// script refuses a second terminal write), and image tasks are never deleted, so its stored view is final — except while a webhook
 // delivery is pending, whose progress shows in the view; such views are not kept. Unfinished tasks
 // always come from Redis. An entry lapses when its record would leave Redis (finish time plus
 // retention), bounded by bytes, least recently used first.
@@ -55,9 +55,17 @@ export class FinishedViews {
     return { status: e.status, view: e.view };
   }
 
+  /** Drops a deleted task's view. */
+  forget(id: string): void {
+    this.lru.delete(id);
+  }
+
   /** Keeps `stored` if it is a finished task's final view. */
   remember(id: string, stored: StoredView, owner: string, kind: Kind): void {
     if (typeof stored === 'string' || !TERMINAL_STATUSES.includes(stored.status)) return;
+    // A video can be deleted (DELETE /v1/videos/{id}) through any API process, and no message
+    // reaches the others' memory: their view must come from Redis, where the tombstone is.
+    if (kind === 'video') return;
     const view = JSON.parse(stored.view) as {
       finished_at?: number | null;
       completed_at?: number | null;

@@ -42,3 +42,11 @@ export const VideoList = z
     has_more: z.boolean(),
   })
   .meta({ id: 'VideoList' });
+
+export const VideoDeleted = z
+  .object({
+    id: z.string(),
+    object: z.literal('video.deleted'),
+    deleted: z.literal(true),
+  })
+  .meta({ id: 'VideoDeleted' });
