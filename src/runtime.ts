@@ -18,6 +18,7 @@ import { createSafeFetch } from './infra/safe-fetch.js';
 import type { RedisClient, TaskStore } from './tasks/store/task-store.js';
 import { createTaskStore } from './tasks/store/create.js';
 import { settling } from './usage/settlement.js';
+import { followDeletions } from './tasks/deletions.js';
 import { QuotaStore } from './usage/store.js';
 import { FinishedViews } from './tasks/finished-views.js';
 import { IMAGE_FALLBACK, ImageTaskService } from './image/service.js';
@@ -112,8 +113,11 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
   const auth: Authenticator = keys ? new IssuedKeyAuth(keys) : new PassthroughAuth(config.ownerKey);
   const { blobs, files } = createBlobs(config);
   // Long-polls: one subscriber connection for the whole process.
-  const waits = new WaitRegistry(connectRedis(config, true), store.waitChannel, log);
+  const subscriber = connectRedis(config, true);
+  const waits = new WaitRegistry(subscriber, store.waitChannel, log);
   await waits.start();
+  // On the same connection: a video deleted through any process leaves every process's memory.
+  followDeletions(subscriber, store.deletionChannel, store.finished, log);
   const tasks = new ImageTaskService(config, store, client, waits);
   const fetchImage = createSafeFetch({
     maxBytes: 32 * 1024 * 1024,

@@ -127,12 +127,12 @@ async function finishVideo(ctx: Ctx, video: Video, dir: string): Promise<number>
   for (const line of taskTimingLines(video)) ctx.note(line);
   if (video.status !== 'completed') {
     ctx.out({ video });
-    const why =
-      video.status === 'uncertain'
-        ? 'may have reached the generator, but its result cannot be confirmed; check before resubmitting'
-        : `${video.error?.code ?? 'error'}: ${video.error?.message ?? ''}`;
-    if (!ctx.json) process.stderr.write(`video ${video.id} ${video.status}: ${why}\n`);
-    return video.status === 'uncertain' ? EXIT.uncertain : EXIT.failed;
+    const uncertain = video.error?.code === 'uncertain';
+    const why = uncertain
+      ? 'may have reached the generator, but its result cannot be confirmed; check before resubmitting'
+      : `${video.error?.code ?? 'error'}: ${video.error?.message ?? ''}`;
+    if (!ctx.json) process.stderr.write(`video ${video.id} ${uncertain ? 'uncertain' : video.status}: ${why}\n`);
+    return uncertain ? EXIT.uncertain : EXIT.failed;
   }
   const files: string[] = [];
   const downloads = await ctx.kiln.videos.download(video, { signal: ctx.abort.signal });

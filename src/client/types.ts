@@ -134,7 +134,8 @@ export interface ChatCompletionChunk {
 
 // ---- video ----
 
-export type VideoStatus = 'queued' | 'in_progress' | 'completed' | 'failed' | 'uncertain';
+/** OpenAI's four: an uncertain video is `failed` with `error.code: "uncertain"` (see `isUncertainVideo`). */
+export type VideoStatus = 'queued' | 'in_progress' | 'completed' | 'failed';
 
 export interface NodeInfo {
   nodeId: string;

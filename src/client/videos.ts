@@ -72,7 +72,7 @@ export class Videos {
     }
   }
 
-  /** Waits until completed, failed or uncertain; throws PollTimeoutError (with the id) after the total timeout. */
+  /** Waits until completed or failed (uncertain included); throws PollTimeoutError (with the id) after the total timeout. */
   wait(id: string, opts: WaitOptions = {}): Promise<Video> {
     return pollUntilDone(
       id,

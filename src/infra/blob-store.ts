@@ -1,11 +1,10 @@
 // The blob store chosen by configuration (BLOB_STORE=fs|s3), plus reading a stored image back by its
 // URL (the direct form answers with base64 when asked). The filesystem store is the default; the
 // S3 store speaks to AWS S3 or any S3-compatible server (MinIO, Ceph, R2, moto).
-import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { BlobStoreConfig, Config } from '../config.js';
-import { BLOB_NAME, EXT_BY_TYPE, FsBlobStore, type BlobStore } from './blobs.js';
+import { BLOB_NAME, blobName, FsBlobStore, type BlobStore } from './blobs.js';
 
 export interface StoredBlob {
   data: Buffer;
@@ -16,6 +15,14 @@ export interface StoredBlob {
 export interface Blobs extends BlobStore {
   /** The bytes behind a URL this store returned; null for any other URL. */
   read(url: string): Promise<StoredBlob | null>;
+  /** The name (a BLOB_NAME) of what a URL this store returned points at; null for any other URL. */
+  nameOf(url: string): string | null;
+  /** A URL of the blob stored under `name`, or null when there is none. */
+  urlOf(name: string): Promise<string | null>;
+  /** Stores bytes under `name` (a file derived from another, found again by its name). */
+  putAs(name: string, data: Buffer, mimeType: string): Promise<string>;
+  /** Deletes the blob of that name; an absent one is no error. */
+  remove(name: string): Promise<void>;
 }
 
 // Loaded only by the S3 store: the AWS SDK weighs ~9 MiB per process, which the filesystem store
@@ -39,8 +46,12 @@ export class S3BlobStore implements Blobs {
     });
   }
 
-  async put(data: Buffer, mimeType: string): Promise<string> {
-    const key = `${this.cfg.prefix}${randomBytes(16).toString('hex')}.${EXT_BY_TYPE[mimeType] ?? 'bin'}`;
+  put(data: Buffer, mimeType: string): Promise<string> {
+    return this.putAs(blobName(mimeType), data, mimeType);
+  }
+
+  async putAs(name: string, data: Buffer, mimeType: string): Promise<string> {
+    const key = `${this.cfg.prefix}${name}`;
     await this.client.send(
       new (sdk().PutObjectCommand)({
         Bucket: this.cfg.bucket,
@@ -51,10 +62,40 @@ export class S3BlobStore implements Blobs {
         CacheControl: 'public, max-age=31536000, immutable',
       }),
     );
-    if (this.cfg.publicBaseUrl) return `${this.cfg.publicBaseUrl}/${key}`;
+    return this.urlOfKey(key);
+  }
+
+  private urlOfKey(key: string): Promise<string> {
+    if (this.cfg.publicBaseUrl) return Promise.resolve(`${this.cfg.publicBaseUrl}/${key}`);
     return presigner().getSignedUrl(this.client, new (sdk().GetObjectCommand)({ Bucket: this.cfg.bucket, Key: key }), {
       expiresIn: this.cfg.presignSeconds,
     });
+  }
+
+  nameOf(url: string): string | null {
+    const key = this.keyOf(url);
+    return key && key.slice(this.cfg.prefix.length);
+  }
+
+  async urlOf(name: string): Promise<string | null> {
+    if (!BLOB_NAME.test(name)) return null;
+    const key = `${this.cfg.prefix}${name}`;
+    try {
+      await this.client.send(new (sdk().HeadObjectCommand)({ Bucket: this.cfg.bucket, Key: key }));
+    } catch (err) {
+      const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+      if (status === 404) return null;
+      throw err;
+    }
+    return this.urlOfKey(key);
+  }
+
+  async remove(name: string): Promise<void> {
+    if (!BLOB_NAME.test(name)) return;
+    // S3 answers a delete of an absent key with success: a repeated delete is no error.
+    await this.client.send(
+      new (sdk().DeleteObjectCommand)({ Bucket: this.cfg.bucket, Key: `${this.cfg.prefix}${name}` }),
+    );
   }
 
   async read(url: string): Promise<StoredBlob | null> {
@@ -98,10 +139,16 @@ export class FsBlobs extends FsBlobStore implements Blobs {
     super(dir, base);
   }
 
-  async read(url: string): Promise<StoredBlob | null> {
+  nameOf(url: string): string | null {
     const prefix = `${this.base}/v1/files/`;
-    if (!url.startsWith(prefix)) return null;
-    const file = await this.open(url.slice(prefix.length));
+    const name = url.startsWith(prefix) ? url.slice(prefix.length) : '';
+    return BLOB_NAME.test(name) ? name : null;
+  }
+
+  async read(url: string): Promise<StoredBlob | null> {
+    const name = this.nameOf(url);
+    if (!name) return null;
+    const file = await this.open(name);
     if (!file) return null;
     const chunks: Buffer[] = [];
     for await (const c of file.stream) chunks.push(c as Buffer);

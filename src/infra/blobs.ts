@@ -1,6 +1,6 @@
 // Generated files are stored under unguessable names and served by the API at /v1/files/{name}.
 import { randomBytes } from 'node:crypto';
-import { mkdir, writeFile, rename, stat } from 'node:fs/promises';
+import { mkdir, writeFile, rename, stat, unlink } from 'node:fs/promises';
 import { createReadStream, type ReadStream } from 'node:fs';
 import { join, resolve } from 'node:path';
 
@@ -19,6 +19,9 @@ export const EXT_BY_TYPE: Record<string, string> = {
 const TYPE_BY_EXT = Object.fromEntries(Object.entries(EXT_BY_TYPE).map(([t, e]) => [e, t]));
 export const BLOB_NAME = /^[a-f0-9]{32}\.(png|jpg|webp|gif|mp4|bin)$/;
 
+/** A new random (unguessable) blob name for that type. */
+export const blobName = (mimeType: string) => `${randomBytes(16).toString('hex')}.${EXT_BY_TYPE[mimeType] ?? 'bin'}`;
+
 export class FsBlobStore implements BlobStore {
   readonly dir: string;
   /** Whether `dir` was made (or found) already: a `mkdir -p` per file was ~0.1 ms of a task's CPU. */
@@ -31,7 +34,11 @@ export class FsBlobStore implements BlobStore {
   }
 
   async put(data: Buffer, mimeType: string): Promise<string> {
-    const name = `${randomBytes(16).toString('hex')}.${EXT_BY_TYPE[mimeType] ?? 'bin'}`;
+    return this.putAs(blobName(mimeType), data);
+  }
+
+  /** Stores bytes under `name` (a BLOB_NAME): a derived file kept beside the one it came from. */
+  async putAs(name: string, data: Buffer): Promise<string> {
     // Write then rename, so a reader never sees a half-written file.
     const tmp = join(this.dir, `.${name}.tmp`);
     if (!this.made) await this.makeDir();
@@ -43,6 +50,24 @@ export class FsBlobStore implements BlobStore {
     });
     await rename(tmp, join(this.dir, name));
     return `${this.publicBaseUrl}/v1/files/${name}`;
+  }
+
+  /** The public URL of a stored file, or null when there is none of that name. */
+  async urlOf(name: string): Promise<string | null> {
+    if (!BLOB_NAME.test(name)) return null;
+    const found = await stat(join(this.dir, name)).then(
+      () => true,
+      () => false,
+    );
+    return found ? `${this.publicBaseUrl}/v1/files/${name}` : null;
+  }
+
+  /** Deletes a stored file; one already gone is no error (a repeated delete). */
+  async remove(name: string): Promise<void> {
+    if (!BLOB_NAME.test(name)) return;
+    await unlink(join(this.dir, name)).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT') throw err;
+    });
   }
 
   private async makeDir(): Promise<void> {

@@ -36,6 +36,8 @@ export interface VideoTaskRecord {
   size: string;
   created_at: number;
   completed_at: number | null;
+  /** When a finished video leaves Kiln (its record's expiry; set by its terminal write). */
+  expires_at?: number;
   video_url?: string;
   /** Workflow-node tasks: every output file, in the upstream's order. */
   results?: VideoResult[];
@@ -100,8 +102,11 @@ export interface VideoPolicy extends ActivityPolicy {
   overallTimeoutMs: number;
 }
 
-/** Internal status → the OpenAI video status (plus `uncertain`, as for images). */
-export function videoStatus(status: TaskStatus): 'queued' | 'in_progress' | 'completed' | 'failed' | 'uncertain' {
+/**
+ * Internal status → the OpenAI video status. An `uncertain` video is `failed` (with error code
+ * `uncertain`): OpenAI's SDK types and pollers know four statuses, and a poller must stop there.
+ */
+export function videoStatus(status: TaskStatus): 'queued' | 'in_progress' | 'completed' | 'failed' {
   switch (status) {
     case 'accepted':
     case 'queued':
@@ -111,7 +116,7 @@ export function videoStatus(status: TaskStatus): 'queued' | 'in_progress' | 'com
     case 'succeeded':
       return 'completed';
     default:
-      return status;
+      return 'failed';
   }
 }
 

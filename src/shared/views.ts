@@ -63,7 +63,16 @@ export function notFoundItem(id: string) {
   };
 }
 
-/** The OpenAI video object, plus `uncertain`, `video_url` and (workflow-node) `results`. */
+/** An uncertain video's `error`: what happened, and how the caller settles it. */
+const uncertainError = (reason: string | undefined) => ({
+  code: 'uncertain',
+  message:
+    `${reason ?? 'The request may have reached the upstream, but its answer was lost.'} Kiln did not resend ` +
+    'it: the video may exist upstream. Resubmit with the same Idempotency-Key to see this task again, or ' +
+    'with a new key to make another video.',
+});
+
+/** The OpenAI video object (an uncertain video: `failed`, error code `uncertain`), plus `video_url`, `uncertain_reason` and (workflow-node) `results`. */
 export function videoView(r: VideoTaskRecord) {
   const done = r.status === 'succeeded';
   return {
@@ -75,12 +84,12 @@ export function videoView(r: VideoTaskRecord) {
     created_at: r.created_at,
     completed_at: r.completed_at,
     ...timing(r),
-    expires_at: null,
+    expires_at: r.expires_at ?? null,
     prompt: r.prompt,
     remixed_from_video_id: null,
     seconds: r.seconds,
     size: r.size,
-    error: r.status === 'failed' ? r.error : null,
+    error: r.status === 'failed' ? r.error : r.status === 'uncertain' ? uncertainError(r.uncertain_reason) : null,
     ...(done && r.video_url ? { video_url: r.video_url } : {}),
     ...(done && r.results ? { results: r.results } : {}),
     ...(r.status === 'uncertain' ? { uncertain_reason: r.uncertain_reason } : {}),

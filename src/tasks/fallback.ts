@@ -33,7 +33,10 @@ export interface FallbackKind<R> {
 /** What a listing and a describe both tell of a workflow. */
 export type WorkflowInfo = Omit<WorkflowExecutionInfo, 'raw'>;
 
-type FallbackStore = Pick<TaskStore, 'transition' | 'recentlyMissing' | 'rememberMissing' | 'get' | 'dispatchedTo'>;
+type FallbackStore = Pick<
+  TaskStore,
+  'transition' | 'recentlyMissing' | 'rememberMissing' | 'get' | 'dispatchedTo' | 'deletedAmong' | 'withExpiry'
+>;
 
 /**
  * The owner's records among `ids`, found with one visibility query and written back to Redis.
@@ -50,18 +53,23 @@ export async function readFromTemporal<R extends AnyTaskRecord>(
   const { temporal, store } = deps;
   const out = new Map<string, R>();
   const recentlyMissing = await store.recentlyMissing(owner, ids).catch(() => new Set<string>());
-  const ask = ids.filter((id) => !recentlyMissing.has(id));
+  // A deleted task's workflow may outlive its deletion (the deletion of its history is
+  // asynchronous, or failed): its tombstone keeps it from being answered or written back.
+  const deleted = await store.deletedAmong(ids).catch(() => new Set<string>());
+  const ask = ids.filter((id) => !recentlyMissing.has(id) && !deleted.has(id));
   if (ask.length === 0) return out;
   try {
     for await (const wf of workflowsOf(temporal, ask, owner)) {
       if (wf.type !== kind.workflowType) continue;
       const closedOutside = wf.status.name !== 'COMPLETED' && wf.status.name !== 'RUNNING' && deps.models;
-      const record =
+      const found =
         wf.status.name === 'COMPLETED'
           ? ((await temporal.workflow.getHandle(wf.workflowId).result()) as R | null)
           : ((closedOutside ? await truthfulEnd<R>(deps, wf.workflowId) : null) ??
             kind.record(factsOf(wf, owner), wf.memo ?? {}));
-      if (!record) continue;
+      if (!found) continue;
+      // Answered as Redis will hold it once written back.
+      const record = store.withExpiry(found);
       out.set(record.id, record);
       // Only a finished record is written back. Visibility can still say RUNNING for a workflow
       // that has just completed: a record rebuilt from it, written to Redis, would stay there

@@ -1,8 +1,10 @@
 // Finished tasks' public views, kept in the API process so a repeat poll of a finished task needs no
 // Redis round trip. Exact by construction: a terminal record is never rewritten (the transition
 // script refuses a second terminal write), so its stored view is final — except while a webhook
-// delivery is pending, whose progress shows in the view; such views are not kept. Unfinished tasks
-// always come from Redis. An entry lapses when its record would leave Redis (finish time plus
+// delivery is pending, whose progress shows in the view; such views are not kept — or until the
+// task is deleted (videos: DELETE /v1/videos/{id}), which every API process hears of on the
+// deletion feed (src/tasks/deletions.ts); views of a kind that can be deleted are kept only while
+// that feed is live, and dropped when it breaks. Unfinished tasks always come from Redis. An entry lapses when its record would leave Redis (finish time plus
 // retention), bounded by bytes, least recently used first.
 import { LRUCache } from 'lru-cache';
 import { TERMINAL_STATUSES, type TaskStatus } from '../shared/task.js';
@@ -20,6 +22,8 @@ type Kind = AnyTaskRecord['kind'];
 
 export class FinishedViews {
   private readonly lru: LRUCache<string, Entry>;
+  /** Kinds whose tasks can be deleted, while no deletion feed tells this process of deletions. */
+  private readonly held = new Set<Kind>(['video']);
 
   constructor(
     maxBytes: number,
@@ -55,9 +59,26 @@ export class FinishedViews {
     return { status: e.status, view: e.view };
   }
 
+  /** Drops a deleted task's view. */
+  forget(id: string): void {
+    this.lru.delete(id);
+  }
+
+  /** The deletion feed is live: views of `kind` may be kept (a deletion will reach them). */
+  allow(kind: Kind): void {
+    this.held.delete(kind);
+  }
+
+  /** The deletion feed broke (messages may be lost): drop `kind`'s views and keep none until it is live again. */
+  hold(kind: Kind): void {
+    this.held.add(kind);
+    for (const [id, e] of this.lru.entries()) if (e.kind === kind) this.lru.delete(id);
+  }
+
   /** Keeps `stored` if it is a finished task's final view. */
   remember(id: string, stored: StoredView, owner: string, kind: Kind): void {
     if (typeof stored === 'string' || !TERMINAL_STATUSES.includes(stored.status)) return;
+    if (this.held.has(kind)) return;
     const view = JSON.parse(stored.view) as {
       finished_at?: number | null;
       completed_at?: number | null;

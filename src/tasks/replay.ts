@@ -5,6 +5,7 @@ import type { TaskStore } from './store/task-store.js';
 import type { AnyTaskRecord } from '../shared/records.js';
 import { endedWithoutResult, statusOf, type FallbackKind } from './fallback.js';
 import { keyReused, type ExistingTask } from './start.js';
+import { KilnError } from '../shared/errors.js';
 
 /**
  * The caller's task of this id when the read model knows it with a fingerprint; throws
@@ -20,6 +21,8 @@ export async function priorSubmit<R extends AnyTaskRecord>(
   // The read model knows most replays (and is the only memory once Temporal's retention of a
   // closed workflow has passed).
   const prior = await store.fingerprintOf(id).catch(() => null);
+  // A new workflow under the id could never be seen (the tombstone refuses its writes): refused.
+  if (prior?.deleted) throw keyOfDeleted(kind);
   if (!prior?.fingerprint || prior.record?.kind !== kind || prior.record.owner !== owner) return null;
   if (prior.fingerprint !== fingerprint) throw keyReused();
   return prior.record as R;
@@ -52,3 +55,9 @@ export async function replayedRecord<R extends AnyTaskRecord>(
     wf.memo,
   );
 }
+
+const keyOfDeleted = (kind: AnyTaskRecord['kind']) =>
+  new KilnError(
+    'idempotency_key_reused',
+    `This Idempotency-Key named a ${kind === 'video' ? 'video' : 'task'} that was since deleted; send a new key.`,
+  );

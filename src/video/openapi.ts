@@ -9,7 +9,12 @@ export const Video = z
     id: z.string(),
     object: z.literal('video'),
     model: z.string(),
-    status: z.enum(['queued', 'in_progress', 'completed', 'failed', 'uncertain']),
+    status: z.enum(['queued', 'in_progress', 'completed', 'failed']).meta({
+      description:
+        "OpenAI's statuses. A video whose create request may have reached a non-idempotent upstream but " +
+        'whose answer was lost is `failed` with `error.code: "uncertain"` and `uncertain_reason`: Kiln did ' +
+        'not resend it; resolve it with your Idempotency-Key.',
+    }),
     progress: z.number().int().min(0).max(100),
     created_at: z.number().int().meta({ description: 'Unix seconds' }),
     completed_at: z.number().int().nullable().meta({ description: 'Unix seconds; null until the task ends' }),
@@ -42,3 +47,11 @@ export const VideoList = z
     has_more: z.boolean(),
   })
   .meta({ id: 'VideoList' });
+
+export const VideoDeleted = z
+  .object({
+    id: z.string(),
+    object: z.literal('video.deleted'),
+    deleted: z.literal(true),
+  })
+  .meta({ id: 'VideoDeleted' });

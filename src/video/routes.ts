@@ -1,4 +1,4 @@
-// The /v1/videos table (create, poll, content), mounted and documented from one declaration each
+// The /v1/videos table (create, poll, list, cancel, content, delete), mounted and documented from one declaration each
 // (see http/route-table.ts). The body is JSON or, as the official OpenAI SDK sends it,
 // multipart/form-data (text fields only).
 import type { Context } from 'koa';
@@ -11,7 +11,8 @@ import { jsonBody, rawBody, redirectTo, sendSubmitted } from '../http/body.js';
 import { IdempotencyKeyHeader, redirectResponse } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
 import { collectionRoutes, wholeNumber, type Collection } from '../tasks/routes.js';
-import { Video, VideoList } from './openapi.js';
+import { Video, VideoDeleted, VideoList } from './openapi.js';
+import { VARIANTS } from './files.js';
 import { VIDEO_ID } from './service.js';
 
 export interface VideoRouteDeps {
@@ -178,22 +179,68 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
       route: '/v1/videos/:id/content',
       operationId: 'getVideoContent',
       tags: ['videos'],
-      summary: 'Redirect to the finished video',
-      // The service refuses another variant with a message that names it.
+      summary: 'Redirect to the finished video, or a still of it',
+      description:
+        '`variant=video` (the default): the video. `thumbnail`: a JPEG of the frame at 1 s (the first ' +
+        'frame of a shorter video). `spritesheet`: a JPEG grid of 4x4 frames spread over the video, ' +
+        '160 px wide each. A still is made on its first request (ffmpeg, up to 20 s) and stored beside ' +
+        'the video; later requests redirect at once. While this API process makes another still, a ' +
+        'request waits up to 5 s, then gets 503 with Retry-After; so does one whose still cannot be ' +
+        'made (no ffmpeg, a video over 256 MiB).',
+      // The service refuses another variant with a message that lists the allowed ones.
       request: {
         params: VideoId,
-        query: z.object({ variant: z.literal('video').optional() }),
+        query: z.object({
+          variant: z.enum(VARIANTS).optional().meta({ description: '`video` (default), `thumbnail` or `spritesheet`' }),
+        }),
         checkedByHandler: ['query'],
       },
       responses: {
-        302: redirectResponse('the video URL', 'The video URL'),
+        302: redirectResponse('the video URL', 'The URL of the video or still'),
       },
-      errors: ['not_found', 'invalid_request', 'task_not_ready', 'task_failed'],
+      errors: ['not_found', 'invalid_request', 'task_not_ready', 'task_failed', 'service_unavailable'],
       handler: async (ctx, { caller, params }) => {
         const variant =
           typeof ctx.query.variant === 'string' ? ctx.query.variant : ctx.query.variant === undefined ? 'video' : '';
         const url = await videos.contentUrl(caller, params.id, variant);
         redirectTo(ctx, url);
+      },
+    }),
+
+    route({
+      method: 'post',
+      route: '/v1/videos/:id/remix',
+      operationId: 'remixVideo',
+      tags: ['videos'],
+      summary: 'Remix a video (not supported)',
+      description:
+        "OpenAI's remix of an existing video. No upstream Kiln speaks offers it: the caller's video is " +
+        "answered 400 `invalid_request` saying so; an unknown id or another owner's video, 404.",
+      request: { params: VideoId, checkedByHandler: ['params'] },
+      responses: {},
+      errors: ['invalid_request', 'not_found', 'service_unavailable'],
+      handler: async (_ctx, { caller }) => videos.remix(caller, String(_ctx.params.id)),
+    }),
+
+    route({
+      method: 'delete',
+      route: '/v1/videos/:id',
+      operationId: 'deleteVideo',
+      tags: ['videos'],
+      summary: 'Delete a finished video',
+      description:
+        'Deletes the video file, its stills and results, the workflow history and the record of a ' +
+        'finished video (completed, failed or uncertain). It is then unknown everywhere: 404 to a poll, ' +
+        'its content and a second delete, and gone from the list. An unfinished video is refused with ' +
+        '409 `task_not_ready`: cancel it first (`POST /v1/videos/{id}/cancel`) or wait for it to end. ' +
+        'A delete that failed part way (503) completes when repeated.',
+      request: { params: VideoId, checkedByHandler: ['params'] },
+      responses: { 200: { description: 'The video was deleted', schema: VideoDeleted } },
+      errors: ['not_found', 'task_not_ready', 'service_unavailable'],
+      handler: async (ctx, { caller }) => {
+        const id = String(ctx.params.id);
+        await videos.delete(caller, id);
+        ctx.body = { id, object: 'video.deleted', deleted: true };
       },
     }),
   ];

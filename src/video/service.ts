@@ -10,6 +10,9 @@ import { videoView, type VideoView } from '../shared/views.js';
 import type { FallbackKind } from '../tasks/fallback.js';
 import { storageUnavailable, type TaskKind } from '../tasks/kind.js';
 import { TaskService } from '../tasks/service.js';
+import { deleteTask } from '../tasks/delete.js';
+import { createBlobs } from '../infra/blob-store.js';
+import { VARIANTS, VideoFiles, type Variant } from './files.js';
 
 export const VIDEO_ID = /^video_[a-f0-9]{32}$/;
 
@@ -55,6 +58,11 @@ const VIDEO: TaskKind<VideoTaskRecord> = {
 
 export class VideoTaskService extends TaskService<VideoTaskRecord> {
   protected readonly spec = VIDEO;
+  private filesOf?: VideoFiles;
+  /** The configured blob store, for deletes and stills (the worker stored the videos there). */
+  private get files(): VideoFiles {
+    return (this.filesOf ??= new VideoFiles(createBlobs(this.config).blobs));
+  }
 
   async submit(
     caller: Caller,
@@ -106,10 +114,51 @@ export class VideoTaskService extends TaskService<VideoTaskRecord> {
     );
   }
 
-  /** Where the finished video is: the blob store's URL (never the upstream's expiring link). */
-  contentUrl(caller: Caller, id: string, variant: string): Promise<string> {
-    if (variant !== 'video')
-      return Promise.reject(new KilnError('invalid_request', `variant must be "video"; "${variant}" is not offered.`));
-    return this.finished(caller, id, (view: VideoView) => view.video_url ?? view.results?.[0]?.url, 'video');
+  /**
+   * Where the finished video (or a still of it) is: the blob store's URL, never the upstream's
+   * expiring link. A still is made on its first request (files.ts).
+   */
+  async contentUrl(caller: Caller, id: string, variant: string): Promise<string> {
+    if (!(VARIANTS as readonly string[]).includes(variant)) {
+      throw new KilnError(
+        'invalid_request',
+        `variant must be one of ${VARIANTS.join(', ')}; "${variant}" is not offered.`,
+      );
+    }
+    let seconds = 0;
+    const url = await this.finished(
+      caller,
+      id,
+      (view: VideoView) => {
+        seconds = Number(view.seconds) || 0;
+        return view.video_url ?? view.results?.[0]?.url;
+      },
+      'video',
+    );
+    return variant === 'video' ? url : this.files.still(url, variant as Exclude<Variant, 'video'>, seconds);
+  }
+
+  /**
+   * Remix (OpenAI's POST /v1/videos/{id}/remix): no provider Kiln speaks offers it, so the caller's
+   * video is answered with a clear refusal (and another owner's or an unknown id with not_found).
+   */
+  async remix(caller: Caller, id: string): Promise<never> {
+    const { model } = JSON.parse((await this.get(caller, id)).json) as { model: string };
+    throw new KilnError(
+      'invalid_request',
+      `Remix is not supported: no channel of model ${model} offers it. Create a new video with POST /v1/videos ` +
+        '(remixed_from_video_id stays null on every Kiln video).',
+    );
+  }
+
+  /** Deletes the caller's finished video: its files, its workflow's history, its record (src/tasks/delete.ts). */
+  delete(caller: Caller, id: string): Promise<void> {
+    const deps = {
+      temporal: this.temporal,
+      store: this.store,
+      models: this.config.models,
+      pollAfterSeconds: this.config.pollAfterSeconds,
+    };
+    return deleteTask(deps, this.spec, caller.owner, id, (r) => this.files.remove(r));
   }
 }

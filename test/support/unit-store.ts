@@ -54,6 +54,10 @@ export class MemoryStore extends TaskKeys implements TaskStore {
     return this.writes.filter((w) => w.startsWith(`${id} `)).map((w) => w.slice(id.length + 1));
   }
 
+  withExpiry<R extends AnyTaskRecord>(record: R): R {
+    return record;
+  }
+
   transition(record: AnyTaskRecord): Promise<boolean> {
     return this.write(record, false);
   }
@@ -64,6 +68,7 @@ export class MemoryStore extends TaskKeys implements TaskStore {
 
   private async write(record: AnyTaskRecord, strict: boolean): Promise<boolean> {
     this.check();
+    if (this.tombstones.has(record.id)) return false;
     const prev = this.records.get(record.id);
     const terminal = TERMINAL_STATUSES.includes(record.status);
     // As the store's script: never backwards; a repeated unfinished state (progress) goes through
@@ -210,6 +215,27 @@ export class MemoryStore extends TaskKeys implements TaskStore {
       fingerprint: this.fingerprints.get(id) ?? null,
       owner: r?.owner ?? null,
       record: r ? structuredClone(r) : null,
+      deleted: this.tombstones.has(id),
     };
+  }
+
+  /** Deleted tasks' ids and owners (the store's tombstones). */
+  readonly tombstones = new Map<string, string>();
+
+  async deleteTask(r: Pick<AnyTaskRecord, 'id' | 'owner' | 'kind'>) {
+    this.check();
+    const owner = this.tombstones.get(r.id);
+    if (owner !== undefined) return owner === r.owner ? ('gone' as const) : ('absent' as const);
+    const cur = this.records.get(r.id);
+    if (!cur || cur.owner !== r.owner || cur.kind !== r.kind) return 'absent' as const;
+    if (!TERMINAL_STATUSES.includes(cur.status)) return 'unfinished' as const;
+    this.records.delete(r.id);
+    this.tombstones.set(r.id, r.owner);
+    return 'deleted' as const;
+  }
+
+  async deletedAmong(ids: string[]) {
+    this.check();
+    return new Set(ids.filter((id) => this.tombstones.has(id)));
   }
 }

@@ -4,7 +4,8 @@ import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
 import { startFakeVideos, type FakeVideos } from './fake-videos.js';
 import { http, KEY_A, startKiln, waitForStatus, type Kiln } from './kiln.js';
 
-export const DONE = (s: string) => s === 'completed' || s === 'failed' || s === 'uncertain';
+/** OpenAI's end statuses (an uncertain video is `failed`, code `uncertain`). */
+export const DONE = (s: string) => s === 'completed' || s === 'failed';
 
 export async function startVideoKiln(): Promise<{ kiln: Kiln; fake: FakeVideos }> {
   const fake = await startFakeVideos();

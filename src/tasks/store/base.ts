@@ -10,7 +10,7 @@ import { storedViews } from '../../shared/views.js';
 import type { FinishedViews } from '../finished-views.js';
 import { TaskKeys } from './keys.js';
 import { listPage, RESERVATION, readOutcome } from './replies.js';
-import { READ, REMEMBER_FINGERPRINT, RESERVE_ONCE } from './scripts.js';
+import { DELETE_TASK, READ, REMEMBER_FINGERPRINT, RESERVE_ONCE, UNLIST } from './scripts.js';
 import { dispatchChannel, indexMember, type Page, type ReadOutcome, type RedisClient } from './task-store.js';
 
 export interface TaskStoreOptions {
@@ -75,9 +75,20 @@ export abstract class RedisTaskStore extends TaskKeys {
    * and `trimBound`, its owner index member and the bound below which members leave the list window
    * (trimmed with their items as the index is written).
    */
-  protected transitionArgs(record: AnyTaskRecord) {
+  /**
+   * A finished video says when Kiln stops serving it (OpenAI's expires_at): the retention after its
+   * end, from the record alone, so every path (the workflow's write, the Temporal fallback's
+   * answer) shows the same value. Other records as they are.
+   */
+  withExpiry<R extends AnyTaskRecord>(r: R): R {
+    if (r.kind !== 'video' || r.expires_at != null || r.completed_at == null) return r;
+    return { ...r, expires_at: r.completed_at + this.retentionSeconds };
+  }
+
+  protected transitionArgs(written: AnyTaskRecord) {
+    const terminal = TERMINAL_STATUSES.includes(written.status) ? '1' : '0';
+    const record = this.withExpiry(written);
     const { view, item } = storedViews(record);
-    const terminal = TERMINAL_STATUSES.includes(record.status) ? '1' : '0';
     return {
       args: [
         JSON.stringify(record),
@@ -217,8 +228,26 @@ export abstract class RedisTaskStore extends TaskKeys {
 
   async fingerprintOf(
     id: string,
-  ): Promise<{ fingerprint: string | null; owner: string | null; record: AnyTaskRecord | null }> {
-    const [f, o, j] = await this.redis.hmget(this.taskKey(id), 'f', 'o', 'j');
-    return { fingerprint: f, owner: o, record: j ? (JSON.parse(j) as AnyTaskRecord) : null };
+  ): Promise<{ fingerprint: string | null; owner: string | null; record: AnyTaskRecord | null; deleted: boolean }> {
+    const [f, o, j, x] = await this.redis.hmget(this.taskKey(id), 'f', 'o', 'j', 'x');
+    return { fingerprint: f, owner: o, record: j ? (JSON.parse(j) as AnyTaskRecord) : null, deleted: x !== null };
+  }
+
+  /** Whether one script may touch the task hash and the owner's keys together (single node). */
+  protected abstract readonly crossSlot: boolean;
+
+  async deleteTask(
+    r: Pick<AnyTaskRecord, 'id' | 'owner' | 'kind' | 'created_at'>,
+  ): Promise<'deleted' | 'gone' | 'absent' | 'unfinished'> {
+    const owned = [this.ownerKey(r.owner, r.kind), this.ownerItemsKey(r.owner, r.kind)];
+    const keys = this.crossSlot ? [this.taskKey(r.id), ...owned] : [this.taskKey(r.id)];
+    const args = [r.owner, r.kind, this.retentionSeconds, indexMember(r.created_at, r.id), r.id, this.deletionChannel];
+    const [code, member] = (await this.redis.eval(DELETE_TASK, keys.length, ...keys, ...args)) as [number, string];
+    // A cluster unlists after the tombstone: any write after it leaves the owner's keys alone
+    // (cluster.ts), so nothing lists the task again, and a repeated delete finishes a stopped one.
+    if (!this.crossSlot && member) await this.redis.eval(UNLIST, 2, ...owned, member, r.id);
+    this.finished?.forget(r.id);
+    const names = ['absent', 'deleted', 'gone', 'unfinished'] as const;
+    return names[code] ?? 'absent';
   }
 }

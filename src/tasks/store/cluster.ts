@@ -37,6 +37,8 @@ export class ClusterTaskStore extends RedisTaskStore implements TaskStore {
     });
   }
 
+  protected readonly crossSlot = false;
+
   private shardKey(n: number) {
     return `${this.prefix}unfinished:{u${n}}`;
   }
@@ -57,7 +59,9 @@ export class ClusterTaskStore extends RedisTaskStore implements TaskStore {
     const taskKey = this.taskKey(record.id);
     const [applied, status, storedItem, expiresAtMs] = (await replicated(this.cluster, taskKey, (p) =>
       scriptsOf(p).kilnRecord(taskKey, ...t.args, strict ? '1' : '0'),
-    )) as [number, TaskStatus, string, number];
+    )) as [number, TaskStatus | null, string, number];
+    // No status: the task was deleted (a tombstone, scripts.ts DELETE_TASK); its owner's keys stay as the delete left them.
+    if (status === null) return false;
     const ownerKey = this.ownerKey(record.owner, record.kind);
     const shard = this.gaugeKey(record.id);
     await Promise.all([
@@ -165,6 +169,18 @@ export class ClusterTaskStore extends RedisTaskStore implements TaskStore {
     const keys = ids.map((id) => this.missKey(owner, id));
     const res = await perNode(this.cluster, keys, (p, key) => p.get(key), true);
     return new Set(ids.filter((_, i) => !res[i][0] && res[i][1] !== null));
+  }
+
+  /** A node that does not answer leaves its ids not deleted, as far as this read can tell. */
+  async deletedAmong(ids: string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const res = await perNode(
+      this.cluster,
+      ids.map((id) => this.taskKey(id)),
+      (p, key) => p.hexists(key, 'x'),
+      true,
+    );
+    return new Set(ids.filter((_, i) => !res[i][0] && res[i][1] === 1));
   }
 
   async rememberMissing(owner: string, ids: string[]): Promise<void> {

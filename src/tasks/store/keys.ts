@@ -24,6 +24,10 @@ export class TaskKeys {
   get waitChannel() {
     return `${this.prefix}status`;
   }
+  /** Pub/sub channel of deleted tasks' ids (src/tasks/deletions.ts listens). */
+  get deletionChannel() {
+    return `${this.prefix}deleted`;
+  }
   protected limiterKey(key: string) {
     return `${this.prefix}rl:${key}`;
   }

@@ -41,6 +41,13 @@ export const PAGE_REPLY = { unknownCursor: -1, found: 0, last: 0, more: 1 } as c
 /** The reply of scripts whose callers read none (OWNER_STEP, RESERVE_SHARD, REMEMBER_FINGERPRINT). */
 export const DONE = 1;
 
+/** DELETE_TASK: tombstoned now, a tombstone already, no such task of the owner, or still running. */
+export const DELETION = { absent: 0, deleted: 1, gone: 2, unfinished: 3 } as const;
+/** The rank of every terminal status (STATUS_RANK). */
+export const TERMINAL_RANK = 3;
+/** A tombstone's rank: above every status, so no transition moves a deleted task again. */
+export const TOMBSTONE_RANK = 9;
+
 /** SET_IF_UNCHANGED (webhook.ts): whether the record was still the one read. */
 export const COMPARE_AND_SET = { changed: 0, written: 1 } as const;
 

@@ -1,7 +1,17 @@
 // The read model's Lua scripts (single-node.ts and cluster.ts run them). Each one is atomic in
 // Redis; in cluster mode only the single-slot ones are used. Numeric replies come from replies.ts,
 // where the stores read them too.
-import { DONE, ITEM_SOURCE, PAGE_REPLY, READ_REPLY, RESERVATION, TRANSITION_REPLY } from './replies.js';
+import {
+  DELETION,
+  DONE,
+  ITEM_SOURCE,
+  PAGE_REPLY,
+  READ_REPLY,
+  RESERVATION,
+  TERMINAL_RANK,
+  TOMBSTONE_RANK,
+  TRANSITION_REPLY,
+} from './replies.js';
 
 // Lua shared by the scripts that keep or read an owner's list items: a hash in the owner's slot,
 // id -> "<rank>:<expiry ms, 13 digits>:<item>", beside the owner index (a sorted set of
@@ -75,8 +85,9 @@ if ARGV[5] == '1' then redis.call('ZREM', KEYS[3], ARGV[11]) end
 return ${TRANSITION_REPLY.applied}`;
 
 // KEYS: task hashes, then the limiter key when ARGV[3] > 0. ARGV: owner, kind, limiter interval ms.
-// Replies {passed, then per task: status and view | foreign (another owner's or kind) | record and
-// the record (written before views were stored) | absent}, or {pttl} when the limiter refuses.
+// Replies {passed, then per task: status and view | foreign (another owner's or kind, or a deleted
+// task's tombstone: no one's, and never looked up in Temporal) | record and the record (written
+// before views were stored) | absent}, or {pttl} when the limiter refuses.
 export const READ = `
 local n = #KEYS
 local interval = tonumber(ARGV[3])
@@ -95,8 +106,9 @@ for i = 1, n do
     if h[1] == ARGV[1] and h[2] == ARGV[2] then out[#out + 1] = h[3]; out[#out + 1] = h[4]
     else out[#out + 1] = ${READ_REPLY.foreign}; out[#out + 1] = false end
   else
-    local j = redis.call('HGET', KEYS[i], 'j')
-    if j then out[#out + 1] = ${READ_REPLY.record}; out[#out + 1] = j
+    local j = redis.call('HMGET', KEYS[i], 'j', 'x')
+    if j[1] then out[#out + 1] = ${READ_REPLY.record}; out[#out + 1] = j[1]
+    elseif j[2] then out[#out + 1] = ${READ_REPLY.foreign}; out[#out + 1] = false
     else out[#out + 1] = ${READ_REPLY.absent}; out[#out + 1] = false end
   end
 end
@@ -253,4 +265,38 @@ return ${RESERVATION.added}`;
 // with it; a hash with no TTL yet (no record written) gets the retention.
 export const REMEMBER_FINGERPRINT = `redis.call('HSET', KEYS[1], 'f', ARGV[1])
 if redis.call('TTL', KEYS[1]) < 0 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+return ${DONE}`;
+
+// A deleted task's tombstone replaces its hash: `x` (the owner), `m` (its index member) and a rank
+// above every status, so TRANSITION and RECORD (forward-only) refuse every later write of the task
+// (a late worker write, a fallback read's write-back, a rebuild's restore, a reconciler round), and
+// READ answers it as no one's. The fingerprint stays: a keyed resubmit learns the key's task is gone.
+// KEYS: task hash, then (single node) owner index and owner's list items. ARGV: owner, kind, ttl,
+// index member, id, deletion channel (the id is published there: every API process drops its view). Only a finished task of this owner and kind is deleted; a tombstone of the owner
+// is unlisted again (a cluster's delete that stopped before UNLIST). Replies {DELETION, member}.
+export const DELETE_TASK = `
+local h = redis.call('HMGET', KEYS[1], 'o', 'k', 'r', 'x', 'f', 'm')
+local member, code = ARGV[4], ${DELETION.deleted}
+if h[4] then
+  if h[4] ~= ARGV[1] then return {${DELETION.absent}, ''} end
+  member, code = h[6] or '', ${DELETION.gone}
+else
+  if h[1] ~= ARGV[1] or h[2] ~= ARGV[2] then return {${DELETION.absent}, ''} end
+  if tonumber(h[3] or 0) < ${TERMINAL_RANK} then return {${DELETION.unfinished}, ''} end
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], 'x', ARGV[1], 'r', ${TOMBSTONE_RANK}, 'm', member)
+  if h[5] then redis.call('HSET', KEYS[1], 'f', h[5]) end
+  redis.call('EXPIRE', KEYS[1], ARGV[3])
+  redis.call('PUBLISH', ARGV[6], ARGV[5])
+end
+if #KEYS == 3 and member ~= '' then
+  redis.call('ZREM', KEYS[2], member)
+  redis.call('HDEL', KEYS[3], ARGV[5])
+end
+return {code, member}`;
+
+// Cluster mode, the second step of a delete (the first is DELETE_TASK on the task hash alone).
+// KEYS: owner index, owner's list items. ARGV: index member, id. Idempotent.
+export const UNLIST = `redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[2])
 return ${DONE}`;

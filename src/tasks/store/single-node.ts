@@ -19,6 +19,8 @@ export class SingleNodeTaskStore extends RedisTaskStore implements TaskStore {
     });
   }
 
+  protected readonly crossSlot = true;
+
   private get unfinishedKey() {
     return `${this.prefix}unfinished`;
   }
@@ -71,6 +73,14 @@ export class SingleNodeTaskStore extends RedisTaskStore implements TaskStore {
     if (ids.length === 0) return new Set();
     const hits = await this.redis.mget(ids.map((id) => this.missKey(owner, id)));
     return new Set(ids.filter((_, i) => hits[i] !== null));
+  }
+
+  async deletedAmong(ids: string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const p = this.redis.pipeline();
+    for (const id of ids) p.hexists(this.taskKey(id), 'x');
+    const res = (await p.exec()) ?? [];
+    return new Set(ids.filter((_, i) => !res[i]?.[0] && res[i]?.[1] === 1));
   }
 
   async rememberMissing(owner: string, ids: string[]): Promise<void> {

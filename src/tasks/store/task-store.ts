@@ -36,6 +36,8 @@ export interface TaskStore {
   ownerItemsKey(owner: string, kind?: Kind): string;
   /** Pub/sub channel of status changes, "<id> <status>" (src/tasks/waits.ts listens). */
   readonly waitChannel: string;
+  /** Pub/sub channel of deleted tasks' ids (src/tasks/deletions.ts listens). */
+  readonly deletionChannel: string;
 
   /**
    * Writes a transition if it moves the task forward, with the owner index entry and list item.
@@ -50,6 +52,8 @@ export interface TaskStore {
    */
   restore(record: AnyTaskRecord): Promise<boolean>;
   get(id: string): Promise<ImageTaskRecord | null>;
+  /** The record as a transition stores it: a finished video with its `expires_at`. */
+  withExpiry<R extends AnyTaskRecord>(record: R): R;
 
   /** Claims a place among unfinished tasks; false when the queue is full. */
   reserve(id: string, max: number): Promise<boolean>;
@@ -106,10 +110,21 @@ export interface TaskStore {
   reserveOnce(id: string, max: number): Promise<'added' | 'held' | 'full'>;
   /** Stores a keyed submit's request fingerprint next to its record, to live as long as it. */
   rememberFingerprint(id: string, fingerprint: string): Promise<void>;
-  /** A keyed submit's fingerprint, owner and record, each null when absent. */
+  /** A keyed submit's fingerprint, owner and record, each null when absent; `deleted`: a tombstone. */
   fingerprintOf(
     id: string,
-  ): Promise<{ fingerprint: string | null; owner: string | null; record: AnyTaskRecord | null }>;
+  ): Promise<{ fingerprint: string | null; owner: string | null; record: AnyTaskRecord | null; deleted?: boolean }>;
+
+  /**
+   * Deletes the owner's finished task: its record becomes a tombstone kept for the retention (no
+   * later write, fallback or rebuild brings it back) and it leaves the owner's list. `gone`: a
+   * tombstone already (its list entry is removed again, in case an earlier delete stopped short).
+   */
+  deleteTask(
+    record: Pick<AnyTaskRecord, 'id' | 'owner' | 'kind' | 'created_at'>,
+  ): Promise<'deleted' | 'gone' | 'absent' | 'unfinished'>;
+  /** The ids among `ids` that are deleted tasks' tombstones. */
+  deletedAmong(ids: string[]): Promise<Set<string>>;
 }
 
 /** The channel a dispatch mark (`attempt` or `attempt:channel`) names; '' for a mark without one. */
