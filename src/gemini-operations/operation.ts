@@ -37,7 +37,8 @@ function uncertainMessage(view: VideoView): string {
 }
 
 function rpcError(view: VideoView): { code: number; message: string; details: ReturnType<typeof errorInfo>[] } {
-  if (view.status === 'uncertain')
+  // An uncertain video is `failed` with code `uncertain` on /v1/videos (src/shared/views.ts).
+  if (view.error?.code === 'uncertain')
     return { code: RPC_CODES.UNKNOWN, message: uncertainMessage(view), details: [errorInfo('uncertain')] };
   const code = view.error?.code ?? 'upstream_error';
   const status: RpcStatus = code in RPC_STATUS ? RPC_STATUS[code as ErrorCode] : 'INTERNAL';
@@ -46,7 +47,7 @@ function rpcError(view: VideoView): { code: number; message: string; details: Re
 
 /** The operation of a video task as GET .../operations/{id} answers it. */
 export function toOperation(view: VideoView, publicBaseUrl: string) {
-  const done = view.status === 'completed' || view.status === 'failed' || view.status === 'uncertain';
+  const done = view.status === 'completed' || view.status === 'failed';
   const url = view.video_url ?? view.results?.[0]?.url;
   return {
     name: operationName(view.model, view.id),
@@ -62,7 +63,7 @@ export function toOperation(view: VideoView, publicBaseUrl: string) {
           },
         }
       : {}),
-    ...(view.status === 'failed' || view.status === 'uncertain' ? { error: rpcError(view) } : {}),
+    ...(view.status === 'failed' ? { error: rpcError(view) } : {}),
   };
 }
 
@@ -75,7 +76,7 @@ export const Operation = z
     metadata: z.object({
       '@type': z.literal(METADATA_TYPE),
       videoId: z.string().meta({ description: 'The video task (also under GET /v1/videos/{id})' }),
-      status: z.enum(['queued', 'in_progress', 'completed', 'failed', 'uncertain']),
+      status: z.enum(['queued', 'in_progress', 'completed', 'failed']),
       progress: z.number().int().min(0).max(100),
     }),
     done: z.boolean(),
