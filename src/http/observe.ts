@@ -52,7 +52,7 @@ function taskIdOf(ctx: Context): string | undefined {
 }
 
 /** Where a 429 comes from an owner's or key's limit (src/usage/), not the poll limiter. */
-const SUBMIT_ROUTES = new Set(['/v1beta/models/:modelAction', '/v1/videos']);
+const SUBMIT_ROUTES = new Set(['/v1beta/models/:modelAction', '/v1/models/:modelAction', '/v1/videos']);
 const LIMIT_CODES = new Set(['quota_exceeded', 'concurrency_limit_exceeded', 'rate_limited']);
 
 export function requestObserver({ log, metrics, stopping }: Omit<ObserveDeps, 'tracer'>): RequestObserver {

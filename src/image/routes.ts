@@ -73,107 +73,118 @@ const REPLAYED = {
 
 export function imageRoutes({ tasks, pollAfterSeconds, direct }: ImageRouteDeps): RouteDef[] {
   return [
-    route({
-      method: 'post',
-      route: '/v1beta/models/:modelAction',
-      path: '/v1beta/models/{model}:generateContent',
-      operationId: 'submitImageTask',
-      tags: ['image tasks'],
-      summary: 'Submit an image task (generateContent form)',
-      description:
-        'Answers 202 at once; poll `polling_url`. The request must resolve ' +
-        'to `output=url` (query or `generationConfig.imageConfig.output`). ' +
-        'Body at most 2 MB after decompression; `Content-Encoding` gzip or br. ' +
-        'Optional `Idempotency-Key` header (1-255 characters 0x21-0x7E, scoped to ' +
-        'the caller): a repeat with the same key and request returns the same task ' +
-        '(202, header `Idempotent-Replayed: true`, the task as it is ' +
-        'now); with another request, 422 `idempotency_key_reused`.',
-      request: {
-        params: z.object({ model: z.string().meta({ description: 'Image model id (GET /v1/models)' }) }),
-        query: z.object({ output: z.literal('url').optional(), ...WebhookQuery }),
-        headers: IdempotencyKeyHeader,
-        body: SubmitBody,
-        // Koa cannot split `{model}:generateContent`, direct-form models also take output=base64,
-        // and validateSubmit answers with the contract's own error codes.
-        checkedByHandler: ['params', 'query', 'body'],
-      },
-      // Gemini clients (the @google/genai SDK) send their key as x-goog-api-key, not as a bearer token.
-      credentials: (ctx) =>
-        ctx.get('authorization') || (ctx.get('x-goog-api-key') ? `Bearer ${ctx.get('x-goog-api-key')}` : undefined),
-      responses: {
-        202: {
-          description: 'Accepted (or, for a repeated Idempotency-Key, the earlier task)',
-          schema: SubmitResponse,
-          headers: REPLAYED,
-          links: {
-            GetTask: { operationId: 'getTask', parameters: { id: '$response.body#/id' }, description: 'Poll the task' },
-            GetTaskContent: {
-              operationId: 'getTaskContent',
-              parameters: { id: '$response.body#/id' },
-              description: 'Its first image, once succeeded',
-            },
-            BatchGetTasks: {
-              operationId: 'batchGetTasks',
-              requestBody: { ids: ['$response.body#/id'] },
-              description: 'Poll it in a batch',
-            },
-            CancelTask: {
-              operationId: 'cancelTask',
-              parameters: { id: '$response.body#/id' },
-              description: 'Cancel it',
+    // @google/genai 3 sends generateContent to /v1 unless told another apiVersion: the same
+    // operation answers there too.
+    ...(['v1beta', 'v1'] as const).map((version) =>
+      route({
+        method: 'post',
+        route: `/${version}/models/:modelAction`,
+        path: `/${version}/models/{model}:generateContent`,
+        operationId: version === 'v1beta' ? 'submitImageTask' : 'submitImageTaskV1',
+        tags: ['image tasks'],
+        summary:
+          version === 'v1beta'
+            ? 'Submit an image task (generateContent form)'
+            : 'Submit an image task (generateContent form, under /v1 as @google/genai 3 sends it)',
+        description:
+          'Answers 202 at once; poll `polling_url`. The request must resolve ' +
+          'to `output=url` (query or `generationConfig.imageConfig.output`). ' +
+          'Body at most 2 MB after decompression; `Content-Encoding` gzip or br. ' +
+          'Optional `Idempotency-Key` header (1-255 characters 0x21-0x7E, scoped to ' +
+          'the caller): a repeat with the same key and request returns the same task ' +
+          '(202, header `Idempotent-Replayed: true`, the task as it is ' +
+          'now); with another request, 422 `idempotency_key_reused`.',
+        request: {
+          params: z.object({ model: z.string().meta({ description: 'Image model id (GET /v1/models)' }) }),
+          query: z.object({ output: z.literal('url').optional(), ...WebhookQuery }),
+          headers: IdempotencyKeyHeader,
+          body: SubmitBody,
+          // Koa cannot split `{model}:generateContent`, direct-form models also take output=base64,
+          // and validateSubmit answers with the contract's own error codes.
+          checkedByHandler: ['params', 'query', 'body'],
+        },
+        // Gemini clients (the @google/genai SDK) send their key as x-goog-api-key, not as a bearer token.
+        credentials: (ctx) =>
+          ctx.get('authorization') || (ctx.get('x-goog-api-key') ? `Bearer ${ctx.get('x-goog-api-key')}` : undefined),
+        responses: {
+          202: {
+            description: 'Accepted (or, for a repeated Idempotency-Key, the earlier task)',
+            schema: SubmitResponse,
+            headers: REPLAYED,
+            links: {
+              GetTask: {
+                operationId: 'getTask',
+                parameters: { id: '$response.body#/id' },
+                description: 'Poll the task',
+              },
+              GetTaskContent: {
+                operationId: 'getTaskContent',
+                parameters: { id: '$response.body#/id' },
+                description: 'Its first image, once succeeded',
+              },
+              BatchGetTasks: {
+                operationId: 'batchGetTasks',
+                requestBody: { ids: ['$response.body#/id'] },
+                description: 'Poll it in a batch',
+              },
+              CancelTask: {
+                operationId: 'cancelTask',
+                parameters: { id: '$response.body#/id' },
+                description: 'Cancel it',
+              },
             },
           },
         },
-      },
-      errors: [
-        'invalid_request',
-        'output_must_be_url',
-        'prompt_too_long',
-        'too_many_reference_images',
-        'invalid_reference_image_url',
-        'invalid_reference_image_scheme',
-        'model_not_found',
-        'not_found',
-        'idempotency_key_reused',
-        // Direct form: the task was canceled (POST /v1/tasks/{id}/cancel) while the request waited.
-        'canceled',
-        'invalid_webhook_url',
-        'request_too_large',
-        'unsupported_content_encoding',
-        'unsupported_media_type',
-        'queue_full',
-        'service_unavailable',
-      ],
-      handler: async (ctx, { caller }) => {
-        const { modelAction } = ctx.params;
-        const cut = modelAction.lastIndexOf(':');
-        if (cut < 0 || modelAction.slice(cut + 1) !== 'generateContent')
-          throw new KilnError('not_found', 'Use POST /v1beta/models/{model}:generateContent.');
-        const model = tasks.model(modelAction.slice(0, cut), caller);
-        const idempotencyKey = parseIdempotencyKey(ctx.headers['idempotency-key']);
-        const webhook = tasks.webhookTarget(ctx.query.webhook, ctx.query.webhook_events);
-        await jsonBody()(ctx, async () => undefined);
-        const output =
-          typeof ctx.query.output === 'string' ? ctx.query.output : Array.isArray(ctx.query.output) ? '' : undefined;
-        if (model.form === 'direct' && direct) {
-          const asked = validateDirect(ctx.request.body, output, model);
-          const { taskId, body, replayed } = await direct.generate(
-            caller,
-            model,
-            asked.request,
-            asked.output,
-            idempotencyKey,
-            webhook,
-          );
-          ctx.set('X-Kiln-Task-Id', taskId);
-          sendSubmitted(ctx, 200, body, replayed);
-          return;
-        }
-        const request = validateSubmit(ctx.request.body, output, model);
-        const { response, replayed } = await tasks.submit(caller, model, request, { idempotencyKey, webhook });
-        sendSubmitted(ctx, 202, response, replayed);
-      },
-    }),
+        errors: [
+          'invalid_request',
+          'output_must_be_url',
+          'prompt_too_long',
+          'too_many_reference_images',
+          'invalid_reference_image_url',
+          'invalid_reference_image_scheme',
+          'model_not_found',
+          'not_found',
+          'idempotency_key_reused',
+          // Direct form: the task was canceled (POST /v1/tasks/{id}/cancel) while the request waited.
+          'canceled',
+          'invalid_webhook_url',
+          'request_too_large',
+          'unsupported_content_encoding',
+          'unsupported_media_type',
+          'queue_full',
+          'service_unavailable',
+        ],
+        handler: async (ctx, { caller }) => {
+          const { modelAction } = ctx.params;
+          const cut = modelAction.lastIndexOf(':');
+          if (cut < 0 || modelAction.slice(cut + 1) !== 'generateContent')
+            throw new KilnError('not_found', 'Use POST /v1beta/models/{model}:generateContent.');
+          const model = tasks.model(modelAction.slice(0, cut), caller);
+          const idempotencyKey = parseIdempotencyKey(ctx.headers['idempotency-key']);
+          const webhook = tasks.webhookTarget(ctx.query.webhook, ctx.query.webhook_events);
+          await jsonBody()(ctx, async () => undefined);
+          const output =
+            typeof ctx.query.output === 'string' ? ctx.query.output : Array.isArray(ctx.query.output) ? '' : undefined;
+          if (model.form === 'direct' && direct) {
+            const asked = validateDirect(ctx.request.body, output, model);
+            const { taskId, body, replayed } = await direct.generate(
+              caller,
+              model,
+              asked.request,
+              asked.output,
+              idempotencyKey,
+              webhook,
+            );
+            ctx.set('X-Kiln-Task-Id', taskId);
+            sendSubmitted(ctx, 200, body, replayed);
+            return;
+          }
+          const request = validateSubmit(ctx.request.body, output, model);
+          const { response, replayed } = await tasks.submit(caller, model, request, { idempotencyKey, webhook });
+          sendSubmitted(ctx, 202, response, replayed);
+        },
+      }),
+    ),
 
     route({
       method: 'post',
