@@ -5,7 +5,7 @@ import Koa from 'koa';
 import Router from '@koa/router';
 import type { Logger } from 'pino';
 import { errorMiddleware } from './http/errors.js';
-import { googleErrors } from './gemini-operations/errors.js';
+import { googleErrors } from './http/google-errors.js';
 import { GEMINI_VIDEO_PATHS, geminiVideoRoutes, type GeminiVideoDeps } from './gemini-operations/routes.js';
 import { chatRoutes } from './chat/routes.js';
 import type { ChatService } from './chat/service.js';
@@ -26,7 +26,6 @@ import type { Authenticator } from './infra/auth.js';
 import { usageRoutes } from './usage/routes.js';
 import type { QuotaStore } from './usage/store.js';
 import { webhookRoutes } from './webhooks/routes.js';
-import { googlePathErrors } from './gemini-batch/google-errors.js';
 import { GEMINI_BATCH_PATHS, geminiBatchRoutes } from './gemini-batch/routes.js';
 import type { GeminiBatches } from './gemini-batch/service.js';
 import { openaiImageRoutes } from './openai-images/routes.js';
@@ -86,10 +85,14 @@ export function buildApp(deps: AppDeps): KilnApp {
   const tracer = deps.ops?.tracer;
   app.use(observe(observer, tracer));
   app.use(errorMiddleware(deps.log));
-  // The Gemini video endpoints answer their errors in Google's shape, auth and body errors included.
-  if (deps.geminiVideos) app.use(googleErrors(GEMINI_VIDEO_PATHS, deps.log));
-  // The Gemini batch endpoints too (src/gemini-batch/), unmatched paths under them included.
-  if (deps.geminiBatches) app.use(googlePathErrors(deps.log, GEMINI_BATCH_PATHS));
+  // The Gemini endpoints (video operations, batch mode) answer their errors in Google's shape, auth
+  // and body errors and unmatched paths under them included; only those that are mounted, so a
+  // disabled surface's paths keep Kiln's 404.
+  const googlePaths = [
+    ...(deps.geminiVideos ? [GEMINI_VIDEO_PATHS] : []),
+    ...(deps.geminiBatches ? [GEMINI_BATCH_PATHS] : []),
+  ];
+  if (googlePaths.length > 0) app.use(googleErrors(googlePaths, deps.log));
   // The caller's owner hash goes on the request's log line.
   const inner = deps.auth;
   const auth: Authenticator = {

@@ -1,6 +1,7 @@
 // Schemas of the Gemini batch answers, for the OpenAPI document (routes.ts declares the operations):
 // Google's Operation around a GenerateContentBatch, as view.ts builds it.
 import { z } from 'zod';
+import { ErrorInfo } from '../http/google-errors.js';
 import { TaskId } from '../image/openapi.js';
 import { BATCH_STATES, BATCH_TYPE } from './view.js';
 
@@ -12,7 +13,7 @@ const RpcStatus = z
       .meta({ description: 'google.rpc.Code: 1 CANCELLED, 3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED …' }),
     message: z.string(),
     details: z
-      .array(z.object({ '@type': z.string(), reason: z.string(), domain: z.string() }))
+      .array(ErrorInfo)
       .optional()
       .meta({ description: "google.rpc.ErrorInfo with Kiln's error code (upper case) as reason" }),
   })

@@ -7,7 +7,7 @@ import type { ImageModel } from '../config.js';
 import type { ImageRequest } from '../shared/image-task.js';
 import { KilnError } from '../shared/errors.js';
 import { SubmitBody, validateSubmit } from '../image/validate.js';
-import { rpcStatus, type RpcStatus } from './google-errors.js';
+import { rpcStatus, type RpcStatus } from '../http/google-errors.js';
 
 export const BATCH_LIMITS = {
   /** Inline requests per batch. */

@@ -5,7 +5,7 @@
 import type { Candidate, Part } from '../shared/image-task.js';
 import type { Blobs } from '../infra/blob-store.js';
 import { UnusableUrl, type SafeFetch } from '../infra/safe-fetch.js';
-import { rpcStatus } from './google-errors.js';
+import { rpcStatus } from '../http/google-errors.js';
 import type { BatchRecord } from './store.js';
 import { failureOf, type InlinedResponse, type TaskNow } from './view.js';
 

@@ -2,16 +2,16 @@
 // declaration each (see http/route-table.ts), under /v1beta and under /v1: @google/genai 3 sends
 // its batch calls to /v1 unless told another apiVersion. app.ts mounts them before the image routes,
 // whose `/v1beta/models/:modelAction` would otherwise take `:batchGenerateContent`; every error on
-// these paths is answered in Google's shape (google-errors.ts).
+// these paths is answered in Google's shape (http/google-errors.ts).
 import type { RouterContext } from '@koa/router';
 import { z } from 'zod';
 import { jsonBody } from '../http/body.js';
+import { googleErrorSchema } from '../http/google-errors.js';
 import { IdempotencyKeyHeader } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
 import { KilnError } from '../shared/errors.js';
 import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
 import { wholeNumber } from '../tasks/routes.js';
-import { googleErrorSchema } from './google-errors.js';
 import { BatchList, BatchOperation, Empty } from './openapi.js';
 import { BATCH_LIMITS, CreateBodyDoc } from './request.js';
 import { PAGE_SIZE, type GeminiBatches } from './service.js';

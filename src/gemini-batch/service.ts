@@ -15,7 +15,7 @@ import { readFromTemporal } from '../tasks/fallback.js';
 import { pollViews } from '../tasks/poll.js';
 import { keyReused } from '../tasks/start.js';
 import type { TaskStore } from '../tasks/store/task-store.js';
-import { rpcStatus } from './google-errors.js';
+import { rpcStatus } from '../http/google-errors.js';
 import { checkBatch } from './request.js';
 import { inlinedResponses, inPool, type ImageSource } from './results.js';
 import { BatchStore, isCursor, type BatchItem, type BatchRecord, type StoredBatch } from './store.js';

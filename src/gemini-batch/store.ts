@@ -4,7 +4,7 @@
 // Every key of an owner's batches carries the hash tag `{owner}`: one slot, so each script below
 // runs on a Redis Cluster as on a single Redis.
 import type { RedisClient } from '../tasks/store/task-store.js';
-import type { RpcStatus } from './google-errors.js';
+import type { RpcStatus } from '../http/google-errors.js';
 
 /** One request of a batch: its task, or the refusal it got at submit. */
 export interface BatchItem {

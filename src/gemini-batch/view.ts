@@ -2,7 +2,7 @@
 // its state, stats and times derived from its tasks' records at the moment of the read. Pure: the
 // service reads, this module decides.
 import type { TaskView } from '../shared/views.js';
-import { rpcStatus, uncertainStatus, type RpcStatus } from './google-errors.js';
+import { rpcStatus, type RpcStatus } from '../http/google-errors.js';
 import type { BatchItem, BatchRecord } from './store.js';
 
 export const BATCH_TYPE = 'type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch';
@@ -95,7 +95,7 @@ export function failureOf(item: BatchItem, task: TaskNow): RpcStatus | null {
   if (!task) return rpcStatus('not_found', `Task ${item.task} is no longer kept (RETENTION_DAYS).`);
   if (task.status === 'succeeded') return null;
   if (task.status === 'uncertain')
-    return uncertainStatus(`Task ${task.id}: the outcome is uncertain. ${task.uncertain_reason ?? ''}`.trim());
+    return rpcStatus('uncertain', `Task ${task.id}: the outcome is uncertain. ${task.uncertain_reason ?? ''}`.trim());
   const e = task.error ?? { code: 'upstream_error', message: `Task ${task.id} ended ${task.status}.` };
   return rpcStatus(e.code, `Task ${task.id}: ${e.message}`);
 }

@@ -3,8 +3,8 @@
 // document them. The task's record stays the only state: an operation is a view of it.
 import { z } from 'zod';
 import type { VideoView } from '../shared/views.js';
-import { ErrorInfo, errorInfo, RPC_CODES, RPC_STATUS, type RpcStatus } from './errors.js';
-import { TASK_FAILURE_CODES, type ErrorCode } from '../shared/errors.js';
+import { ErrorInfo, RPC_CODES, rpcName, rpcStatus, type RpcStatus } from '../http/google-errors.js';
+import { TASK_FAILURE_CODES } from '../shared/errors.js';
 
 export const RESPONSE_TYPE = 'type.googleapis.com/google.ai.generativelanguage.v1beta.PredictLongRunningResponse';
 export const METADATA_TYPE = 'type.googleapis.com/kiln.v1.VideoOperationMetadata';
@@ -36,13 +36,11 @@ function uncertainMessage(view: VideoView): string {
   );
 }
 
-function rpcError(view: VideoView): { code: number; message: string; details: ReturnType<typeof errorInfo>[] } {
-  // An uncertain video is `failed` with code `uncertain` on /v1/videos (src/shared/views.ts).
-  if (view.error?.code === 'uncertain')
-    return { code: RPC_CODES.UNKNOWN, message: uncertainMessage(view), details: [errorInfo('uncertain')] };
-  const code = view.error?.code ?? 'upstream_error';
-  const status: RpcStatus = code in RPC_STATUS ? RPC_STATUS[code as ErrorCode] : 'INTERNAL';
-  return { code: RPC_CODES[status], message: view.error?.message ?? 'The video failed.', details: [errorInfo(code)] };
+function rpcError(view: VideoView): RpcStatus {
+  // An uncertain video is `failed` with code `uncertain` on /v1/videos (src/shared/views.ts): not a
+  // catalogue code, so UNKNOWN (rpcName), with a message saying what the caller can do.
+  if (view.error?.code === 'uncertain') return rpcStatus('uncertain', uncertainMessage(view));
+  return rpcStatus(view.error?.code ?? 'upstream_error', view.error?.message ?? 'The video failed.');
 }
 
 /** The operation of a video task as GET .../operations/{id} answers it. */
@@ -105,8 +103,8 @@ export const Operation = z
           .int()
           .meta({
             description:
-              `google.rpc.Code: ${TASK_FAILURE_CODES.map((c) => `${c} ${RPC_CODES[RPC_STATUS[c]]}`).join(', ')}; ` +
-              'uncertain 2 (UNKNOWN); any other 13',
+              `google.rpc.Code: ${TASK_FAILURE_CODES.map((c) => `${c} ${RPC_CODES[rpcName(c)]}`).join(', ')}; ` +
+              'uncertain and any other 2 (UNKNOWN)',
           }),
         message: z.string(),
         details: z.array(ErrorInfo).meta({ description: "reason: the task's Kiln error code (or UNCERTAIN)" }),

@@ -5,13 +5,13 @@
 import type { Context } from 'koa';
 import { z } from 'zod';
 import { jsonBody } from '../http/body.js';
+import { googleErrorSchema } from '../http/google-errors.js';
 import { parseInput, route, type RouteDef } from '../http/route-table.js';
 import type { Blobs } from '../infra/blob-store.js';
 import { EXT_BY_TYPE, type FsBlobStore } from '../infra/blobs.js';
 import { KilnError } from '../shared/errors.js';
 import type { VideoView } from '../shared/views.js';
 import { VIDEO_ID, type VideoTaskService } from '../video/service.js';
-import { googleErrorSchema } from './errors.js';
 import { fileId, Operation, operationName, toOperation, VIDEO_HEX } from './operation.js';
 import { decodeImage, PREDICT_BODY_BYTES, PredictBody, toVideoRequest } from './validate.js';
 
@@ -30,7 +30,7 @@ const DOWNLOAD = (v: string) => `/${v}/files/:file\\:download`;
 
 /**
  * The paths these routes serve, malformed ones included (an empty model or file id falls to a
- * neighbouring route): their errors are answered in Google's shape (errors.ts).
+ * neighbouring route): their errors are answered in Google's shape (http/google-errors.ts).
  */
 export const GEMINI_VIDEO_PATHS =
   /^\/v1(?:beta)?\/(?:models\/[^/]*(?::predictLongRunning|\/operations\/[^/]*)|files\/[^/]*:download)$/;

@@ -270,6 +270,10 @@ describe('owner scope and auth', () => {
     expect(none.status).toBe(401);
     expect(none.json.error).toMatchObject({ code: 401, status: 'UNAUTHENTICATED' });
     expect(none.json.error.message).toContain('x-goog-api-key');
+    // A wrong method is the router's: Kiln's shared 405, as on every path (the video operations' too).
+    const put = await api()('/v1beta/batches', { method: 'PUT' });
+    expect(put.status).toBe(405);
+    expect(put.json.error.code).toBe('method_not_allowed');
   });
 });
 

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { ImageModel } from '../../src/config.js';
 import { DEFAULT_MODELS } from '../../src/default-models.js';
 import { KilnError } from '../../src/shared/errors.js';
-import { googleBody, rpcName, rpcStatus } from '../../src/gemini-batch/google-errors.js';
+import { googleErrorBody, rpcName, rpcStatus } from '../../src/http/google-errors.js';
 import { BATCH_LIMITS, checkBatch } from '../../src/gemini-batch/request.js';
 import type { BatchRecord } from '../../src/gemini-batch/store.js';
 import { operation, summarize, type TaskNow } from '../../src/gemini-batch/view.js';
@@ -160,7 +160,7 @@ describe('operation', () => {
 
 describe('Google error shape', () => {
   it('keeps the HTTP status, names the rpc status and Kiln code', () => {
-    expect(googleBody(404, { error: { code: 'not_found', message: 'gone' } })).toEqual({
+    expect(googleErrorBody(new KilnError('not_found', 'gone'))).toEqual({
       error: {
         code: 404,
         message: 'gone',
@@ -172,6 +172,13 @@ describe('Google error shape', () => {
     expect(rpcName('quota_exceeded')).toBe('RESOURCE_EXHAUSTED');
     expect(rpcName('canceled')).toBe('CANCELLED');
     expect(rpcName('something_else')).toBe('UNKNOWN');
+    expect(rpcName('constructor')).toBe('UNKNOWN');
     expect(rpcStatus('canceled', 'x').code).toBe(1);
+    // An uncertain task: UNKNOWN, its ErrorInfo naming it as every other request's does.
+    expect(rpcStatus('uncertain', 'x')).toEqual({
+      code: 2,
+      message: 'x',
+      details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'UNCERTAIN', domain: 'kiln' }],
+    });
   });
 });
