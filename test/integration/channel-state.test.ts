@@ -2,11 +2,8 @@
 // Redis Cluster (3 primaries + 3 replicas, started here): the same behaviours on both. Each test
 // has its own prefix and model, so tests neither share state nor all land on one slot.
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
-import { Cluster, Redis } from 'ioredis';
-import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
-import { freePorts } from '../../scripts/production/proc.js';
-import { startRedisCluster } from '../../scripts/production/redis-cluster.js';
+import { BACKENDS, type Backend } from '../support/redis-backends.js';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RedisChannelState } from '../../src/channels/redis-state.js';
 import {
   LATENCY_BUCKETS_MS,
@@ -16,38 +13,6 @@ import {
   type ChannelRef,
 } from '../../src/channels/state.js';
 import { keySlot } from '../../src/tasks/store/slots.js';
-import type { RedisClient } from '../../src/tasks/store/task-store.js';
-
-interface Backend {
-  /** Two separate connections, as two workers would have. */
-  clients: [RedisClient, RedisClient];
-  stop(): Promise<void>;
-}
-
-const singleNode = async (): Promise<Backend> => {
-  const url = inject('redisUrl');
-  const clients: [RedisClient, RedisClient] = [new Redis(url), new Redis(url)];
-  return { clients, stop: async () => clients.forEach((c) => c.disconnect()) };
-};
-
-const redisCluster = async (): Promise<Backend> => {
-  const ports = await freePorts(12);
-  const cluster = await startRedisCluster({
-    dir: join(inject('tmpRoot'), `redis-cluster-channels-${randomBytes(3).toString('hex')}`),
-    ports: ports.slice(0, 6),
-    busPorts: ports.slice(6),
-    fresh: true,
-  });
-  const seeds = cluster.nodeList.split(',').map((n) => ({ host: n.split(':')[0], port: Number(n.split(':')[1]) }));
-  const clients: [RedisClient, RedisClient] = [new Cluster(seeds), new Cluster(seeds)];
-  return {
-    clients,
-    stop: async () => {
-      clients.forEach((c) => c.disconnect());
-      await cluster.stop();
-    },
-  };
-};
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const LIMITS: ChannelLimits = {
@@ -69,10 +34,7 @@ const report = (outcome: CallOutcome, extra: Partial<CallReport> = {}): CallRepo
   ...extra,
 });
 
-describe.each([
-  ['a single redis-server', singleNode],
-  ['a Redis Cluster', redisCluster],
-])('channel state on %s', (_name, start) => {
+describe.each(BACKENDS('channels'))('channel state on %s', (_name, start) => {
   let backend: Backend;
   let state: RedisChannelState;
   let other: RedisChannelState;

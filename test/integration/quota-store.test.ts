@@ -2,49 +2,12 @@
 // (3 primaries + 3 replicas): concurrent admissions never exceed a quota, settlement is exact and
 // idempotent, a day boundary splits the ledger and the day quota, and the sweep's reads work.
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
-import { Cluster, Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { freePorts } from '../../scripts/production/proc.js';
-import { startRedisCluster } from '../../scripts/production/redis-cluster.js';
-import type { RedisClient } from '../../src/tasks/store/task-store.js';
+import { BACKENDS, type Backend } from '../support/redis-backends.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NO_LIMITS, type Limits } from '../../src/usage/limits.js';
 import { dayOf, QuotaStore, type Admission } from '../../src/usage/store.js';
 
-interface Backend {
-  clients: [RedisClient, RedisClient];
-  stop(): Promise<void>;
-}
-
-const singleNode = async (): Promise<Backend> => {
-  const url = inject('redisUrl');
-  const clients: [RedisClient, RedisClient] = [new Redis(url), new Redis(url)];
-  return { clients, stop: async () => clients.forEach((c) => c.disconnect()) };
-};
-
-const redisCluster = async (): Promise<Backend> => {
-  const ports = await freePorts(12);
-  const cluster = await startRedisCluster({
-    dir: join(inject('tmpRoot'), `redis-cluster-quota-${randomBytes(3).toString('hex')}`),
-    ports: ports.slice(0, 6),
-    busPorts: ports.slice(6),
-    fresh: true,
-  });
-  const seeds = cluster.nodeList.split(',').map((n) => ({ host: n.split(':')[0], port: Number(n.split(':')[1]) }));
-  const clients: [RedisClient, RedisClient] = [new Cluster(seeds), new Cluster(seeds)];
-  return {
-    clients,
-    stop: async () => {
-      clients.forEach((c) => c.disconnect());
-      await cluster.stop();
-    },
-  };
-};
-
-describe.each([
-  ['a single redis-server', singleNode],
-  ['a Redis Cluster', redisCluster],
-])('quota store on %s', (_name, start) => {
+describe.each(BACKENDS('quota'))('quota store on %s', (_name, start) => {
   let backend: Backend;
   let prefix: string;
   let seq = 0;
