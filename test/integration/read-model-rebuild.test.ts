@@ -72,17 +72,21 @@ describe('the admin calls', () => {
     const adminOps = Object.values(doc.paths).flatMap((p: any) =>
       Object.values(p).filter((o: any) => o.tags.includes('admin')),
     );
-    // The rebuild's two, the channels' health (test/integration/channels-admin.test.ts) and the API
-    // keys (test/integration/keys-admin.test.ts).
+    // The rebuild's two, the channels' health (test/integration/channels-admin.test.ts), the API
+    // keys (test/integration/keys-admin.test.ts) and usage and limits (usage-api.test.ts).
     expect(adminOps.map((o: any) => o.operationId).sort()).toEqual([
       'createApiKey',
       'getApiKey',
+      'getOwnerLimits',
+      'getOwnersUsage',
       'listApiKeys',
       'listChannelHealth',
       'readModelRebuildProgress',
       'rebuildReadModel',
+      'releaseTaskUnits',
       'revokeApiKey',
       'updateApiKey',
+      'updateOwnerLimits',
     ]);
   });
 });
