@@ -31,6 +31,9 @@ const require = createRequire(import.meta.url);
 const sdk = () => require('@aws-sdk/client-s3') as typeof import('@aws-sdk/client-s3');
 const presigner = () => require('@aws-sdk/s3-request-presigner') as typeof import('@aws-sdk/s3-request-presigner');
 
+/** The HTTP status of an S3 error reply (undefined when no reply came: S3 unreachable). */
+const statusOf = (err: unknown) => (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+
 export class S3BlobStore implements Blobs {
   readonly client: S3Client;
 
@@ -83,8 +86,7 @@ export class S3BlobStore implements Blobs {
     try {
       await this.client.send(new (sdk().HeadObjectCommand)({ Bucket: this.cfg.bucket, Key: key }));
     } catch (err) {
-      const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-      if (status === 404) return null;
+      if (statusOf(err) === 404) return null;
       throw err;
     }
     return this.urlOfKey(key);
@@ -92,10 +94,16 @@ export class S3BlobStore implements Blobs {
 
   async remove(name: string): Promise<void> {
     if (!BLOB_NAME.test(name)) return;
-    // S3 answers a delete of an absent key with success: a repeated delete is no error.
-    await this.client.send(
-      new (sdk().DeleteObjectCommand)({ Bucket: this.cfg.bucket, Key: `${this.cfg.prefix}${name}` }),
-    );
+    // S3 answers a delete of an absent key with success: a repeated delete is no error. Some
+    // S3-compatible servers (Google Cloud Storage's XML API) answer 404 NoSuchKey instead: the same
+    // outcome, and a video's delete asks for stills that were never made. A missing bucket is not.
+    try {
+      await this.client.send(
+        new (sdk().DeleteObjectCommand)({ Bucket: this.cfg.bucket, Key: `${this.cfg.prefix}${name}` }),
+      );
+    } catch (err) {
+      if (statusOf(err) !== 404 || (err as { name?: string }).name === 'NoSuchBucket') throw err;
+    }
   }
 
   async read(url: string): Promise<StoredBlob | null> {

@@ -16,12 +16,15 @@ import {
 } from './base.js';
 import { perNode, replicated } from './cluster-ops.js';
 import { pageOf, READ_REPLY, storedView, TRANSITION_REPLY } from './replies.js';
-import { LIST_ITEMS, OWNER_STEP, PAGE_ITEMS, RECORD, RESERVE_SHARD } from './scripts.js';
+import { LIST_ITEMS, OWNER_STEP, PAGE_ITEMS, RECORD, RESERVE_SHARD, UNLIST } from './scripts.js';
 import { keySlot } from './slots.js';
 import type { Page, ReadOutcome, TaskStore } from './task-store.js';
 
 /** The unfinished gauge is this many sorted sets, each in its own slot; a task's shard follows its id. */
 export const UNFINISHED_SHARDS = 16;
+
+/** Kinds whose finished tasks a client can delete (DELETE /v1/videos/{id}: src/tasks/delete.ts). */
+const DELETABLE: readonly AnyTaskRecord['kind'][] = ['video'];
 
 export class ClusterTaskStore extends RedisTaskStore implements TaskStore {
   constructor(
@@ -60,8 +63,12 @@ export class ClusterTaskStore extends RedisTaskStore implements TaskStore {
     const [applied, status, storedItem, expiresAtMs] = (await replicated(this.cluster, taskKey, (p) =>
       scriptsOf(p).kilnRecord(taskKey, ...t.args, strict ? '1' : '0'),
     )) as [number, TaskStatus | null, string, number];
-    // No status: the task was deleted (a tombstone, scripts.ts DELETE_TASK); its owner's keys stay as the delete left them.
-    if (status === null) return false;
+    // No status: the task was deleted (a tombstone, scripts.ts DELETE_TASK); its owner's keys stay
+    // unlisted (again, if this write is the repeat of one that failed after listing it: see below).
+    if (status === null) {
+      await this.unlistIfDeleted(record);
+      return false;
+    }
     const ownerKey = this.ownerKey(record.owner, record.kind);
     const shard = this.gaugeKey(record.id);
     await Promise.all([
@@ -80,7 +87,21 @@ export class ClusterTaskStore extends RedisTaskStore implements TaskStore {
       ),
       TERMINAL_STATUSES.includes(status) ? replicated(this.cluster, shard, (p) => p.zrem(shard, record.id)) : null,
     ]);
+    // A delete that ran between the record step and the owner step (its tombstone, then its UNLIST)
+    // was undone by the owner step, which cannot see the task hash (another slot): the deleted task
+    // was listed again. So a write that found a finished task of a deletable kind looks once more:
+    // either the delete's tombstone is there by now, or the delete's UNLIST runs after the owner step.
+    if (DELETABLE.includes(record.kind) && TERMINAL_STATUSES.includes(status)) await this.unlistIfDeleted(record);
     return applied === TRANSITION_REPLY.applied;
+  }
+
+  /** Takes a deleted task (its tombstone, of this owner) out of its owner's index and list items. */
+  private async unlistIfDeleted(record: AnyTaskRecord): Promise<void> {
+    const [owner, member] = await this.cluster.hmget(this.taskKey(record.id), 'x', 'm');
+    if (owner !== record.owner || !member) return;
+    const ownerKey = this.ownerKey(record.owner, record.kind);
+    const itemsKey = this.ownerItemsKey(record.owner, record.kind);
+    await replicated(this.cluster, ownerKey, (p) => p.eval(UNLIST, 2, ownerKey, itemsKey, member, record.id));
   }
 
   /**
