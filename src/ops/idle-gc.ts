@@ -25,11 +25,15 @@ export interface IdleGcOptions {
   cpuMicros?: () => number;
 }
 
-type GcFn = (opts?: { type?: 'major'; execution?: 'sync' | 'async' }) => unknown;
+type GcFn = (opts?: { type?: 'major'; execution?: 'sync' | 'async'; flavor?: 'regular' | 'last-resort' }) => unknown;
 
+// 'last-resort': V8's collection that also shrinks the heap. Since Node 24 (V8 13.6), a regular
+// major collection frees the burst's objects but keeps the old generation's pages committed (a
+// process stayed at 250 MiB after a read burst, 105 on Node 20); this one gives them back, for
+// ~20 ms instead of ~6 on a burst's heap, once per burst, when nothing is waiting.
 const exposedGc = (): (() => unknown) | undefined => {
   const gc = (globalThis as { gc?: GcFn }).gc;
-  return gc ? () => gc({ type: 'major', execution: 'async' }) : undefined;
+  return gc ? () => gc({ type: 'major', execution: 'async', flavor: 'last-resort' }) : undefined;
 };
 
 const processCpuMicros = () => {
