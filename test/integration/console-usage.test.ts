@@ -103,7 +103,8 @@ describe.skipIf(!hasChromium)('Console: Keys', () => {
     expect(await secret.inputValue()).toBe(issued.key);
     expect(issued.key).toMatch(/^kiln_sk_/);
     // Focus lands on the key, selected.
-    expect(await page.evaluate(() => document.activeElement?.id)).toBe('new-key-secret');
+    // (The focus moves in an effect after the render: polled, as a loaded machine may run it late.)
+    await expect.poll(() => page.evaluate(() => document.activeElement?.id)).toBe('new-key-secret');
     await page.getByRole('button', { name: 'Copy key' }).click();
     await expect.poll(() => page.locator('#new-key-secret-note').innerText()).toBe('Copied to the clipboard.');
     expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(issued.key);
