@@ -64,6 +64,10 @@ export class VideoFiles {
     }
     // A still this process is making would be stored after the delete: it is let finish first.
     await Promise.allSettled([...names].map((n) => this.making.get(n)));
-    await Promise.all([...names].map((n) => this.blobs.remove(n)));
+    // Every removal ends before the answer, failed or not: a 503 then means exactly "these are
+    // left", and a repeat never races removals still under way.
+    const removed = await Promise.allSettled([...names].map((n) => this.blobs.remove(n)));
+    const failed = removed.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 }

@@ -182,6 +182,12 @@ describe('DELETE /v1/videos/{id} on a Redis Cluster', () => {
     const member = (await redis.zrange(index, 0, -1)).find((m) => m.endsWith(`:${id}`))!;
     const entry = (await redis.hget(items, id))!;
     expect((await callsA.api()(`/v1/videos/${id}`, { method: 'DELETE' })).status).toBe(200);
+    // The second process hears of the delete within a second (the first test): waited for here.
+    await eventually(
+      async () => cached(b, id),
+      (c) => c === undefined,
+      1000,
+    );
     // What a late write leaves when its owner step ran after the delete's UNLIST and it then failed
     // (its caller runs it again).
     await redis.zadd(index, 0, member);
