@@ -118,7 +118,9 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
   await waits.start();
   // On the same connection: a video deleted through any process leaves every process's memory.
   followDeletions(subscriber, store.deletionChannel, store.finished, log);
-  const tasks = new ImageTaskService(config, store, client, waits);
+  // One quota for the submits, the usage routes and the admin calls.
+  const quota = createQuota(config, redis);
+  const tasks = new ImageTaskService(config, store, client, waits, quota);
   const fetchImage = createSafeFetch({
     maxBytes: 32 * 1024 * 1024,
     maxRedirects: 3,
@@ -139,7 +141,6 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
   });
   // Channel capacity, rate and health, shared with the workers (chat calls and the admin view use them here).
   const channels = new RedisChannelState(redis, config.redisPrefix);
-  const quota = createQuota(config, redis);
   const rebuild = new ReadModelRebuild({
     temporal: client,
     taskQueue: config.temporal.taskQueue,
@@ -159,7 +160,7 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
     openaiImages,
     pollAfterSeconds: config.pollAfterSeconds,
     chat: new ChatService(config.models, config.upstreamKeys, chatProviders(), channels),
-    videos: new VideoTaskService(config, store, client, waits),
+    videos: new VideoTaskService(config, store, client, waits, quota),
     geminiVideos: { blobs, files, publicBaseUrl: config.publicBaseUrl },
     geminiBatches,
     webhooks: new WebhookSecrets(redis, config.redisPrefix, config.ownerKey),
