@@ -70,9 +70,18 @@ export default tseslint.config(
                 'Workflow code must stay deterministic: no Redis, HTTP, Koa, Node built-ins or non-workflow Temporal packages.',
             },
             {
-              group: ['../activities/*', '../activities/**', '../src/*', '!../src/shared', '!../src/shared/*'],
+              group: [
+                '../activities/*',
+                '../activities/**',
+                '../src/*',
+                '!../src/shared',
+                '!../src/shared/*',
+                '!../src/upstreams',
+                '!../src/upstreams/failover.js',
+              ],
               allowTypeImports: true,
-              message: 'Import activities (and other runtime modules) as types only; value-import only src/shared.',
+              message:
+                'Import activities (and other runtime modules) as types only; value-import only src/shared and the failover decision.',
             },
           ],
         },
@@ -85,6 +94,26 @@ export default tseslint.config(
         },
         { name: 'fetch', message: 'HTTP belongs in activities.' },
         { name: 'setInterval', message: 'Use workflow timers (sleep).' },
+      ],
+    },
+  },
+  {
+    // What workflow code may value-import stays pure: no I/O and no Node built-ins.
+    files: ['src/shared/**/*.ts', 'src/upstreams/failover.ts', 'src/upstreams/failures.ts'],
+    // Keyed submits' ids are HMACs, made by the API only.
+    ignores: ['src/shared/idempotency.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['ioredis', 'koa', '@koa/*', 'node:*', 'fs', 'http', 'https', 'net', '@temporalio/*', 'pino'],
+              allowTypeImports: true,
+              message: 'Modules that workflow code value-imports must stay pure (no I/O, no Node built-ins).',
+            },
+          ],
+        },
       ],
     },
   },

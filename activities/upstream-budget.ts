@@ -1,8 +1,8 @@
 // An upstream call's budget: the channel's per-call timeout and Temporal's cancellation, with
 // heartbeats meanwhile, and how a failure nobody mapped ends the attempt (retried by Temporal).
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { CallWording } from '../src/shared/upstream.js';
-import { UpstreamFailure } from './upstream-http.js';
+import type { CallWording } from '../src/shared/call-wording.js';
+import { UpstreamFailure } from '../src/upstreams/failures.js';
 
 /** Longest gap between an upstream call's heartbeats, and the workers' heartbeat throttle. */
 export const HEARTBEAT_EVERY_MS = 400;

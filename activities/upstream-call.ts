@@ -1,32 +1,37 @@
 // The one way an activity calls an upstream (image generation, video create / check / fetch): the
-// channel it goes to (activities/channel-router.ts), the Redis dispatch mark, and how a failure
+// channel it goes to (src/upstreams/channel-picker.ts), the Redis dispatch mark, and how a failure
 // ends the attempt (a task failure code, `uncertain`, a move to another channel, or a retry by
 // Temporal); the per-call budget and heartbeats are activities/upstream-budget.ts.
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { routed, type Routed } from '../src/channels/config.js';
+import { routed, type Routed } from '../src/config/channels.js';
 import {
   CHANNEL_FAILOVER_FAILURE_TYPE,
   channelOf,
+  movesOn,
+  SUCCEEDED,
+  verdictOf,
+  type Verdict,
   resendable,
   type FailedOver,
-  type Route,
-} from '../src/shared/route.js';
+  type ChannelTrail,
+} from '../src/upstreams/failover.js';
 import type { TaskStore } from '../src/tasks/store/task-store.js';
 import type { AnyTaskRecord } from '../src/shared/records.js';
 import { ALREADY_ENDED_FAILURE_TYPE, INLINE_BUSY_FAILURE_TYPE, UNCERTAIN_FAILURE_TYPE } from '../src/shared/errors.js';
 import { TERMINAL_STATUSES } from '../src/shared/task.js';
-import { notResent, type CallWording } from '../src/shared/upstream.js';
+import { notResent, type CallWording } from '../src/shared/call-wording.js';
 import type { Closing, Reach } from '../src/shared/closing.js';
 import type { CancelOrigin } from './cancel-origin.js';
-import { SUCCEEDED, verdictOf, type ChannelRouter, type RoutableChannel, type Verdict } from './channel-router.js';
+import { type ChannelPicker, type PickableChannel } from '../src/upstreams/channel-picker.js';
+
 import { retrying, STORE_RETRY_MS } from './retrying.js';
 import { HEARTBEAT_EVERY_MS, underBudget } from './upstream-budget.js';
 
 export { HEARTBEAT_EVERY_MS, type UpstreamModel } from './upstream-budget.js';
-import { TransportFailure, UpstreamFailure } from './upstream-http.js';
+import { TransportFailure, UpstreamFailure } from '../src/upstreams/failures.js';
 
 /** What a call needs of a model's channel. */
-type CallChannel = RoutableChannel & { idempotent: boolean };
+type CallChannel = PickableChannel & { idempotent: boolean };
 
 /** What a call needs of a model (image or video). */
 interface CallModel<C extends CallChannel> {
@@ -70,7 +75,7 @@ export type Dispatching = () => Promise<void>;
 interface TaskRef {
   id: string;
   model: string;
-  route?: Route;
+  route?: ChannelTrail;
 }
 
 /** Upstream calls for the tasks of a worker's `models` (one kind: image or video). */
@@ -78,7 +83,7 @@ export function upstreamCalls<M extends CallModel<CallChannel>>(
   redisStore: DispatchStore,
   models: M[],
   origin: CancelOrigin,
-  router: ChannelRouter,
+  router: ChannelPicker,
 ) {
   // Heartbeats go on while a call waits for Redis, so the wait does not look like a dead worker.
   const patient = <T>(fn: () => Promise<T>) =>
@@ -239,10 +244,7 @@ export function upstreamCalls<M extends CallModel<CallChannel>>(
             }),
           async (err, timedOut) => {
             verdict = verdictOf(err, channel, { timedOut, canceled: ctx.cancellationSignal.aborted });
-            // Another channel is tried only when this one provably did not take the work, and never
-            // after a send that may have reached this one before (a pinned resend).
-            const others = model.channels.some((c) => c.id !== channel.id && !tried.includes(c.id));
-            if (verdict.movable && others && !pinned) {
+            if (movesOn(verdict, { channel: channel.id, channels: model.channels, tried, pinned: !!pinned })) {
               await store.clearDispatched(task.id);
               throw failover(channel.id, verdict, (task.route?.attempts ?? 0) + attempt, Date.now() - began);
             }

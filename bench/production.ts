@@ -14,9 +14,9 @@ import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import proto from '@temporalio/proto';
-import { loadConfig, ownerOfKey } from '../src/config.js';
+import { loadConfig, ownerOfKey } from '../src/config/env.js';
 import { SEARCH_ATTRIBUTES } from '../src/shared/task.js';
-import { WORKFLOWS_PATH } from '../src/workers.js';
+import { WORKFLOWS_PATH } from '../src/worker/start.js';
 import { ROOT } from '../scripts/services.js';
 import { nodeCommand } from '../scripts/production/redis-cluster.js';
 import { startBacking, startKilnDeployment, type Backing, type KilnDeployment } from '../scripts/production/kiln.js';
@@ -313,7 +313,7 @@ async function main() {
     if (file) writeFileSync(file, JSON.stringify(out, null, 2));
     return out;
   };
-  // Bundled once: every worker start loads it (the same startWorkers as src/worker.ts, which
+  // Bundled once: every worker start loads it (the same startWorkers as src/worker/main.ts, which
   // would bundle again at each start, minutes on a loaded 2-core machine).
   const bundlePath = join(ROOT, '.data', 'bench-production-bundle.js');
   const bundle = await bundleWorkflowCode({

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { loadConfig, ownerOfKey } from '../src/config.js';
+import { loadConfig, ownerOfKey } from '../src/config/env.js';
 import { createTaskStore } from '../src/tasks/store/create.js';
 import type { ImageTaskRecord } from '../src/shared/image-task.js';
 import type { VideoTaskRecord } from '../src/shared/video-task.js';

@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { binary, freePort, ROOT } from '../scripts/services.js';
-import { loadConfig, modelTaskQueue, ownerOfKey } from '../src/config.js';
+import { loadConfig, modelTaskQueue, ownerOfKey } from '../src/config/env.js';
 import { connectTemporal } from '../src/temporal/client.js';
 import { createTaskStore } from '../src/tasks/store/create.js';
 import { SA } from '../src/temporal/search-attributes.js';

@@ -1,5 +1,5 @@
 // The Kiln Console: `npm run build:console` (vite build console) writes console/dist, which the API
-// serves at /console (src/http/console.ts). Everything is bundled: no CDN, no inline script or
+// serves at /console (src/api/console.ts). Everything is bundled: no CDN, no inline script or
 // style, so the page runs under a strict Content-Security-Policy.
 import { defineConfig } from 'vite';
 

@@ -81,8 +81,8 @@ async function main() {
   process.once('SIGINT', () => void stop());
   process.once('SIGTERM', () => void stop());
 
-  run('src/worker.ts');
-  run('src/server.ts');
+  run('src/worker/main.ts');
+  run('src/api/main.ts');
   for (let i = 0; i < 200; i++) {
     if (
       await fetch(`http://127.0.0.1:${apiPort}/healthz`).then(

@@ -85,8 +85,8 @@ export async function startStack(opts: {
     process.once('exit', () => child.kill('SIGKILL'));
     return child;
   };
-  const worker = run('src/worker.ts', 'worker');
-  const api = run('src/server.ts', 'api');
+  const worker = run('src/worker/main.ts', 'worker');
+  const api = run('src/api/main.ts', 'api');
   const stop = async ({ keepDir = false } = {}) => {
     await Promise.all([stopChild(api, 'SIGTERM', 10_000), stopChild(worker, 'SIGTERM', 10_000)]);
     await Promise.all([temporal.stop(), redis.stop()]);

@@ -14,7 +14,7 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/image/index.js';
 import type { ReadModelSinks } from '../activities/read-model.js';
-import { IMAGE_CALL } from '../src/shared/upstream.js';
+import { IMAGE_CALL } from '../src/shared/call-wording.js';
 import { inlineUpstreamActivity, LOCAL_ACTIVITY, upstreamActivity } from './activity-policy.js';
 import {
   canceled,

@@ -20,9 +20,15 @@ import {
   type ErrorBody,
 } from '../src/shared/errors.js';
 import { SEARCH_ATTRIBUTES, type TaskStatus } from '../src/shared/task.js';
-import { notResent, type CallWording } from '../src/shared/upstream.js';
+import { notResent, type CallWording } from '../src/shared/call-wording.js';
 import type { ReachAnswer } from '../activities/upstream-call.js';
-import { attemptLog, CHANNEL_FAILOVER_FAILURE_TYPE, type FailedOver, type Route } from '../src/shared/route.js';
+import {
+  attemptLog,
+  CHANNEL_FAILOVER_FAILURE_TYPE,
+  trailAfter,
+  type ChannelTrail,
+  type FailedOver,
+} from '../src/upstreams/failover.js';
 import { canceledError, endedBy, type Closing, type Reach } from '../src/shared/closing.js';
 
 export interface Outcome {
@@ -63,7 +69,7 @@ export function failedOver(err: unknown): FailedOver | null {
  * the route the next call carries, and into the workflow's current details (the Web UI shows
  * "attempt 1 relay-a: upstream_rate_limited …").
  */
-export async function overChannels<I extends { route?: Route }, O>(
+export async function overChannels<I extends { route?: ChannelTrail }, O>(
   input: I,
   call: (input: I) => Promise<O>,
 ): Promise<O> {
@@ -75,13 +81,13 @@ export async function overChannels<I extends { route?: Route }, O>(
       const moved = failedOver(err);
       if (!moved) throw err;
       moves.push(moved);
-      next = { ...next, route: { tried: [...(next.route?.tried ?? []), moved.channel], attempts: moved.attempts } };
+      next = { ...next, route: trailAfter(next.route, moved) };
       setCurrentDetails(attemptLog(moves));
     }
   }
 }
 
-/** An inline call that found no free slot: nothing was written or sent (activities/slots.ts). */
+/** An inline call that found no free slot: nothing was written or sent (activities/inline-slots.ts). */
 export function inlineBusy(err: unknown): boolean {
   const cause = err instanceof ActivityFailure ? err.cause : err;
   return cause instanceof ApplicationFailure && cause.type === INLINE_BUSY_FAILURE_TYPE;

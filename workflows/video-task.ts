@@ -15,7 +15,7 @@ import {
 } from '@temporalio/workflow';
 import type { VideoActivities } from '../activities/video/index.js';
 import { SEARCH_ATTRIBUTES, type TaskStatus } from '../src/shared/task.js';
-import { VIDEO_CALL } from '../src/shared/upstream.js';
+import { VIDEO_CALL } from '../src/shared/call-wording.js';
 import {
   newVideoRecord,
   type VideoJob,

@@ -3,10 +3,10 @@
 // attempts show in the Web UI. Task workflows start it as an abandoned child once the read model
 // shows the event, under the id `<taskId>/webhook/<status>`.
 import { CancellationScope, ParentClosePolicy, proxyActivities, sleep, startChild } from '@temporalio/workflow';
-import type { WebhookActivities, WebhookDelivery } from '../activities/webhook.js';
+import type { WebhookActivities, WebhookDelivery } from '../activities/deliver-webhook.js';
 import type { TaskStatus } from '../src/shared/task.js';
 import type { AnyTaskRecord } from '../src/shared/records.js';
-import type { WebhookState, WebhookTarget } from '../src/shared/webhook.js';
+import type { WebhookState, WebhookTarget } from '../src/shared/webhook-types.js';
 
 const { deliverWebhook } = proxyActivities<WebhookActivities>({
   // An attempt waits 10 s for the receiver; the rest is two Redis round trips.

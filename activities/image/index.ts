@@ -1,21 +1,21 @@
 // Activities: everything that touches Redis, the blob store or an upstream. Built by a factory so
 // the worker (and tests) hand in their dependencies.
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { ImageModel } from '../../src/config.js';
+import type { ImageModel } from '../../src/config/env.js';
 import type { TaskStore } from '../../src/tasks/store/task-store.js';
 import type { GenerationResult, ImageTaskInput, ImageTaskRecord } from '../../src/shared/image-task.js';
 import { INLINE_BUSY_FAILURE_TYPE } from '../../src/shared/errors.js';
 import { TERMINAL_STATUSES } from '../../src/shared/task.js';
-import { IMAGE_CALL } from '../../src/shared/upstream.js';
-import { WEBHOOK_PENDING } from '../../src/shared/webhook.js';
+import { IMAGE_CALL } from '../../src/shared/call-wording.js';
+import { WEBHOOK_PENDING } from '../../src/shared/webhook-types.js';
 import { settle, type Settled } from '../read-model.js';
-import { Slots } from '../slots.js';
+import { Slots } from '../inline-slots.js';
 import { cancelOrigin, type CancelOrigin } from '../cancel-origin.js';
 import { HEARTBEAT_EVERY_MS, keepTiming, upstreamCalls } from '../upstream-call.js';
-import { channelRouter } from '../channel-router.js';
+import { channelPicker } from '../../src/upstreams/channel-picker.js';
 import { storeRetry } from '../retrying.js';
 import type { ChannelState } from '../../src/channels/state.js';
-import { workerSlots } from '../../src/channels/config.js';
+import { workerSlots } from '../../src/config/channels.js';
 import type { ImageProvider } from './types.js';
 
 export interface ActivityDeps {
@@ -41,7 +41,7 @@ export function createActivities({
   providers,
   origin = cancelOrigin(undefined),
 }: ActivityDeps) {
-  const upstream = upstreamCalls(store, models, origin, channelRouter(channels, storeRetry));
+  const upstream = upstreamCalls(store, models, origin, channelPicker(channels, storeRetry));
   // Inline models only: local activity slots on this worker, beside the channels' deployment-wide leases.
   const slots = new Map(models.filter((m) => m.inline).map((m) => [m.id, new Slots(workerSlots(m))]));
 

@@ -1,6 +1,6 @@
 // The embedded image provider: no network, a real PNG that shows the prompt.
 import { randomUUID } from 'node:crypto';
-import type { BlobStore } from '../../src/infra/blobs.js';
+import type { BlobStore } from '../../src/blobs/local.js';
 import { abortableSleep } from '../../src/shared/abortable-sleep.js';
 import type { GenerationResult } from '../../src/shared/image-task.js';
 import { promptText } from '../../src/shared/prompt.js';

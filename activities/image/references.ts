@@ -1,9 +1,9 @@
 // Reference images travel to the upstream as URLs unless the model asks for inline bytes; then the
 // activity downloads them itself, through the SSRF-guarded fetcher.
-import type { ImageUpstream } from '../../src/config.js';
+import type { ImageUpstream } from '../../src/config/env.js';
 import { createSafeFetch, UnusableUrl, type SafeFetch } from '../../src/infra/safe-fetch.js';
 import type { ImageRequest, Part } from '../../src/shared/image-task.js';
-import { UpstreamFailure } from '../upstream-http.js';
+import { UpstreamFailure } from '../../src/upstreams/failures.js';
 
 /** Media types upstream image models accept as input; SVG (a document, not a picture) is not one. */
 export const REFERENCE_TYPES = new Set([

@@ -1,4 +1,4 @@
-import type { ImageUpstream } from '../../src/config.js';
+import type { ImageUpstream } from '../../src/config/env.js';
 import type { GenerationResult, ImageTaskInput } from '../../src/shared/image-task.js';
 import type { Dispatching } from '../upstream-call.js';
 

@@ -1,9 +1,10 @@
 // HTTP plumbing of the video upstreams: JSON calls with Kiln's failure mapping, and capped downloads.
-import type { BlobStore } from '../../src/infra/blobs.js';
-import { parseRetryAfter } from '../../src/shared/retry-after.js';
-import { causeCode, isRefusalStatus, statusToCode, upstreamMessage } from '../../src/shared/upstream.js';
+import type { BlobStore } from '../../src/blobs/local.js';
+import { parseRetryAfter } from '../../src/upstreams/retry-after.js';
+import { causeCode, isRefusalStatus, statusToCode, upstreamMessage } from '../../src/upstreams/answers.js';
 import type { VideoResult } from '../../src/shared/video-task.js';
-import { fetchText, parseUpstreamJson, TransportFailure, UpstreamFailure } from '../upstream-http.js';
+import { fetchText, parseUpstreamJson } from '../../src/upstreams/http.js';
+import { TransportFailure, UpstreamFailure } from '../../src/upstreams/failures.js';
 
 /** A non-2xx answer: its status tells a lasting refusal from a passing fault. */
 export class HttpStatusFailure extends UpstreamFailure {

@@ -1,12 +1,12 @@
 // Video activities: create the upstream job, check it, copy the finished files into the blob store.
 // Waiting between checks is the workflow's (durable timers), never an activity's.
-import type { VideoModel, VideoUpstream } from '../../src/config.js';
+import type { VideoModel, VideoUpstream } from '../../src/config/env.js';
 import type { ChannelState } from '../../src/channels/state.js';
-import { channelRouter } from '../channel-router.js';
+import { channelPicker } from '../../src/upstreams/channel-picker.js';
 import { storeRetry } from '../retrying.js';
 import type { TaskStore } from '../../src/tasks/store/task-store.js';
 import { upstreamKey } from '../../src/shared/credentials.js';
-import { VIDEO_CALL } from '../../src/shared/upstream.js';
+import { VIDEO_CALL } from '../../src/shared/call-wording.js';
 import type {
   VideoCheck,
   VideoJob,
@@ -45,7 +45,7 @@ export function createVideoActivities({
   keys,
   origin = cancelOrigin(undefined),
 }: VideoActivityDeps) {
-  const upstream = upstreamCalls(store, models, origin, channelRouter(channels, storeRetry));
+  const upstream = upstreamCalls(store, models, origin, channelPicker(channels, storeRetry));
 
   const callOf = (input: VideoTaskInput, model: VideoUpstream, signal: AbortSignal): VideoCall => {
     const key = upstreamKey(model, input.credential, keys);

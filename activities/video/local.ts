@@ -1,10 +1,10 @@
 // The embedded video provider: no network; a "job" that finishes after latencyMs, then a real
 // H.264 MP4 showing the prompt, rendered by ffmpeg and stored in the blob store.
 import { randomUUID } from 'node:crypto';
-import type { BlobStore } from '../../src/infra/blobs.js';
+import type { BlobStore } from '../../src/blobs/local.js';
 import type { VideoCheck, VideoJob } from '../../src/shared/video-task.js';
 import { renderPromptMp4 } from './render-mp4.js';
-import { UpstreamFailure } from '../upstream-http.js';
+import { UpstreamFailure } from '../../src/upstreams/failures.js';
 import type { VideoCall, VideoFinished, VideoProvider } from './types.js';
 
 export class LocalVideoProvider implements VideoProvider {

@@ -2,8 +2,8 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../../src/infra/project-root.js';
-import type { VideoModel } from '../../src/config.js';
-import type { BlobStore } from '../../src/infra/blobs.js';
+import type { VideoModel } from '../../src/config/env.js';
+import type { BlobStore } from '../../src/blobs/local.js';
 import type { SafeFetch } from '../../src/infra/safe-fetch.js';
 import { referenceFetcher } from '../image/references.js';
 import { GeminiVeoVideoProvider } from './gemini-veo.js';

@@ -1,4 +1,4 @@
-import type { VideoUpstream } from '../../src/config.js';
+import type { VideoUpstream } from '../../src/config/env.js';
 import type { Dispatching } from '../upstream-call.js';
 import type { VideoCheck, VideoJob, VideoOutput, VideoResult, VideoTaskInput } from '../../src/shared/video-task.js';
 

@@ -6,7 +6,7 @@ export const LIMIT_NAMES = ['max_unfinished', 'submits_per_minute', 'daily_units
 export type LimitName = (typeof LIMIT_NAMES)[number];
 /** A key's own limits; null: none of its own (the owner's limits apply all the same). */
 export type Limits = Record<LimitName, number | null>;
-/** The largest limit the API accepts (src/usage/limits.ts). */
+/** The largest limit the API accepts (src/config/limits.ts). */
 export const MAX_LIMIT = 1_000_000_000;
 
 /** An API key as the admin API shows it: never the key itself. */

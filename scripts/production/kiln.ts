@@ -1,9 +1,9 @@
-// Kiln itself on the production-shaped stack: API processes (src/server.ts, each API_PROCESSES=1 on
-// its own port, so a drill can kill -9 one PID) and worker processes (src/worker.ts), as separate
+// Kiln itself on the production-shaped stack: API processes (src/api/main.ts, each API_PROCESSES=1 on
+// its own port, so a drill can kill -9 one PID) and worker processes (src/worker/main.ts), as separate
 // OS processes with their own log files. Used by test/production/ and bench/production.ts.
 //
 // Redis: KILN_PRODUCTION_REDIS=cluster passes the stack's REDIS_CLUSTER_NODES (needs Kiln's
-// Redis Cluster support in src/config.ts); single runs against one redis-server (REDIS_URL).
+// Redis Cluster support in src/config/env.ts); single runs against one redis-server (REDIS_URL).
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -15,7 +15,7 @@ export type RedisMode = 'single' | 'cluster';
 
 /** Whether Kiln's configuration knows REDIS_CLUSTER_NODES (the Redis Cluster client has landed). */
 export function kilnSupportsRedisCluster(): boolean {
-  return readFileSync(join(ROOT, 'src', 'config.ts'), 'utf8').includes('REDIS_CLUSTER_NODES');
+  return readFileSync(join(ROOT, 'src', 'config', 'env.ts'), 'utf8').includes('REDIS_CLUSTER_NODES');
 }
 
 /** KILN_PRODUCTION_REDIS, else cluster when Kiln supports it, else single. */
@@ -57,8 +57,8 @@ export interface KilnDeploymentOptions {
   env?: Record<string, string>;
   /**
    * A prebuilt workflow bundle: workers then run test/support/worker-process.ts (the same
-   * startWorkers as src/worker.ts, without bundling the workflows at every start), so a drill can
-   * restart a killed worker in seconds on a loaded 2-core machine. Default: src/worker.ts.
+   * startWorkers as src/worker/main.ts, without bundling the workflows at every start), so a drill can
+   * restart a killed worker in seconds on a loaded 2-core machine. Default: src/worker/main.ts.
    */
   workflowBundle?: string;
 }
@@ -92,7 +92,7 @@ export async function startKilnDeployment(opts: KilnDeploymentOptions): Promise<
   for (let i = 0; i < (opts.apis ?? 2); i++) {
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
-    const proc = new Proc(`api-${i}`, process.execPath, entry('src/server.ts'), join(opts.dir, `api-${i}.log`), {
+    const proc = new Proc(`api-${i}`, process.execPath, entry('src/api/main.ts'), join(opts.dir, `api-${i}.log`), {
       cwd: ROOT,
       env: { ...env, PORT: String(port), API_PROCESSES: '1', PUBLIC_BASE_URL: url },
     });
@@ -113,10 +113,10 @@ export async function startKilnDeployment(opts: KilnDeploymentOptions): Promise<
   const workers: KilnProcess[] = [];
   for (let i = 0; i < (opts.workers ?? 2); i++) {
     const log = join(opts.dir, `worker-${i}.log`);
-    // src/worker.ts: the "running" line is at info; the SDK's own chatter stays at WARN.
+    // src/worker/main.ts: the "running" line is at info; the SDK's own chatter stays at WARN.
     const [file, readyText] = opts.workflowBundle
       ? ['test/support/worker-process.ts', 'worker-ready']
-      : ['src/worker.ts', 'kiln worker running'];
+      : ['src/worker/main.ts', 'kiln worker running'];
     const proc = new Proc(`worker-${i}`, process.execPath, entry(file), log, {
       cwd: ROOT,
       env: {

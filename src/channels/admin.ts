@@ -1,10 +1,10 @@
 // GET /admin/v1/channels: every configured channel's health for operators, behind the operator
-// token like the other admin calls (src/http/admin-routes.ts). Read from the channels' shared state
+// token like the other admin calls (src/api/admin-routes.ts). Read from the channels' shared state
 // in Redis, so any API process answers for the whole deployment.
 import { z } from 'zod';
 import { requireOperator } from '../http/operator-token.js';
 import { route, type RouteDef } from '../http/route-table.js';
-import type { Model } from '../model-config.js';
+import type { Model } from '../config/models.js';
 import { KilnError } from '../shared/errors.js';
 import { readChannels, within, type ChannelReading } from './readings.js';
 import type { ChannelState } from './state.js';

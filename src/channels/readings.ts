@@ -1,9 +1,9 @@
 // Every configured channel's snapshot, read together: what GET /admin/v1/channels and the
 // Prometheus series show. One Redis round trip per channel (src/channels/redis-state.ts), all in
 // flight at once, so the answer takes one round trip's time whatever the number of channels.
-import { limitsOf } from '../../activities/channel-router.js';
-import type { AnyChannel, Model } from '../model-config.js';
-import { byPriority } from './config.js';
+import { limitsOf } from './limits.js';
+import type { AnyChannel, Model } from '../config/models.js';
+import { byPriority } from '../config/channels.js';
 import type { ChannelSnapshot, ChannelState } from './state.js';
 
 export interface ChannelReading {

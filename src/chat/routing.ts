@@ -1,8 +1,8 @@
-// What chat calls need around the channel router (activities/channel-router.ts) that task calls do
+// What chat calls need around the channel router (src/upstreams/channel-picker.ts) that task calls do
 // not: the channel state as an API process should use it, and the caller's view of an upstream
 // failure (a KilnError, as chat answered before channels).
-import { coolingSummary, type RoutableChannel, type RoutableModel } from '../../activities/channel-router.js';
-import { TransportFailure, UpstreamFailure } from '../../activities/upstream-http.js';
+import { coolingSummary, type PickableChannel, type PickableModel } from '../upstreams/channel-picker.js';
+import { TransportFailure, UpstreamFailure } from '../upstreams/failures.js';
 import type { ChannelState } from '../channels/state.js';
 import { KilnError } from '../shared/errors.js';
 
@@ -49,9 +49,9 @@ export function callerError(err: unknown, timedOutAfterMs: number | undefined, g
  * longer than a synchronous caller should sit on an open request, and its own retry policy
  * (with the Retry-After: the soonest end of a cool-down) does the waiting better.
  */
-export async function noChannelError<C extends RoutableChannel>(
+export async function noChannelError<C extends PickableChannel>(
   state: ChannelState,
-  model: RoutableModel<C>,
+  model: PickableModel<C>,
 ): Promise<KilnError> {
   const { soonestEndMs } = await coolingSummary(state, model, model.channels);
   return new KilnError(

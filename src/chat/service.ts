@@ -2,38 +2,31 @@
 // against the model's limits, calls one of the model's channels within that channel's time budget,
 // and stops the upstream call as soon as the client goes away.
 //
-// A call moves to the model's next channel by the task upstreams' rule (activities/channel-router.ts,
-// with the same deployment-wide health): only when the channel provably did not take the work
-// (not sent, or refused before processing; a 5xx only with `failoverOn5xx`), and only before the
-// caller got a byte of an answer. A stream is relayed only once its upstream accepted it, so every
+// A call moves to the model's next channel by the tasks' rule (src/upstreams/failover.ts, with the
+// same deployment-wide health), and only before the caller got a byte of an answer. A stream is relayed only once its upstream accepted it, so every
 // failure after that is the accepting channel's and ends the stream.
 import { randomUUID } from 'node:crypto';
-import {
-  channelRouter,
-  SUCCEEDED,
-  verdictOf,
-  type ChannelRouter,
-  type Verdict,
-} from '../../activities/channel-router.js';
-import { routed } from '../channels/config.js';
+import { channelPicker, type ChannelPicker } from '../upstreams/channel-picker.js';
+import { movesOn, SUCCEEDED, verdictOf, type Verdict } from '../upstreams/failover.js';
+import { routed } from '../config/channels.js';
 import type { ChannelState } from '../channels/state.js';
 import { findModel } from '../infra/models.js';
-import { modelsOfKind, type ChatChannel, type ChatModel, type Config, type Model } from '../config.js';
+import { modelsOfKind, type ChatChannel, type ChatModel, type Config, type Model } from '../config/env.js';
 import { LocalChatProvider } from './providers/local.js';
 import { OpenAIChatProvider } from './providers/openai.js';
 import { callerError, lenient, noChannelError, UNSHARED } from './routing.js';
-import type { ChatCall, ChatChunk, ChatCompletion, ChatProvider } from './types.js';
+import type { ChatCall, ChatChunk, ChatCompletion, ChatProvider } from './providers/types.js';
 import { requestedModel, validateChat } from './validate.js';
 import { KilnError } from '../shared/errors.js';
 import { upstreamKey } from '../shared/credentials.js';
 import { assertModelAllowed } from '../keys/allowed.js';
-import type { Caller } from '../infra/auth.js';
+import type { Caller } from '../infra/callers.js';
 
 export type ChatOutcome =
   { stream: false; completion: ChatCompletion } | { stream: true; chunks: AsyncIterable<ChatChunk> };
 
 /** One channel's try: its answer, or the caller's error and whether the next channel may take over. */
-type Attempt = { ok: true; outcome: ChatOutcome } | { ok: false; error: unknown; movable: boolean };
+type Attempt = { ok: true; outcome: ChatOutcome } | { ok: false; error: unknown; verdict: Verdict };
 
 /** What one request sends, whichever channel takes it. */
 interface Ask {
@@ -58,7 +51,7 @@ export class ChatService {
   /** The largest body any chat model accepts: the parser's limit; each model's own is checked after. */
   readonly bodyLimit: number;
   private readonly state: ChannelState;
-  private readonly router: ChannelRouter;
+  private readonly router: ChannelPicker;
 
   /** `channels`: the deployment's shared channel state (Redis); without it channels never cool down. */
   constructor(
@@ -71,7 +64,7 @@ export class ChatService {
     this.bodyLimit = chat.length ? Math.max(...chat.map((m) => m.maxBodyBytes)) : NO_MODEL_BODY_BYTES;
     this.state = lenient(channels);
     // One try per acquire: a chat caller is waiting, and lenient() already covers Redis trouble.
-    this.router = channelRouter(this.state, (fn) => fn());
+    this.router = channelPicker(this.state, (fn) => fn());
   }
 
   model(id: string): ChatModel {
@@ -96,17 +89,16 @@ export class ChatService {
     const ask: Ask = { caller, call: validateChat(raw, model), gone, holder: `chat-${randomUUID()}` };
     const tried: string[] = [];
     let last: unknown;
-    // Each channel at most once: one that refused a moment ago would most likely refuse again.
-    while (tried.length < model.channels.length) {
+    // Each channel at most once: one that refused a moment ago would most likely refuse again. When
+    // every channel refused, the caller gets the last one's answer, as one channel gives it.
+    for (;;) {
       const channel = await this.pick(model, ask, tried, last);
       tried.push(channel.id);
       const r = await this.attempt(model, channel, ask);
       if (r.ok) return r.outcome;
-      if (!r.movable) throw r.error;
+      if (!movesOn(r.verdict, { channel: channel.id, channels: model.channels, tried })) throw r.error;
       last = r.error;
     }
-    // Every channel refused (or could not be reached): the last one's answer, as one channel gives it.
-    throw last;
   }
 
   /** The next channel to try (its lease taken), by priority and weight, skipping those cooling down. */
@@ -167,7 +159,7 @@ export class ChatService {
     } catch (err) {
       const v = judge(err);
       await release(v);
-      return { ok: false, error: failure(err), movable: v.movable };
+      return { ok: false, error: failure(err), verdict: v };
     } finally {
       disarm();
     }

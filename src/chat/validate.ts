@@ -2,9 +2,9 @@
 // name the field as `messages[i].content[j]…`; images have codes of their own.
 import { imageSize } from 'image-size';
 import { z } from 'zod';
-import type { ChatModel } from '../config.js';
+import type { ChatModel } from '../config/env.js';
 import { KilnError } from '../shared/errors.js';
-import type { ChatMessage, ChatRequest, ImageInfo } from './types.js';
+import type { ChatMessage, ChatRequest, ImageInfo } from './providers/types.js';
 
 export const CHAT_LIMITS = { messages: 1000, itemsPerMessage: 100 } as const;
 

@@ -1,7 +1,7 @@
 // Typed errors of the Kiln client. The codes and their HTTP statuses come from the server's one
 // catalogue (src/shared/errors.ts, a pure module), so client and server cannot drift apart.
 import { ERROR_STATUS, type ErrorCode } from '../shared/errors.js';
-import { parseRetryAfter } from '../shared/retry-after.js';
+import { parseRetryAfter } from '../upstreams/retry-after.js';
 
 export { ERROR_STATUS, type ErrorCode, parseRetryAfter };
 

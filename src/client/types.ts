@@ -9,9 +9,9 @@ export interface ErrorObject {
 
 // The result parts are the same shapes the server stores: one definition (src/shared is pure).
 import type { Candidate, Part } from '../shared/image-task.js';
-import type { WebhookState } from '../shared/webhook.js';
+import type { WebhookState } from '../shared/webhook-types.js';
 export type { Part, Candidate } from '../shared/image-task.js';
-export type { WebhookEvents, WebhookState } from '../shared/webhook.js';
+export type { WebhookEvents, WebhookState } from '../shared/webhook-types.js';
 
 /**
  * Extension fields of image and video tasks (contract clients ignore them): where the time went,

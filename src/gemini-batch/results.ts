@@ -3,7 +3,7 @@
 // request's google.rpc.Status. Read only once the batch is done: polls of a running batch read no
 // image.
 import type { Candidate, Part } from '../shared/image-task.js';
-import type { Blobs } from '../infra/blob-store.js';
+import type { Blobs } from '../blobs/stores.js';
 import { UnusableUrl, type SafeFetch } from '../infra/safe-fetch.js';
 import { rpcStatus } from '../http/google-errors.js';
 import type { BatchRecord } from './store.js';

@@ -4,8 +4,8 @@
 // one read of the record, one of the tasks' stored views (per node on a Redis Cluster).
 import { createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import type { Config } from '../config.js';
-import type { Caller } from '../infra/auth.js';
+import type { Config } from '../config/env.js';
+import type { Caller } from '../infra/callers.js';
 import { IMAGE_FALLBACK, type ImageTaskService } from '../image/service.js';
 import { KilnError } from '../shared/errors.js';
 import { canonicalJson } from '../shared/idempotency.js';

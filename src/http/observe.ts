@@ -6,7 +6,7 @@
 import { context, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
 import type { Context, Middleware } from 'koa';
 import type { Logger } from 'pino';
-import { requestLineWriter, type RequestLine } from '../log.js';
+import { requestLineWriter, type RequestLine } from '../ops/log.js';
 import { routeOf } from './route-table.js';
 import type { ApiMetrics } from '../ops/metrics.js';
 import { requestIdFrom, runWithRequest, type RequestContext } from '../ops/request-context.js';
@@ -59,7 +59,7 @@ export function requestObserver({ log, metrics, stopping }: Omit<ObserveDeps, 't
   // The request line holds only the fields chosen below (never a header, query or body), so it
   // skips the redaction pass every other line gets (about half of a line's cost on a poll).
   const requestLog = log.child({}, { redact: { paths: [] } });
-  // Cheaper still: the same line written without pino's per-line work (src/log.ts).
+  // Cheaper still: the same line written without pino's per-line work (src/ops/log.ts).
   const writeLine = requestLineWriter(log);
   return {
     begin: (header) => ({ rc: { requestId: requestIdFrom(header) }, start: performance.now() }),

@@ -3,7 +3,6 @@
 import { OpenAPIRegistry, OpenApiGeneratorV31, type RouteConfig } from '@asteasolutions/zod-to-openapi';
 import { z } from 'zod';
 import { ERROR_STATUS, TASK_FAILURE_CODES, type ErrorCode } from '../shared/errors.js';
-import { registerWebhookDelivery } from '../webhooks/openapi.js';
 
 type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 type ZodObj = z.ZodObject<z.ZodRawShape>;
@@ -144,9 +143,10 @@ function toRouteConfig(op: OperationDoc): RouteConfig {
   };
 }
 
+/** `more` adds what no operation declares (the webhook deliveries a receiver gets). */
 export function buildOpenApiDocument(
   operations: readonly OperationDoc[],
-  opts: { serverUrl?: string; version?: string } = {},
+  opts: { serverUrl?: string; version?: string; more?: (registry: OpenAPIRegistry) => void } = {},
 ) {
   const registry = new OpenAPIRegistry();
   registry.registerComponent('securitySchemes', 'bearerAuth', {
@@ -190,7 +190,7 @@ export function buildOpenApiDocument(
     (a, b) => openApiPath(a).localeCompare(openApiPath(b)) || a.method.localeCompare(b.method),
   );
   for (const op of ops) registry.registerPath(toRouteConfig(op));
-  registerWebhookDelivery(registry);
+  opts.more?.(registry);
   const catalogue = Object.entries(ERROR_STATUS)
     .map(([c, s]) => {
       const endsTasks = (TASK_FAILURE_CODES as readonly string[]).includes(c) && c !== 'invalid_request';

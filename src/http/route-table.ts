@@ -5,7 +5,7 @@
 import type Router from '@koa/router';
 import type { RouterContext } from '@koa/router';
 import type { z } from 'zod';
-import type { Authenticator, Caller } from '../infra/auth.js';
+import type { Authenticator, Caller } from '../infra/callers.js';
 import { currentRequest } from '../ops/request-context.js';
 import { KilnError } from '../shared/errors.js';
 import { jsonBody } from './body.js';

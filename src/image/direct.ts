@@ -2,15 +2,15 @@
 // Each call still runs as one image-task workflow (started, then awaited), so operators see it
 // in the Temporal Web UI and in task lists like any other task.
 import type { Client } from '@temporalio/client';
-import type { ImageModel } from '../config.js';
+import type { ImageModel } from '../config/env.js';
 import { ERROR_STATUS, KilnError, type ErrorCode } from '../shared/errors.js';
 import { TERMINAL_STATUSES } from '../shared/task.js';
 import type { Candidate, ImageRequest, Part } from '../shared/image-task.js';
-import type { Caller } from '../infra/auth.js';
-import type { Blobs } from '../infra/blob-store.js';
+import type { Caller } from '../infra/callers.js';
+import type { Blobs } from '../blobs/stores.js';
 import { UnusableUrl, type SafeFetch } from '../infra/safe-fetch.js';
 import type { ImageTaskService } from './service.js';
-import type { WebhookTarget } from '../shared/webhook.js';
+import type { WebhookTarget } from '../shared/webhook-types.js';
 import { validateSubmit } from './validate.js';
 // Type only: the handle's result is typed by the workflow function, whose code the API never loads.
 import type { imageTaskWorkflow } from '../../workflows/image-task.js';

@@ -1,15 +1,15 @@
 // Image task service: submit starts a workflow; reads come from the Redis read model and reach
 // Temporal only for ids Redis does not know (then the record is repaired).
 import { createHash } from 'node:crypto';
-import type { ImageModel } from '../config.js';
+import type { ImageModel } from '../config/env.js';
 import { promptText } from '../shared/prompt.js';
 import { newImageRecord, type ImageRequest, type ImageTaskRecord } from '../shared/image-task.js';
 import type { TaskStatus } from '../shared/task.js';
 import type { ImageTaskWorkflowInput } from '../../workflows/image-task.js';
 import { indexMember } from '../tasks/store/task-store.js';
-import type { WebhookTarget } from '../shared/webhook.js';
+import type { WebhookTarget } from '../shared/webhook-types.js';
 import { longPoll, type WaitAsk } from '../tasks/waits.js';
-import type { Caller } from '../infra/auth.js';
+import type { Caller } from '../infra/callers.js';
 import { notFoundItem, taskView, type TaskView } from '../shared/views.js';
 import { TaskService } from '../tasks/service.js';
 import { storageUnavailable, type TaskKind } from '../tasks/kind.js';

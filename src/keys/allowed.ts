@@ -1,6 +1,6 @@
 // A key's model allow-list (Caller.models, set in keys mode): every route that starts work for a
 // model asks here first, before any workflow starts or any upstream is called.
-import type { Caller } from '../infra/auth.js';
+import type { Caller } from '../infra/callers.js';
 import { KilnError } from '../shared/errors.js';
 
 export function assertModelAllowed(caller: Caller, model: string): void {

@@ -2,7 +2,7 @@
 // made, how a stored record reads (records written before managed keys included), whether a key may
 // be used now, and its public form. The secret itself is in none of these: only its SHA-256 is kept.
 import { createHash, randomBytes } from 'node:crypto';
-import { keyLimits, LIMIT_NAMES, patchLimits, type Limits, type LimitsPatch } from '../usage/limits.js';
+import { keyLimits, LIMIT_NAMES, patchLimits, type Limits, type LimitsPatch } from '../config/limits.js';
 
 export const KEY_PREFIX = 'kiln_sk_';
 /** Characters of the key shown in listings: the prefix and 4 of its 32 random characters (24 of 192 bits). */
@@ -18,8 +18,6 @@ export const LIMITS = {
   latestExpiry: 253_402_300_799,
   listPage: 100,
 } as const;
-
-export const OWNER_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 
 export interface KeyRecord {
   id: string;

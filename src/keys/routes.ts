@@ -1,5 +1,5 @@
 // /admin/v1/keys: operators issue, list, change and revoke API keys (AUTH_MODE=keys), behind the
-// operator token like the other admin calls (src/http/admin-routes.ts). In passthrough mode the
+// operator token like the other admin calls (src/api/admin-routes.ts). In passthrough mode the
 // routes are there (and documented) but answer not_found saying keys mode is off.
 import type { RouterContext } from '@koa/router';
 import { z } from 'zod';
@@ -9,7 +9,8 @@ import { parseInput, route, type RouteDef } from '../http/route-table.js';
 import { KilnError } from '../shared/errors.js';
 import { wholeNumber } from '../tasks/routes.js';
 import { KeyLimitsPatch, LimitsSchema } from '../usage/openapi.js';
-import { keyView, LIMITS, nowSeconds, OWNER_NAME } from './record.js';
+import { OWNER_NAME } from '../infra/callers.js';
+import { keyView, LIMITS, nowSeconds } from './record.js';
 import type { KeyStore } from './store.js';
 
 export interface KeyAdminDeps {

@@ -14,7 +14,6 @@ import {
   newKey,
   nowSeconds,
   ownLimits,
-  OWNER_NAME,
   pageAfter,
   patched,
   readRecord,
@@ -24,7 +23,8 @@ import {
   type KeyRecord,
   type KeyView,
 } from './record.js';
-import { NO_LIMITS, patchLimits, type LimitsPatch } from '../usage/limits.js';
+import { NO_LIMITS, patchLimits, type LimitsPatch } from '../config/limits.js';
+import { OWNER_NAME } from '../infra/callers.js';
 
 /**
  * Compare and set: writes field ARGV[1] = ARGV[3] (and ARGV[4] = ARGV[5] when given) only while

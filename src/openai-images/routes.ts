@@ -2,7 +2,7 @@
 // Kiln's image models. Synchronous by default (the images, like the direct form); with
 // `Prefer: respond-async`, 202 and the image tasks to poll.
 import type { Context } from 'koa';
-import type { Caller } from '../infra/auth.js';
+import type { Caller } from '../infra/callers.js';
 import { z } from 'zod';
 import { jsonBody, sendSubmitted } from '../http/body.js';
 import { IdempotencyKeyHeader } from '../http/openapi.js';

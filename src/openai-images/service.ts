@@ -3,9 +3,9 @@
 // service; the synchronous answer waits for their workflows as the direct form does.
 import { createHash } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import type { ImageModel, Model } from '../config.js';
-import type { Caller } from '../infra/auth.js';
-import type { Blobs } from '../infra/blob-store.js';
+import type { ImageModel, Model } from '../config/env.js';
+import type { Caller } from '../infra/callers.js';
+import type { Blobs } from '../blobs/stores.js';
 import { UnusableUrl, type SafeFetch } from '../infra/safe-fetch.js';
 import type { ImageTaskService, SubmitResponse, SubmitResult } from '../image/service.js';
 import { validateSubmit } from '../image/validate.js';
@@ -13,7 +13,7 @@ import { ERROR_STATUS, KilnError, type ErrorCode } from '../shared/errors.js';
 import type { ImageRequest, ImageTaskRecord } from '../shared/image-task.js';
 import { LIMITS } from '../shared/limits.js';
 import { TERMINAL_STATUSES } from '../shared/task.js';
-import type { WebhookTarget } from '../shared/webhook.js';
+import type { WebhookTarget } from '../shared/webhook-types.js';
 import { storageUnavailable } from '../tasks/kind.js';
 import type { RedisClient } from '../tasks/store/task-store.js';
 // Type only: the handle's result is typed by the workflow function, whose code the API never loads.

@@ -2,16 +2,14 @@
 // (the tests) do not collide. Tasks finished by outcome are counted by the worker (see
 // src/ops/worker-telemetry.ts): it is the one place that sees each task end exactly once.
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
-import { registerChannelSeries } from '../channels/metrics.js';
-import type { ChannelReading } from '../channels/readings.js';
 import { clusterMetrics, inClusterWorker, shareRequestSeries } from './api-cluster.js';
 import { RequestSeries, seriesText, withRegistryText } from './request-series.js';
 
 export interface ApiMetricsSources {
   /** Unfinished tasks (the queue gauge in Redis); may throw when Redis is down. */
   queueDepth(): Promise<number>;
-  /** Every channel's snapshot (the kiln_channel_* series); may throw when Redis is down. */
-  channels?(): Promise<ChannelReading[]>;
+  /** Registers series read from elsewhere at scrape time (the channels' kiln_channel_*). */
+  more?(registry: Registry): void;
 }
 
 export class ApiMetrics {
@@ -67,8 +65,7 @@ export class ApiMetrics {
         else this.set(depth);
       },
     });
-    // Deployment-wide values: declared so that the supervisor keeps one copy, not the sum (see there).
-    if (sources.channels) registerChannelSeries(this.registry, () => sources.channels!());
+    sources.more?.(this.registry);
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'kiln_api_' });
     // The supervisor of several API processes collects this registry from each of them.
     if (inClusterWorker()) {

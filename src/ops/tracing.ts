@@ -22,7 +22,7 @@ import {
   makeWorkflowExporter,
 } from '@temporalio/interceptors-opentelemetry';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
-import type { Config } from '../config.js';
+import type { Config } from '../config/env.js';
 
 export interface Tracing {
   tracer: Tracer;

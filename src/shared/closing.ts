@@ -2,7 +2,7 @@
 // cancel or terminate in the Web UI or CLI, Temporal's timeout), and how the task's record says so.
 // Pure: the workflows word their own cancels with it, the reconciler the ends no workflow code saw.
 import type { ErrorBody } from './errors.js';
-import type { CallWording } from './upstream.js';
+import type { CallWording } from './call-wording.js';
 
 /** How far a task's upstream call got: the Redis dispatch mark, and the model's idempotency. */
 export type Reach = 'not_sent' | 'sent' | 'sent_not_idempotent';

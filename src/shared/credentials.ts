@@ -1,7 +1,7 @@
 // Which key a call to an upstream (a model's channel) carries: one rule for image, video and chat.
 // Pure module: safe to value-import from workflow code.
 
-/** A channel's `credential` setting (see src/model-config.ts). */
+/** A channel's `credential` setting (see src/config/models.ts). */
 export type CredentialSetting = 'passthrough' | 'none' | { env: string };
 
 interface Credentialed {

@@ -1,8 +1,8 @@
 // Image task shapes shared by API, activities and workflows. Pure types and constants only.
-import type { Route } from './route.js';
+import type { ChannelTrail } from '../shared/channel-trail.js';
 import type { ErrorBody } from './errors.js';
 import type { TaskStatus } from './task.js';
-import { WEBHOOK_PENDING, type WebhookState, type WebhookTarget } from './webhook.js';
+import { WEBHOOK_PENDING, type WebhookState, type WebhookTarget } from './webhook-types.js';
 
 export interface Part {
   text?: string;
@@ -58,8 +58,8 @@ export interface ImageTaskInput {
   /** The caller's upstream key in passthrough mode; travels only inside encrypted payloads. */
   credential?: string;
   webhook?: WebhookTarget;
-  /** Set by the workflow once a channel refused the task (see src/shared/route.ts). */
-  route?: Route;
+  /** Set by the workflow once a channel refused the task (see src/upstreams/failover.ts). */
+  route?: ChannelTrail;
 }
 
 /** The result of one upstream generation, before it is turned into a task record. */

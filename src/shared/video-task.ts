@@ -1,8 +1,8 @@
 // Video task shapes shared by API, activities and workflows. Pure types and constants only.
-import type { Route } from './route.js';
+import type { ChannelTrail } from '../shared/channel-trail.js';
 import type { ErrorBody } from './errors.js';
 import type { ActivityPolicy, TaskStatus } from './task.js';
-import { WEBHOOK_PENDING, type WebhookState, type WebhookTarget } from './webhook.js';
+import { WEBHOOK_PENDING, type WebhookState, type WebhookTarget } from './webhook-types.js';
 
 /** The contract's strict rules for the pro model: any other value is refused before it can reach the upstream. */
 export const PRO_SECONDS = ['10', '15', '25'] as const;
@@ -71,8 +71,8 @@ export interface VideoTaskInput {
   /** The caller's upstream key in passthrough mode; travels only inside encrypted payloads. */
   credential?: string;
   webhook?: WebhookTarget;
-  /** Set by the workflow once a channel refused the task (see src/shared/route.ts). */
-  route?: Route;
+  /** Set by the workflow once a channel refused the task (see src/upstreams/failover.ts). */
+  route?: ChannelTrail;
 }
 
 /** The upstream job a create call started. */

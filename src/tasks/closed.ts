@@ -4,12 +4,12 @@
 // request may have reached a non-idempotent upstream (the dispatch mark) — `uncertain` then.
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Payload } from '@temporalio/common';
-import { resendable } from '../shared/route.js';
-import type { Model } from '../config.js';
+import { resendable } from '../upstreams/failover.js';
+import type { Model } from '../config/env.js';
 import { cancelBy, closedOutcome, type Closing, type Reach } from '../shared/closing.js';
 import { newImageRecord, type ImageTaskInput } from '../shared/image-task.js';
 import type { AnyTaskRecord } from '../shared/records.js';
-import { IMAGE_CALL, VIDEO_CALL } from '../shared/upstream.js';
+import { IMAGE_CALL, VIDEO_CALL } from '../shared/call-wording.js';
 import { newVideoRecord, type VideoTaskInput } from '../shared/video-task.js';
 import type { TaskStore } from './store/task-store.js';
 

@@ -2,12 +2,12 @@
 // poll, list and cancel. Each kind gives one `Collection` entry (paths, operation ids and tags are
 // derived from it), so their long-poll handling, headers and documentation cannot drift apart.
 import { z } from 'zod';
-import type { Caller } from '../infra/auth.js';
+import type { Caller } from '../infra/callers.js';
 import type { ViewText } from './poll.js';
 import type { WaitAsk } from './waits.js';
 import type { CancelAnswer } from './cancel.js';
 import { sendJsonText, sendView } from '../http/body.js';
-import type { FastList, FastRead } from '../http/fast-reads.js';
+import type { FastList, FastRead } from './fast-reads.js';
 import { route, type RouteDef } from '../http/route-table.js';
 import {
   PREFERENCE_APPLIED,

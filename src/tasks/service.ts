@@ -3,18 +3,16 @@
 // what is its own: its request, its workflow input and its answers.
 import { randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import { modelTaskQueue, type Config, type ImageModel, type Model, type VideoModel } from '../config.js';
+import { modelTaskQueue, type Config, type ImageModel, type Model, type VideoModel } from '../config/env.js';
 import { findModel } from '../infra/models.js';
-import type { Caller } from '../infra/auth.js';
-import { assertModelAllowed } from '../keys/allowed.js';
+import type { Caller } from '../infra/callers.js';
 import type { TaskStore } from './store/task-store.js';
 import { longPoll, type WaitAsk, type WaitRegistry } from './waits.js';
 import { idempotencySecret, idempotentTaskId, requestFingerprint } from '../shared/idempotency.js';
 import { KilnError } from '../shared/errors.js';
 import type { AnyTaskRecord } from '../shared/records.js';
 import { UNFINISHED_STATUSES, type ActivityPolicy } from '../shared/task.js';
-import type { WebhookTarget } from '../shared/webhook.js';
-import { webhookTarget } from '../webhooks/target.js';
+import type { WebhookTarget } from '../shared/webhook-types.js';
 import { cancelTask, type CancelAnswer } from './cancel.js';
 import { readFromTemporal } from './fallback.js';
 import { notFound, type TaskKind } from './kind.js';
@@ -22,8 +20,6 @@ import { finishedView, pollViews, taskLimiterKey, type ViewText } from './poll.j
 import { priorSubmit, replayedRecord } from './replay.js';
 import { startTask, type StartTask } from './start.js';
 import { taskSummary } from './summary.js';
-import { admit } from '../usage/admission.js';
-import { QuotaStore, type Admissions } from '../usage/store.js';
 
 /** Lookups in Temporal per read at most: a batch of unknown ids must not become a visibility scan. */
 const FALLBACK_LOOKUPS = 100;
@@ -64,6 +60,31 @@ export interface Submission<Q, I, R> {
   units: number;
 }
 
+/** A submit's claim on its owner's limits: what the admission reserves before a workflow starts. */
+export interface AdmissionAsk {
+  caller: Caller;
+  id: string;
+  model: { id: string; chargeFailed: boolean };
+  units: number;
+}
+
+/**
+ * What the kernel is handed rather than imports: the owner's limits (src/usage), a key's model
+ * allow-list (src/keys) and the webhook parameters' rules (src/webhooks). src/api/kernel.ts builds it.
+ */
+export interface KernelDeps {
+  /** Reserves the submit's units, or throws the refusal; `fresh`: this call made the reservation. */
+  admit(ask: AdmissionAsk): Promise<{ fresh: boolean }>;
+  /** Gives back a reservation no task came of (best effort: the sweep is the net under it). */
+  unadmit(owner: string, id: string): Promise<void>;
+  /** Throws model_not_allowed for a model outside the caller's key's allow-list. */
+  allowModel(caller: Caller, model: string): void;
+  /** The submit's webhook parameters, checked (invalid_webhook_url); undefined when none was given. */
+  webhookTarget(url: unknown, events: unknown): WebhookTarget | undefined;
+  /** Long-polls (`wait`); without it a wait answers at once. */
+  waits?: WaitRegistry;
+}
+
 export abstract class TaskService<R extends AnyTaskRecord> {
   protected abstract readonly spec: TaskKind<R>;
   private readonly idSecret: Buffer;
@@ -71,24 +92,25 @@ export abstract class TaskService<R extends AnyTaskRecord> {
     protected readonly config: Config,
     protected readonly store: TaskStore,
     protected readonly temporal: Client,
-    /** Long-polls (`wait`); without it a wait answers at once. */
-    protected readonly waits?: WaitRegistry,
-    /** Limits and reservations (src/usage/): the owner's quota in Redis beside the read model. */
-    protected readonly quota: Admissions = new QuotaStore(store.redis, config.redisPrefix, config.limits),
+    protected readonly deps: KernelDeps,
   ) {
     this.idSecret = idempotencySecret(config.ownerKey);
+  }
+
+  protected get waits(): WaitRegistry | undefined {
+    return this.deps.waits;
   }
 
   /** This kind's model of that id; model_not_found otherwise, model_not_allowed outside the caller's key's list. */
   model(id: string, caller?: Caller): Extract<Model, { kind: R['kind'] }> {
     const model = findModel(this.config.models, this.spec.kind, id);
-    if (caller) assertModelAllowed(caller, id);
+    if (caller) this.deps.allowModel(caller, id);
     return model;
   }
 
   /** The submit's webhook parameters, checked (invalid_webhook_url); undefined when none was given. */
   webhookTarget(url: unknown, events: unknown): WebhookTarget | undefined {
-    return webhookTarget(url, events, this.config.webhooks.allow);
+    return this.deps.webhookTarget(url, events);
   }
 
   /**
@@ -101,7 +123,7 @@ export abstract class TaskService<R extends AnyTaskRecord> {
     sub: Submission<Q, I, R>,
   ): Promise<{ record: R; replayed: boolean }> {
     // Whatever route led here: no workflow starts for a model outside the key's allow-list.
-    assertModelAllowed(caller, model.id);
+    this.deps.allowModel(caller, model.id);
     const { kind } = this.spec;
     const key = sub.idempotencyKey;
     const id = key
@@ -112,17 +134,11 @@ export abstract class TaskService<R extends AnyTaskRecord> {
     if (prior) return { record: prior, replayed: true };
     const created_at = Math.floor(Date.now() / 1000);
     const workflow = sub.workflow(this.workflowInput(caller, model, id, created_at, sub.request, sub.webhook));
-    const { fresh } = await admit(this.quota, { caller, id, model, units: sub.units }, this.config.pollAfterSeconds);
+    const { fresh } = await this.deps.admit({ caller, id, model, units: sub.units });
     // Test-only: the crash the sweep exists for, between the reservation and the workflow's start.
     if (this.config.crashAfterAdmission) process.kill(process.pid, 'SIGKILL');
     // A reservation this submit made, when no task of its own came of it.
-    const undo = () =>
-      fresh
-        ? this.quota.void(caller.owner, id).then(
-            () => undefined,
-            () => undefined,
-          )
-        : undefined;
+    const undo = () => (fresh ? this.deps.unadmit(caller.owner, id).catch(() => undefined) : undefined);
     const outcome = await startTask({ config: this.config, store: this.store, temporal: this.temporal }, {
       ...workflow,
       id,

@@ -4,7 +4,7 @@
 // workflow their id already names instead (see startTask).
 import type { Client } from '@temporalio/client';
 import { WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError } from '@temporalio/client';
-import type { Config } from '../config.js';
+import type { Config } from '../config/env.js';
 import { KilnError } from '../shared/errors.js';
 import { storageUnavailable } from './kind.js';
 import type { TaskStore } from './store/task-store.js';

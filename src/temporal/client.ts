@@ -1,5 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
-import type { Config } from '../config.js';
+import type { Config } from '../config/env.js';
 import { AesGcmCodec } from './codec.js';
 import { clientInterceptors, type Tracing } from '../ops/tracing.js';
 

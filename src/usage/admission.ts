@@ -1,8 +1,8 @@
 // A submit's admission: the caller's limits checked and its units reserved (one script round trip),
 // before any workflow starts. Refusals are 429s that say which limit, with Retry-After.
-import type { Caller } from '../infra/auth.js';
+import type { AdmissionAsk } from '../tasks/service.js';
 import { KilnError } from '../shared/errors.js';
-import { keyLimits, type LimitName } from './limits.js';
+import { keyLimits, type LimitName } from '../config/limits.js';
 import type { Admissions, AdmitOutcome } from './store.js';
 
 const LIMIT_TEXT: Record<LimitName, string> = {
@@ -18,12 +18,7 @@ const WHEN: Partial<Record<LimitName, string>> = {
   max_unfinished: 'retry once one of your tasks has finished',
 };
 
-export interface Admit {
-  caller: Caller;
-  id: string;
-  model: { id: string; chargeFailed: boolean };
-  units: number;
-}
+export type Admit = AdmissionAsk;
 
 /**
  * Reserves the submit's units, or throws the refusal. `fresh` is false when the task id already

@@ -1,7 +1,7 @@
 // The schemas of the usage and limits endpoints (routes.ts) and of a key's `limits`
 // (src/keys/routes.ts): the query and bodies they are validated with, and their answers.
 import { z } from 'zod';
-import { LIMIT_NAMES, MAX_LIMIT, type LimitName } from './limits.js';
+import { LIMIT_NAMES, MAX_LIMIT, type LimitName } from '../config/limits.js';
 import { COUNTERS, DATE_FORMAT, dayStart, GROUPINGS, MAX_RANGE_DAYS, type Counter } from './report.js';
 
 export const LIMIT_TEXT: Record<LimitName, string> = {

@@ -1,5 +1,5 @@
 // Usage and limits over HTTP. The caller's own usage (GET /v1/usage), and for operators, behind the
-// operator token like the other admin calls (src/http/admin-routes.ts): every owner's usage, as
+// operator token like the other admin calls (src/api/admin-routes.ts): every owner's usage, as
 // JSON or CSV (GET /admin/v1/usage), an owner's limits (GET, PATCH /admin/v1/owners/{owner}/limits)
 // and the release of the units an uncertain task holds (POST /admin/v1/tasks/{id}/release).
 //
@@ -11,11 +11,11 @@ import { z } from 'zod';
 import { jsonBody } from '../http/body.js';
 import { requireOperator } from '../http/operator-token.js';
 import { parseInput, route, type RouteDef } from '../http/route-table.js';
-import { OWNER_NAME } from '../keys/record.js';
+import { OWNER_NAME } from '../infra/callers.js';
 import { KilnError } from '../shared/errors.js';
 import { TERMINAL_STATUSES } from '../shared/task.js';
 import type { TaskStore } from '../tasks/store/task-store.js';
-import { LIMIT_NAMES, type LimitName, type LimitsPatch } from './limits.js';
+import { LIMIT_NAMES, type LimitName, type LimitsPatch } from '../config/limits.js';
 import {
   AdminUsage,
   AdminUsageQuery,

@@ -7,8 +7,12 @@
 // a settlement. The sweep (sweep.ts) is the net under both.
 import type { AnyTaskRecord } from '../shared/records.js';
 import { TERMINAL_STATUSES } from '../shared/task.js';
+import type { Config } from '../config/env.js';
+import type { RedisClient } from '../infra/redis.js';
+import { createTaskStore } from '../tasks/store/create.js';
+import { FinishedViews } from '../tasks/store/finished-views.js';
 import type { TaskStore } from '../tasks/store/task-store.js';
-import type { LedgerStatus, QuotaStore, SettleOutcome } from './store.js';
+import { QuotaStore, type LedgerStatus, type SettleOutcome } from './store.js';
 
 /** How the ledger counts a terminal record: a failed task whose code is `canceled` is canceled. */
 export function ledgerStatus(r: AnyTaskRecord): LedgerStatus {
@@ -46,4 +50,24 @@ export function settling<S extends TaskStore>(store: S, quota: QuotaStore): S {
   store.transition = wrap(store.transition.bind(store));
   store.restore = wrap(store.restore.bind(store));
   return store;
+}
+
+/** `readCache`: an API process's store, which keeps finished tasks' views (FINISHED_VIEWS_CACHE_MB). */
+export function createStore(config: Config, redis: RedisClient, readCache = false): TaskStore {
+  const finished =
+    readCache && config.finishedViewsBytes > 0
+      ? new FinishedViews(config.finishedViewsBytes, config.retentionSeconds * 1000)
+      : undefined;
+  const store = createTaskStore(redis, {
+    prefix: config.redisPrefix,
+    retentionSeconds: config.retentionSeconds,
+    finished,
+  });
+  // Every terminal write settles the task's quota reservation.
+  return settling(store, createQuota(config, redis));
+}
+
+/** Quota reservations, limits and the usage ledger. */
+export function createQuota(config: Pick<Config, 'redisPrefix' | 'limits'>, redis: RedisClient): QuotaStore {
+  return new QuotaStore(redis, config.redisPrefix, config.limits);
 }

@@ -12,7 +12,7 @@ import {
   type LimitName,
   type Limits,
   type LimitsPatch,
-} from './limits.js';
+} from '../config/limits.js';
 import { ADMIT, SETTLE } from './scripts.js';
 
 /** The ledger is kept this long, whatever the read model's retention. */

@@ -2,7 +2,7 @@
 // them (frames.ts). A still's name is derived from its video's (unguessable) name, so it is found
 // again without any record of it: the second request for it runs no ffmpeg, and a delete finds it.
 import { createHash } from 'node:crypto';
-import type { Blobs } from '../infra/blob-store.js';
+import type { Blobs } from '../blobs/stores.js';
 import type { VideoTaskRecord } from '../shared/video-task.js';
 import { KilnError } from '../shared/errors.js';
 import { makeStill, type Still } from './frames.js';

@@ -1,17 +1,17 @@
 // Video task service: submit starts a `videoTaskWorkflow`; polls come from the Redis read model
 // (behind the same limiter as image tasks) and reach Temporal only when Redis has no record.
-import { videoOptions, type VideoModel } from '../config.js';
+import { videoOptions, type VideoModel } from '../config/env.js';
 import { KilnError } from '../shared/errors.js';
 import { newVideoRecord, videoStatus, type VideoRequest, type VideoTaskRecord } from '../shared/video-task.js';
 import type { VideoTaskWorkflowInput } from '../../workflows/video-task.js';
-import type { Caller } from '../infra/auth.js';
-import type { WebhookTarget } from '../shared/webhook.js';
+import type { Caller } from '../infra/callers.js';
+import type { WebhookTarget } from '../shared/webhook-types.js';
 import { videoView, type VideoView } from '../shared/views.js';
 import type { FallbackKind } from '../tasks/fallback.js';
 import { storageUnavailable, type TaskKind } from '../tasks/kind.js';
 import { TaskService } from '../tasks/service.js';
 import { deleteTask } from '../tasks/delete.js';
-import { createBlobs } from '../infra/blob-store.js';
+import { createBlobs } from '../blobs/stores.js';
 import { VARIANTS, VideoFiles, type Variant } from './files.js';
 
 export const VIDEO_ID = /^video_[a-f0-9]{32}$/;

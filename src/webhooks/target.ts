@@ -2,7 +2,7 @@
 // `webhook` and `webhook_events` fields of POST /v1/videos), checked before a workflow exists.
 import ipaddr from 'ipaddr.js';
 import { KilnError } from '../shared/errors.js';
-import { WEBHOOK_EVENTS, type WebhookEvents, type WebhookTarget } from '../shared/webhook.js';
+import { WEBHOOK_EVENTS, type WebhookEvents, type WebhookTarget } from '../shared/webhook-types.js';
 import { refusedAddress } from '../infra/safe-fetch.js';
 
 export const WEBHOOK_URL_MAX = 2048;

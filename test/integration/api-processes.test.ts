@@ -30,7 +30,7 @@ describe('API_PROCESSES=2', () => {
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
     const s = spawnEntry(
-      'src/server.ts',
+      'src/api/main.ts',
       { ...k.env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', API_PROCESSES: '2' },
       'kiln api listening',
       cleanups,
@@ -74,7 +74,7 @@ describe('API_PROCESSES=2', () => {
   it('stops with an error, instead of forking forever, when its processes cannot start', async () => {
     const port = await freePort();
     const s = spawnEntry(
-      'src/server.ts',
+      'src/api/main.ts',
       {
         KILN_SECRET: 'x'.repeat(32),
         PORT: String(port),

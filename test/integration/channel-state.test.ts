@@ -12,7 +12,7 @@ import {
   type ChannelLimits,
   type ChannelRef,
 } from '../../src/channels/state.js';
-import { keySlot } from '../../src/tasks/store/slots.js';
+import { keySlot } from '../../src/tasks/store/cluster-slots.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const LIMITS: ChannelLimits = {

@@ -181,7 +181,7 @@ describe('the kiln_channel_* series', () => {
     const single = channelLines(await (await fetch(`${kiln.baseUrl}/metrics`)).text());
     const port = await freePort();
     const s = spawnEntry(
-      'src/server.ts',
+      'src/api/main.ts',
       { ...kiln.env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', API_PROCESSES: '2' },
       'kiln api listening',
       cleanups,

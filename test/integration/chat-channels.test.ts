@@ -3,10 +3,10 @@
 // when one provably did not take the work, and only before the caller got a byte of an answer.
 // Channel health is per model, so each test has its own model: refusals of one never cool another's.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { limitsOf } from '../../activities/channel-router.js';
+import { limitsOf } from '../../src/channels/limits.js';
 import { RedisChannelState } from '../../src/channels/redis-state.js';
 import type { ChannelSnapshot } from '../../src/channels/state.js';
-import { modelsOfKind } from '../../src/config.js';
+import { modelsOfKind } from '../../src/config/env.js';
 import { textItem } from '../support/chat-images.js';
 import { fail, ok, startFakeOpenAI, type FakeOpenAI } from '../support/fake-openai.js';
 import { closedPortUrl } from '../support/fake-server.js';

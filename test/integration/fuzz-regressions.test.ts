@@ -1,7 +1,7 @@
 // Regressions found by `npm run fuzz` (schemathesis against /openapi.json): each case is what the
 // fuzzer sent or checked, pinned as a plain test so it stays fixed without the fuzzer.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FsBlobStore } from '../../src/infra/blobs.js';
+import { FsBlobStore } from '../../src/blobs/local.js';
 import { KEY_A, http, startKiln, submitBody, type Kiln } from '../support/kiln.js';
 
 const OPERATOR_TOKEN = 'fuzz-regressions-operator-token-0123456789';

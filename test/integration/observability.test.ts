@@ -3,9 +3,9 @@ import { Writable } from 'node:stream';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
-import { createApi } from '../../src/runtime.js';
-import { startWorkers } from '../../src/workers.js';
+import { loadConfig } from '../../src/config/env.js';
+import { createApi } from '../../src/api/runtime.js';
+import { startWorkers } from '../../src/worker/start.js';
 import { startKiln, http, submitBody, waitForStatus, KEY_A, silent, type Kiln } from '../support/kiln.js';
 
 const lines: any[] = [];

@@ -2,7 +2,7 @@
 // set), on a real Kiln: create → retrieve → downloadContent (video and thumbnail) → delete, remix
 // refused, another owner's video not found, and an uncertain video as OpenAI's `failed` with
 // `error.code: "uncertain"`, so the SDK's pollers stop. Two API processes: a video deleted through
-// one is gone from the other's memory at once (the deletion feed, src/tasks/deletions.ts).
+// one is gone from the other's memory at once (the deletion feed, src/tasks/deletion-feed.ts).
 import OpenAI, { APIError, BadRequestError, ConflictError, NotFoundError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { drop } from '../support/fake-videos.js';

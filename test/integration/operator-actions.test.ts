@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { binary } from '../../scripts/services.js';
-import { modelTaskQueue, ownerOfKey } from '../../src/config.js';
+import { modelTaskQueue, ownerOfKey } from '../../src/config/env.js';
 import { newImageRecord } from '../../src/shared/image-task.js';
 import { delayed, ok, startFakeGemini, fakeGeminiModel, type FakeGemini } from '../support/fake-gemini.js';
 import { http, KEY_A, startKiln, submitBody, waitForStatus, TERMINAL, type Kiln } from '../support/kiln.js';

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { BACKENDS, type Backend } from '../support/redis-backends.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NO_LIMITS, type Limits } from '../../src/usage/limits.js';
+import { NO_LIMITS, type Limits } from '../../src/config/limits.js';
 import { dayOf, QuotaStore, type Admission } from '../../src/usage/store.js';
 
 describe.each(BACKENDS('quota'))('quota store on %s', (_name, start) => {

@@ -4,9 +4,9 @@
 // in without its settlement (a process lost in between) is settled by its record.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { freePort } from '../../scripts/services.js';
-import { ownerOfKey } from '../../src/config.js';
+import { ownerOfKey } from '../../src/config/env.js';
 import { newImageRecord } from '../../src/shared/image-task.js';
-import { createQuota } from '../../src/runtime.js';
+import { createQuota } from '../../src/usage/settlement.js';
 import { createTaskStore } from '../../src/tasks/store/create.js';
 import { dayOf } from '../../src/usage/store.js';
 import { KEY_A, listIds, startKiln, submitBody, type Kiln } from '../support/kiln.js';
@@ -30,7 +30,7 @@ it('SIGKILL between reservation and start: no workflow, and the sweep voids the 
   const owner = ownerOfKey(kiln.config.ownerKey, KEY_A);
   const port = await freePort();
   const api = spawnEntry(
-    'src/server.ts',
+    'src/api/main.ts',
     {
       ...kiln.env,
       PORT: String(port),

@@ -5,9 +5,9 @@
 // The sweep after a killed API process, and Redis Cluster: quota-sweep.test.ts and quota-store.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyStore } from '../../src/keys/store.js';
-import { createQuota } from '../../src/runtime.js';
+import { createQuota } from '../../src/usage/settlement.js';
 import { dayOf } from '../../src/usage/store.js';
-import type { Limits } from '../../src/usage/limits.js';
+import type { Limits } from '../../src/config/limits.js';
 import { drop, fail, fakeGeminiModel, startFakeGemini, type FakeGemini } from '../support/fake-gemini.js';
 import { closedPortUrl } from '../support/fake-server.js';
 import { OPERATOR_TOKEN } from '../support/keys.js';

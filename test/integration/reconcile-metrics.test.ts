@@ -1,4 +1,4 @@
-// Reconciliation in a worker process of its own (src/worker.ts): a terminated task is ended by it,
+// Reconciliation in a worker process of its own (src/worker/main.ts): a terminated task is ended by it,
 // and its Prometheus endpoint counts the task in kiln_tasks_reconciled_total.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -24,7 +24,7 @@ it('a worker process reconciles a terminated task and counts it on its metrics e
   cleanups.push(() => k.stop());
   const metricsPort = await freePort();
   const worker = spawnEntry(
-    'src/worker.ts',
+    'src/worker/main.ts',
     { ...k.env, LOG_LEVEL: 'info', RECONCILE_EVERY_MS: '1000', WORKER_METRICS_ADDRESS: `127.0.0.1:${metricsPort}` },
     'kiln worker running',
     cleanups,

@@ -3,8 +3,8 @@
 // image lands in the bucket.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CreateBucketCommand, GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
-import { loadConfig } from '../../src/config.js';
-import { S3BlobStore, createBlobs } from '../../src/infra/blob-store.js';
+import { loadConfig } from '../../src/config/env.js';
+import { S3BlobStore, createBlobs } from '../../src/blobs/stores.js';
 import { ok, startFakeGemini, TINY_PNG, type FakeGemini } from '../support/fake-gemini.js';
 import { startMoto } from '../support/moto.js';
 import { startKiln, http, submitBody, waitForStatus, KEY_A, type Kiln } from '../support/kiln.js';

@@ -1,4 +1,4 @@
-// Graceful shutdown of the production entry points (src/worker.ts, src/server.ts) on SIGTERM, and
+// Graceful shutdown of the production entry points (src/worker/main.ts, src/api/main.ts) on SIGTERM, and
 // the worker's own Prometheus endpoint.
 import { request } from 'node:http';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -39,7 +39,7 @@ describe('worker SIGTERM', () => {
       const api = http(k.baseUrl);
       const metricsPort = await freePort();
       const w = spawnEntry(
-        'src/worker.ts',
+        'src/worker/main.ts',
         { ...k.env, LOG_LEVEL: 'info', WORKER_METRICS_ADDRESS: `127.0.0.1:${metricsPort}` },
         'kiln worker running',
       );
@@ -97,7 +97,7 @@ describe('API SIGTERM', () => {
     const k = await kiln();
     const port = await freePort();
     const s = spawnEntry(
-      'src/server.ts',
+      'src/api/main.ts',
       { ...k.env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info' },
       'kiln api listening',
     );

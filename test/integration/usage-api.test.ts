@@ -5,9 +5,9 @@
 // and the CLI commands over them.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ownerOfKey } from '../../src/config.js';
-import { createQuota } from '../../src/runtime.js';
-import { MAX_LIMIT } from '../../src/usage/limits.js';
+import { ownerOfKey } from '../../src/config/env.js';
+import { createQuota } from '../../src/usage/settlement.js';
+import { MAX_LIMIT } from '../../src/config/limits.js';
 import { dayOf, type QuotaStore } from '../../src/usage/store.js';
 import { admin, OPERATOR_TOKEN, runCli } from '../support/keys.js';
 import { eventually, http, KEY_A, KEY_B, startKiln, submitBody, waitForStatus, type Kiln } from '../support/kiln.js';

@@ -1,6 +1,6 @@
 // DELETE /v1/videos/{id} on a Redis Cluster (3 primaries + 3 replicas, started here) with two API
-// processes on it: the second keeps finished videos' views in memory (src/tasks/finished-views.ts)
-// and hears of the deletion on the deletion feed (src/tasks/deletions.ts). A deleted video is 404
+// processes on it: the second keeps finished videos' views in memory (src/tasks/store/finished-views.ts)
+// and hears of the deletion on the deletion feed (src/tasks/deletion-feed.ts). A deleted video is 404
 // to a poll on both within a second, gone from both lists, and a late terminal write of it through
 // the cluster store (its record step, then its owner step in another slot) does not list it again,
 // even when the delete lands between the two steps.
@@ -10,9 +10,9 @@ import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePorts } from '../../scripts/production/proc.js';
 import { startRedisCluster, type RedisCluster } from '../../scripts/production/redis-cluster.js';
-import { ownerOfKey } from '../../src/config.js';
+import { ownerOfKey } from '../../src/config/env.js';
 import { createTaskStore } from '../../src/tasks/store/create.js';
-import { keySlot } from '../../src/tasks/store/slots.js';
+import { keySlot } from '../../src/tasks/store/cluster-slots.js';
 import type { TaskStore } from '../../src/tasks/store/task-store.js';
 import type { AnyTaskRecord } from '../../src/shared/records.js';
 import { eventually, KEY_A, startKiln, type Kiln } from '../support/kiln.js';

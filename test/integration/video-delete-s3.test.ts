@@ -7,8 +7,8 @@ import { createServer, request, type IncomingMessage, type Server } from 'node:h
 import type { AddressInfo, Socket } from 'node:net';
 import { CreateBucketCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
-import { createBlobs, S3BlobStore } from '../../src/infra/blob-store.js';
+import { loadConfig } from '../../src/config/env.js';
+import { createBlobs, S3BlobStore } from '../../src/blobs/stores.js';
 import { startMoto } from '../support/moto.js';
 import { KEY_A, KEY_B, startKiln, type Kiln } from '../support/kiln.js';
 import { videoApi } from '../support/video-kiln.js';

@@ -6,7 +6,7 @@ import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readFromTemporal } from '../../src/tasks/fallback.js';
-import { reconcileTask } from '../../src/tasks/reconcile.js';
+import { reconcileTask } from '../../src/worker/reconcile.js';
 import { VIDEO_FALLBACK } from '../../src/video/service.js';
 import { eventually, KEY_A, KEY_B, silent } from '../support/kiln.js';
 import { useVideoKiln, type VideoKilnFile } from '../support/video-kiln.js';

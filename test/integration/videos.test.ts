@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs';
 import { promisify } from 'node:util';
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_MODELS, videoOptions, type VideoModel } from '../../src/config.js';
+import { DEFAULT_MODELS, videoOptions, type VideoModel } from '../../src/config/env.js';
 import type { FakeVideos } from '../support/fake-videos.js';
 import { http, KEY_A, KEY_B, startKiln, submitBody, type Kiln } from '../support/kiln.js';
 import { useVideoKiln, videoApi } from '../support/video-kiln.js';

@@ -1,5 +1,5 @@
-// Failure drills on the production-shaped stack: 2 API processes (src/server.ts, one PID each on
-// its own port) and 2 worker processes (src/worker.ts) against the real Temporal server on
+// Failure drills on the production-shaped stack: 2 API processes (src/api/main.ts, one PID each on
+// its own port) and 2 worker processes (src/worker/main.ts) against the real Temporal server on
 // PostgreSQL, Redis (cluster, or single with KILN_PRODUCTION_REDIS=single) and S3 (moto).
 // Each drill shows: no task lost (every accepted task ends terminal, Redis agrees with Temporal),
 // no upstream call repeated for a non-idempotent model, 5xx answers no longer than the outage,
@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
-import { loadConfig, ownerOfKey } from '../../src/config.js';
+import { loadConfig, ownerOfKey } from '../../src/config/env.js';
 import { SEARCH_ATTRIBUTES } from '../../src/shared/task.js';
 import { dataConverter } from '../../src/temporal/client.js';
 import { startKilnDeployment, type KilnDeployment } from '../../scripts/production/kiln.js';

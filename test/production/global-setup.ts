@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { bundleWorkflowCode } from '@temporalio/worker';
-import { WORKFLOWS_PATH } from '../../src/workers.js';
+import { WORKFLOWS_PATH } from '../../src/worker/start.js';
 import { ROOT } from '../../scripts/services.js';
 import { nodeCommand } from '../../scripts/production/redis-cluster.js';
 import {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { startRedis, startTemporal } from '../../scripts/services.js';
-import { WORKFLOWS_PATH } from '../../src/workers.js';
+import { WORKFLOWS_PATH } from '../../src/worker/start.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -7,9 +7,9 @@ import type { Server } from 'node:http';
 import { join } from 'node:path';
 import { expect, inject } from 'vitest';
 import { pino } from 'pino';
-import { loadConfig, type Config } from '../../src/config.js';
-import { createApi } from '../../src/runtime.js';
-import { startWorkers } from '../../src/workers.js';
+import { loadConfig, type Config } from '../../src/config/env.js';
+import { createApi } from '../../src/api/runtime.js';
+import { startWorkers } from '../../src/worker/start.js';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 
 // Worker state changes and the expected activity failures of fault-injection tests are noise in test output; errors

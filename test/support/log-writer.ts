@@ -2,7 +2,7 @@
 // logger (buffered as the API runs it), then exits, or with IDLE_MS set stays up that long. With
 // REQUEST_LINES=1 (test/unit/request-line.test.ts), each line goes out twice, through pino and
 // through the request line writer, to the logger's own stdout stream.
-import { createLogger, requestLineWriter } from '../../src/log.js';
+import { createLogger, requestLineWriter } from '../../src/ops/log.js';
 
 const log = createLogger('info', 'kiln-api', 'json', Number(process.env.BUFFER_BYTES ?? 2048));
 const lines = Number(process.env.LINES ?? 1);

@@ -3,8 +3,8 @@
 // for multipart bodies written by hand (exact to the byte).
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, beforeEach } from 'vitest';
-import { ownerOfKey } from '../../src/config.js';
-import { createQuota } from '../../src/runtime.js';
+import { ownerOfKey } from '../../src/config/env.js';
+import { createQuota } from '../../src/usage/settlement.js';
 import { fakeGeminiModel, startFakeGemini, TINY_PNG, type FakeGemini } from './fake-gemini.js';
 import { http, KEY_A, startKiln, type Kiln } from './kiln.js';
 

@@ -1,4 +1,4 @@
-// Starts a production entry point (src/server.ts, src/worker.ts) as a child process and collects
+// Starts a production entry point (src/api/main.ts, src/worker/main.ts) as a child process and collects
 // its JSON log lines; resolves `ready` once a line with `readyText` as its message appears.
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';

@@ -1,23 +1,24 @@
 // Unit tier: the real Koa app (buildApp) and services over in-memory dependencies: the read model
 // is a MemoryStore, Temporal a client stand-in that records the workflows started, chat the local
 // model. Requests go through node:http on an ephemeral port, as a client's would.
+import { kernelDeps } from '../../src/api/kernel.js';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { createLogger } from '../../src/log.js';
+import { createLogger } from '../../src/ops/log.js';
 import type { Client } from '@temporalio/client';
-import { buildApp } from '../../src/app.js';
-import { loadConfig, type Config } from '../../src/config.js';
+import { buildApp } from '../../src/api/app.js';
+import { loadConfig, type Config } from '../../src/config/env.js';
 import { ChatService, chatProviders } from '../../src/chat/service.js';
 import { MemoryChannelState } from './unit-channel-state.js';
 import { ImageTaskService } from '../../src/image/service.js';
 import { VideoTaskService } from '../../src/video/service.js';
-import { PassthroughAuth, type Authenticator } from '../../src/infra/auth.js';
-import { FsBlobs } from '../../src/infra/blob-store.js';
-import { FinishedViews } from '../../src/tasks/finished-views.js';
+import { PassthroughAuth, type Authenticator } from '../../src/infra/callers.js';
+import { FsBlobs } from '../../src/blobs/stores.js';
+import { FinishedViews } from '../../src/tasks/store/finished-views.js';
 import { MemoryStore } from './unit-store.js';
 import type { Admissions } from '../../src/usage/store.js';
 
@@ -56,7 +57,7 @@ export async function startUnitApp(env: Record<string, string> = {}): Promise<Un
     ...env,
   });
   const store = new MemoryStore();
-  // As an API process keeps them (src/runtime.ts), when a test asks for it by setting the size.
+  // As an API process keeps them (src/api/runtime.ts), when a test asks for it by setting the size.
   if (env.FINISHED_VIEWS_CACHE_MB !== undefined && config.finishedViewsBytes > 0)
     store.finished = new FinishedViews(config.finishedViewsBytes, config.retentionSeconds * 1000);
   const started: StartedWorkflow[] = [];
@@ -106,10 +107,10 @@ export async function startUnitApp(env: Record<string, string> = {}): Promise<Un
     auth,
     models: config.models,
     pollAfterSeconds: config.pollAfterSeconds,
-    tasks: new ImageTaskService(config, store, temporal, undefined, UNLIMITED),
+    tasks: new ImageTaskService(config, store, temporal, kernelDeps(config, UNLIMITED)),
     blobs: files,
     chat: new ChatService(config.models, config.upstreamKeys, chatProviders(), new MemoryChannelState()),
-    videos: new VideoTaskService(config, store, temporal, undefined, UNLIMITED),
+    videos: new VideoTaskService(config, store, temporal, kernelDeps(config, UNLIMITED)),
     geminiVideos: { blobs: files, files, publicBaseUrl: config.publicBaseUrl },
   });
   const server: Server = createServer(app.callback());

@@ -3,7 +3,7 @@
 // mark, the poll limiter) and records every write so tests can assert the sequence of states. It
 // implements the store's interface, so the two cannot drift apart; its keys are the real store's
 // names, with no Redis behind them. Integration tests use the real store on a real redis-server.
-import type { FinishedViews } from '../../src/tasks/finished-views.js';
+import type { FinishedViews } from '../../src/tasks/store/finished-views.js';
 import { TaskKeys } from '../../src/tasks/store/keys.js';
 import {
   dispatchChannel,

@@ -1,9 +1,9 @@
 // A Kiln worker in its own process, so a test can SIGKILL it mid-task.
-// Configuration comes from the environment, like src/worker.ts; the bundle from KILN_WORKFLOW_BUNDLE.
+// Configuration comes from the environment, like src/worker/main.ts; the bundle from KILN_WORKFLOW_BUNDLE.
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { pino } from 'pino';
-import { loadConfig } from '../../src/config.js';
-import { startWorkers } from '../../src/workers.js';
+import { loadConfig } from '../../src/config/env.js';
+import { startWorkers } from '../../src/worker/start.js';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 const config = loadConfig();

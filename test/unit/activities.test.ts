@@ -9,8 +9,8 @@ import type { ImageCall, ImageProvider } from '../../activities/image/types.js';
 import { createVideoActivities } from '../../activities/video/index.js';
 import { HttpStatusFailure } from '../../activities/video/http.js';
 import type { VideoCall, VideoProvider } from '../../activities/video/types.js';
-import { TransportFailure, UpstreamFailure } from '../../activities/upstream-http.js';
-import { modelsOfKind, parseModels } from '../../src/config.js';
+import { TransportFailure, UpstreamFailure } from '../../src/upstreams/failures.js';
+import { modelsOfKind, parseModels } from '../../src/config/env.js';
 import {
   newImageRecord,
   type GenerationResult,

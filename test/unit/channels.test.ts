@@ -2,9 +2,10 @@
 // checks that refuse a file naming the field), the routing order, and the verdict on a call's end
 // that decides whether a task may move to another channel.
 import { describe, expect, it } from 'vitest';
-import { routingOrder, verdictOf } from '../../activities/channel-router.js';
-import { TransportFailure, UpstreamFailure } from '../../activities/upstream-http.js';
-import { ConfigError, parseModels, type ImageModel, type VideoModel } from '../../src/config.js';
+import { pickingOrder } from '../../src/upstreams/channel-picker.js';
+import { verdictOf } from '../../src/upstreams/failover.js';
+import { TransportFailure, UpstreamFailure } from '../../src/upstreams/failures.js';
+import { ConfigError, parseModels, type ImageModel, type VideoModel } from '../../src/config/env.js';
 
 const parse = (...models: unknown[]) => parseModels({ models }, 'models.json');
 const refusal = (...models: unknown[]) => {
@@ -92,15 +93,15 @@ describe('routing order', () => {
 
   it('tries the highest tier first, and channels already tried only when none other is left', () => {
     const channels = [ch('low', 0), ch('high', 5), ch('mid', 2)];
-    expect(routingOrder(channels, []).map((c) => c.id)).toEqual(['high', 'mid', 'low']);
-    expect(routingOrder(channels, ['high']).map((c) => c.id)).toEqual(['mid', 'low']);
-    expect(routingOrder(channels, ['high', 'mid', 'low']).map((c) => c.id)).toEqual(['high', 'mid', 'low']);
+    expect(pickingOrder(channels, []).map((c) => c.id)).toEqual(['high', 'mid', 'low']);
+    expect(pickingOrder(channels, ['high']).map((c) => c.id)).toEqual(['mid', 'low']);
+    expect(pickingOrder(channels, ['high', 'mid', 'low']).map((c) => c.id)).toEqual(['high', 'mid', 'low']);
   });
 
   it('shares a tier by weight', () => {
     const channels = [ch('a', 1, 3), ch('b', 1, 1)];
     let first = 0;
-    for (let i = 0; i < 4000; i++) if (routingOrder(channels, [])[0]!.id === 'a') first++;
+    for (let i = 0; i < 4000; i++) if (pickingOrder(channels, [])[0]!.id === 'a') first++;
     // 3:1 → 75 %; 4,000 draws put it within ±3 % with overwhelming probability.
     expect(first / 4000).toBeGreaterThan(0.72);
     expect(first / 4000).toBeLessThan(0.78);

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { ROOT } from '../../scripts/services.js';
-import { EnvSchema } from '../../src/config.js';
+import { EnvSchema } from '../../src/config/env.js';
 import { SEARCH_ATTRIBUTES } from '../../src/shared/task.js';
 
 const compose = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true });
@@ -91,7 +91,7 @@ describe('docker-compose.yml', () => {
     for (const s of ['api', 'worker']) {
       const env = services[s].environment as Record<string, unknown>;
       const unknown = Object.keys(env).filter((k) => !known.has(k));
-      expect(unknown, `${s}: settings src/config.ts does not read`).toEqual([]);
+      expect(unknown, `${s}: settings src/config/env.ts does not read`).toEqual([]);
       const values = Object.fromEntries(Object.entries(env).map(([k, v]) => [k, resolved(v)]));
       const parsed = EnvSchema.safeParse(values);
       expect(parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`), s).toEqual([]);

@@ -1,4 +1,4 @@
-// Single-task polls are answered below Koa (src/http/fast-reads.ts). Two things must hold: the fast
+// Single-task polls are answered below Koa (src/tasks/fast-reads.ts). Two things must hold: the fast
 // path takes only the requests it is meant for (everything else reaches Koa untouched), and what it
 // answers is byte for byte what Koa answers for the same request (status, body, headers, log line).
 // A poll with an Origin header is Koa's (no CORS applies to /v1), so each case is asked both ways.
@@ -12,10 +12,10 @@ import { pino } from 'pino';
 import { z } from 'zod';
 // Koa's own query parser (an internal module, pinned by the lockfile): the fast path must parse alike.
 const koaSearchParams = createRequire(import.meta.url)('koa/lib/search-params.js') as { parse(s: string): object };
-import { ownerOfKey } from '../../src/config.js';
-import { fastReads, parseQuery, type FastList, type FastRead } from '../../src/http/fast-reads.js';
+import { ownerOfKey } from '../../src/config/env.js';
+import { fastReads, parseQuery, type FastList, type FastRead } from '../../src/tasks/fast-reads.js';
 import { requestObserver } from '../../src/http/observe.js';
-import { PassthroughAuth } from '../../src/infra/auth.js';
+import { PassthroughAuth } from '../../src/infra/callers.js';
 import { KilnError } from '../../src/shared/errors.js';
 import type { ImageTaskRecord } from '../../src/shared/image-task.js';
 import type { VideoTaskRecord } from '../../src/shared/video-task.js';
@@ -411,7 +411,7 @@ describe('which requests the fast path takes', () => {
       reads: [read],
       lists: [list],
     });
-    // What the fast path does not take goes on, as to Koa (src/app.ts).
+    // What the fast path does not take goes on, as to Koa (src/api/app.ts).
     const server = createServer((req: IncomingMessage, res: ServerResponse) => {
       if (fast(req, res)) return;
       slow.push(`${req.method} ${req.url}`);

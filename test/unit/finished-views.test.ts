@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FinishedViews } from '../../src/tasks/finished-views.js';
+import { FinishedViews } from '../../src/tasks/store/finished-views.js';
 
 const HOUR = 3_600_000;
 const view = (over: Record<string, unknown>) => JSON.stringify({ id: 't1', status: 'succeeded', ...over });

@@ -67,7 +67,7 @@ let env: TestWorkflowEnvironment;
 let worker: { stop(): Promise<void> } | undefined;
 beforeAll(async () => {
   env = await timeSkippingEnv();
-  // The `queued` write: the worker's sink (src/workers.ts), on this test's read model.
+  // The `queued` write: the worker's sink (src/worker/start.ts), on this test's read model.
   worker = await startWorker(
     env,
     QUEUE,

@@ -1,8 +1,8 @@
 // Inline image models (the upstream call as a local activity): what the models file accepts, and
-// the per-model slots their calls share with the model's activity queue (activities/slots.ts).
+// the per-model slots their calls share with the model's activity queue (activities/inline-slots.ts).
 import { describe, expect, it } from 'vitest';
-import { INLINE_MAX_TIMEOUT_MS, parseModels, type ImageModel } from '../../src/config.js';
-import { Slots } from '../../activities/slots.js';
+import { INLINE_MAX_TIMEOUT_MS, parseModels, type ImageModel } from '../../src/config/env.js';
+import { Slots } from '../../activities/inline-slots.js';
 
 const image = (over: Record<string, unknown>) => ({ id: 'fast', provider: 'local', ...over });
 const parse = (over: Record<string, unknown>) => parseModels({ models: [image(over)] }, 'models.json');

@@ -2,7 +2,7 @@
 // authenticator's cache timing, on an in-memory store and a fake clock.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { expiresAt, keyLine, modelList } from '../../src/cli/admin-keys.js';
-import { FRESH_MS, IssuedKeyAuth } from '../../src/keys/auth.js';
+import { FRESH_MS, IssuedKeyAuth } from '../../src/keys/key-auth.js';
 import { allowedModels, assertModelAllowed } from '../../src/keys/allowed.js';
 import {
   byCreation,

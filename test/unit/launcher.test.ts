@@ -56,8 +56,8 @@ const JEMALLOC = [
 describe('bin/kiln-run', () => {
   it('runs the compiled API or worker with a 4 MiB young generation and capped allocator arenas', () => {
     for (const [mode, main] of [
-      ['api', 'server.js'],
-      ['worker', 'worker.js'],
+      ['api', 'api/main.js'],
+      ['worker', 'worker/main.js'],
     ]) {
       const seen = launch({}, mode);
       expect(seen.main).toBe(join(ROOT, 'dist/server/src', main));

@@ -1,4 +1,4 @@
-// The API writes its log lines in batches (LOG_BUFFER_BYTES, src/log.ts). What that must not cost:
+// The API writes its log lines in batches (LOG_BUFFER_BYTES, src/ops/log.ts). What that must not cost:
 // lines lost on a normal exit, lines cut or interleaved when several API processes share one
 // stdout pipe, or a quiet process's lines held back indefinitely.
 import { spawn } from 'node:child_process';

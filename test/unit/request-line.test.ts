@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ROOT } from '../../scripts/services.js';
-import { createLogger, requestLineWriter, type RequestLine } from '../../src/log.js';
+import { createLogger, requestLineWriter, type RequestLine } from '../../src/ops/log.js';
 
 function capture() {
   const lines: string[] = [];

@@ -1,7 +1,7 @@
 // Redis Cluster slots (src/infra/slots.ts): the slot of a key, hash tags, and grouping keys by the
 // node that serves them, which decides what a cluster-mode read may send in one pipeline.
 import { describe, expect, it } from 'vitest';
-import { groupByNode, keySlot } from '../../src/tasks/store/slots.js';
+import { groupByNode, keySlot } from '../../src/tasks/store/cluster-slots.js';
 
 describe('keySlot', () => {
   it('is CRC16/XMODEM mod 16384, as Redis computes it', () => {

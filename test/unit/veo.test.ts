@@ -4,8 +4,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { GeminiVeoVideoProvider } from '../../activities/video/gemini-veo.js';
 import { VeoHttpFailure } from '../../activities/video/veo-http.js';
-import { routed } from '../../src/channels/config.js';
-import { ConfigError, parseModels, videoOptions, type VideoModel } from '../../src/config.js';
+import { routed } from '../../src/config/channels.js';
+import { ConfigError, parseModels, videoOptions, type VideoModel } from '../../src/config/env.js';
 import { createSafeFetch } from '../../src/infra/safe-fetch.js';
 import { rpcToCode, veoParameters } from '../../src/shared/veo.js';
 import type { VideoTaskInput } from '../../src/shared/video-task.js';

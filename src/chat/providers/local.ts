@@ -3,7 +3,7 @@
 // `max_tokens` cuts the reply after that many words; `seed` picks the wording.
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { ChatCall, ChatChunk, ChatCompletion, ChatProvider, Usage } from '../types.js';
+import type { ChatCall, ChatChunk, ChatCompletion, ChatProvider, Usage } from './types.js';
 
 const OPENINGS = [
   'Here is what I received.',

@@ -4,10 +4,10 @@
 // whether the request may have left), so routing judges a chat call by the same rule; the service
 // turns them into KilnErrors for the caller.
 import { EventSourceParserStream } from 'eventsource-parser/stream';
-import { TransportFailure, UpstreamFailure } from '../../../activities/upstream-http.js';
-import { parseRetryAfter } from '../../shared/retry-after.js';
-import { causeCode, isRefusalStatus, notDispatched, statusToCode, upstreamMessage } from '../../shared/upstream.js';
-import type { ChatCall, ChatChunk, ChatCompletion, ChatProvider } from '../types.js';
+import { TransportFailure, UpstreamFailure } from '../../upstreams/failures.js';
+import { parseRetryAfter } from '../../upstreams/retry-after.js';
+import { causeCode, isRefusalStatus, notDispatched, statusToCode, upstreamMessage } from '../../upstreams/answers.js';
+import type { ChatCall, ChatChunk, ChatCompletion, ChatProvider } from './types.js';
 
 /** One SSE event may not grow past this: a hostile or broken upstream cannot exhaust memory. */
 const MAX_EVENT_BYTES = 4 * 1024 * 1024;

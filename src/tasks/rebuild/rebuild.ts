@@ -5,7 +5,7 @@
 // changes nothing. One process at a time runs it (a lock with a TTL, renewed); its place is kept in
 // Redis page by page, so another process, or a second call, resumes where it stopped.
 import type { Logger } from 'pino';
-import { recordWebhookState, webhookStateKept } from '../store/webhook.js';
+import { recordWebhookState, webhookStateKept } from '../store/webhook-state.js';
 import type { AnyTaskRecord } from '../../shared/records.js';
 import { UNFINISHED_STATUSES } from '../../shared/task.js';
 import { RebuildState, type RebuildProgress } from './progress.js';

@@ -4,14 +4,14 @@
 // — and the state of its webhook delivery.
 import { WorkflowNotFoundError, type Client, type WorkflowExecutionDescription } from '@temporalio/client';
 import proto from '@temporalio/proto';
-import type { Model } from '../../config.js';
+import type { Model } from '../../config/env.js';
 import { closedRecord, decodeFirst, workflowEnd } from '../closed.js';
 import { factsOf, type FallbackKind, type WorkflowFacts } from '../fallback.js';
 import type { TaskStore } from '../store/task-store.js';
 import type { BaseWorkflowInput } from '../service.js';
 import type { AnyTaskRecord } from '../../shared/records.js';
 import { STATUS_RANK } from '../../shared/task.js';
-import { WEBHOOK_PENDING, type WebhookState } from '../../shared/webhook.js';
+import { WEBHOOK_PENDING, type WebhookState } from '../../shared/webhook-types.js';
 import { SA } from '../../temporal/search-attributes.js';
 
 const PendingState = proto.temporal.api.enums.v1.PendingActivityState;
@@ -132,7 +132,7 @@ export async function deliveryState(src: TaskSource, id: string, status: string)
   const done = (history.events ?? []).filter((e) => e.activityTaskCompletedEventAttributes?.result);
   const last = done.at(-1)?.activityTaskCompletedEventAttributes?.result?.payloads;
   if (!last) return null;
-  // An attempt's result (activities/webhook.ts, AttemptResult) carries the state it wrote.
+  // An attempt's result (activities/deliver-webhook.ts, AttemptResult) carries the state it wrote.
   return (await decodeFirst<{ state: WebhookState }>(src.temporal, last)).state;
 }
 

@@ -7,7 +7,7 @@ import { STATUS_RANK, TERMINAL_STATUSES } from '../../shared/task.js';
 import type { ImageTaskRecord } from '../../shared/image-task.js';
 import type { AnyTaskRecord } from '../../shared/records.js';
 import { storedViews } from '../../shared/views.js';
-import type { FinishedViews } from '../finished-views.js';
+import type { FinishedViews } from './finished-views.js';
 import { TaskKeys } from './keys.js';
 import { listPage, RESERVATION, readOutcome } from './replies.js';
 import { DELETE_TASK, READ, REMEMBER_FINGERPRINT, RESERVE_ONCE, UNLIST } from './scripts.js';

@@ -1,7 +1,7 @@
 // Redis Cluster plumbing of the read model: commands grouped into one pipeline per node, and writes
 // confirmed by a replica before they count.
 import type { Cluster } from 'ioredis';
-import { groupByNode, keySlot } from './slots.js';
+import { groupByNode, keySlot } from './cluster-slots.js';
 
 /** How long a transition step waits for a replica to confirm it (see `replicated`). */
 const REPLICA_WAIT_MS = 200;

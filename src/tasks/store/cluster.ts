@@ -17,7 +17,7 @@ import {
 import { perNode, replicated } from './cluster-ops.js';
 import { pageOf, READ_REPLY, storedView, TRANSITION_REPLY } from './replies.js';
 import { LIST_ITEMS, OWNER_STEP, PAGE_ITEMS, RECORD, RESERVE_SHARD, UNLIST } from './scripts.js';
-import { keySlot } from './slots.js';
+import { keySlot } from './cluster-slots.js';
 import type { Page, ReadOutcome, TaskStore } from './task-store.js';
 
 /** The unfinished gauge is this many sorted sets, each in its own slot; a task's shard follows its id. */

@@ -24,7 +24,7 @@ export class TaskKeys {
   get waitChannel() {
     return `${this.prefix}status`;
   }
-  /** Pub/sub channel of deleted tasks' ids (src/tasks/deletions.ts listens). */
+  /** Pub/sub channel of deleted tasks' ids (src/tasks/deletion-feed.ts listens). */
   get deletionChannel() {
     return `${this.prefix}deleted`;
   }

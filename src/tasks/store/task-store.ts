@@ -3,13 +3,13 @@
 // client): single-node.ts, where one script may touch several keys, and cluster.ts, where every
 // script stays in one slot and a transition is a chain of idempotent steps. Both answer a poll in one
 // round trip (per node, on a cluster), and both list from items kept in the owner's slot.
-import type { Cluster, Redis } from 'ioredis';
 import type { ImageTaskRecord } from '../../shared/image-task.js';
 import type { AnyTaskRecord } from '../../shared/records.js';
-import type { FinishedViews } from '../finished-views.js';
+import type { FinishedViews } from './finished-views.js';
 
-/** The read model's connection: one Redis, or a Redis Cluster (REDIS_CLUSTER_NODES). */
-export type RedisClient = Redis | Cluster;
+import type { RedisClient } from '../../infra/redis.js';
+
+export type { RedisClient };
 
 type Kind = AnyTaskRecord['kind'];
 
@@ -36,7 +36,7 @@ export interface TaskStore {
   ownerItemsKey(owner: string, kind?: Kind): string;
   /** Pub/sub channel of status changes, "<id> <status>" (src/tasks/waits.ts listens). */
   readonly waitChannel: string;
-  /** Pub/sub channel of deleted tasks' ids (src/tasks/deletions.ts listens). */
+  /** Pub/sub channel of deleted tasks' ids (src/tasks/deletion-feed.ts listens). */
   readonly deletionChannel: string;
 
   /**

@@ -1,0 +1,62 @@
+// API entry: API_PROCESSES processes (default one per core) share PORT under a supervisor; each
+// listens and shuts down gracefully on SIGTERM/SIGINT.
+import cluster from 'node:cluster';
+import type { Server } from 'node:http';
+import { ConfigError, loadConfig } from '../config/env.js';
+import { createLogger } from '../ops/log.js';
+import { reportListening, superviseApiProcesses } from '../ops/api-cluster.js';
+import { startIdleGc } from '../ops/idle-gc.js';
+
+/** Longest a stopping API waits for in-flight requests (streamed chat replies included). */
+const SHUTDOWN_GRACE_MS = 30_000;
+
+async function main() {
+  const config = loadConfig();
+  const log = createLogger(config.logLevel, 'kiln-api', config.ops.logFormat, config.ops.logBufferBytes);
+  if (cluster.isPrimary && config.apiProcesses > 1) {
+    superviseApiProcesses(config.apiProcesses, log, SHUTDOWN_GRACE_MS);
+    return;
+  }
+  // Loaded here, not at the top: the supervisor never serves requests and stays small without it.
+  const { createApi } = await import('./runtime.js');
+  const api = await createApi(config, log);
+  const server: Server = api.app.listen(config.port, config.host);
+  server.on('listening', () => {
+    log.info(
+      { port: config.port, publicBaseUrl: config.publicBaseUrl, authMode: config.authMode },
+      'kiln api listening',
+    );
+    reportListening();
+  });
+  const idleGc = startIdleGc({ log });
+  let stopping = false;
+  const stop = (signal: string) => {
+    // Under the supervisor a terminal's Ctrl-C reaches this process twice (SIGINT, then SIGTERM).
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down: finishing in-flight requests');
+    // Unready at once (load balancers stop sending), no new connections, in-flight requests finish
+    // (their responses close keep-alive connections); then Redis and Temporal are closed.
+    api.drain();
+    idleGc.stop();
+    server.close(
+      () =>
+        void api.close().then(() => {
+          log.info('kiln api stopped');
+          process.exit(0);
+        }),
+    );
+    server.closeIdleConnections();
+    setTimeout(() => {
+      log.warn('requests still running after the shutdown grace time; exiting');
+      process.exit(1);
+    }, SHUTDOWN_GRACE_MS).unref();
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}
+
+main().catch((err) => {
+  console.error(err instanceof ConfigError ? err.message : err);
+  process.exit(1);
+});

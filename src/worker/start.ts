@@ -1,0 +1,212 @@
+// Starts the Temporal workers of one process. Used by src/worker/main.ts and by the tests.
+import { Client } from '@temporalio/client';
+import { NativeConnection, Runtime, Worker, type WorkflowBundleOption } from '@temporalio/worker';
+import type { AnyTaskRecord } from '../shared/records.js';
+import { RECONCILE_DEFAULTS, reconcileTask, startReconciler, type ReconcileDeps } from './reconcile.js';
+import { cancelOrigin } from '../../activities/cancel-origin.js';
+import type { Logger } from 'pino';
+import { createActivities } from '../../activities/image/index.js';
+import { GeminiImageProvider } from '../../activities/image/gemini.js';
+import { referenceFetcher } from '../../activities/image/references.js';
+import { LocalImageProvider } from '../../activities/image/local.js';
+import { videoProviders } from '../../activities/video/providers.js';
+import { createVideoActivities } from '../../activities/video/index.js';
+import { readModelSinks } from '../../activities/read-model.js';
+import { HEARTBEAT_EVERY_MS } from '../../activities/upstream-call.js';
+import { createWebhookActivities } from '../../activities/deliver-webhook.js';
+import { modelTaskQueue, modelsOfKind, type AnyChannel, type Config } from '../config/env.js';
+import { configuredKeys } from '../shared/credentials.js';
+import { workerSlots } from '../config/channels.js';
+import { RedisChannelState } from '../channels/redis-state.js';
+import { createQuota, createStore } from '../usage/settlement.js';
+import { connectRedis } from '../infra/redis.js';
+import { sweepReservations } from '../usage/sweep.js';
+import { createBlobs } from '../blobs/stores.js';
+import { dataConverter } from '../temporal/client.js';
+import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { setupTracing, workerTracing } from '../ops/tracing.js';
+import { startBeacon } from '../ops/worker-beacon.js';
+import { taskTelemetry } from '../ops/worker-telemetry.js';
+import { bundleInChild, WORKFLOWS_PATH } from './workflow-bundle.js';
+
+export { WORKFLOWS_PATH };
+
+/** The SDK's default: the read-model writes' share of the workflow worker's local activities. */
+const LOCAL_ACTIVITY_SLOTS = 100;
+
+export interface WorkerOptions {
+  /** A prebuilt bundle (tests build it once); by default the workflows are bundled at start. */
+  workflowBundle?: WorkflowBundleOption;
+  env?: NodeJS.ProcessEnv;
+  /** How long a stopping worker lets in-flight upstream calls finish; default: the longest model timeout. */
+  shutdownGraceMs?: number;
+  /** Tests: export spans here (tracing on whatever OTEL_TRACES_EXPORTER says). */
+  spanExporter?: SpanExporter;
+}
+
+export async function startWorkers(config: Config, log: Logger, opts: WorkerOptions = {}) {
+  const env = opts.env ?? process.env;
+  const connection = await NativeConnection.connect({ address: config.temporal.address });
+  // The worker's own reads of Temporal (who canceled a task; the reconciler's look at closed
+  // workflows) share the workers' connection.
+  const client = new Client({ connection, namespace: config.temporal.namespace, dataConverter: dataConverter(config) });
+  const origin = cancelOrigin(client);
+  const redis = connectRedis(config);
+  redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
+  const store = createStore(config, redis);
+  const { blobs } = createBlobs(config);
+  const imageModels = modelsOfKind(config.models, 'image');
+  const keys = configuredKeys(
+    config.models.flatMap((m): AnyChannel[] => m.channels),
+    env,
+  );
+  // Channel capacity, rate and health are the deployment's: every worker shares them in Redis.
+  const channels = new RedisChannelState(redis, config.redisPrefix);
+  const activities = createActivities({
+    store,
+    channels,
+    origin,
+    models: imageModels,
+    providers: {
+      local: new LocalImageProvider(blobs),
+      gemini: new GeminiImageProvider({
+        blobs,
+        keys,
+        fetchReference: referenceFetcher(config.referenceFetchAllow),
+      }),
+    },
+  });
+  // The local providers draw their pictures with jimp (about 27 MiB, loaded on first use): load it
+  // now when a local model is configured, so no first task pays for it inside its upstream budget.
+  if (config.models.some((m) => m.provider === 'local')) await import('../../activities/image/render-png.js');
+  const videoModels = modelsOfKind(config.models, 'video');
+  const video = createVideoActivities({
+    store,
+    channels,
+    origin,
+    models: videoModels,
+    providers: videoProviders(blobs, env, referenceFetcher(config.referenceFetchAllow)),
+    keys,
+  });
+  const webhooks = createWebhookActivities({
+    store,
+    ownerKey: config.ownerKey,
+    redisPrefix: config.redisPrefix,
+    retry: {
+      initialMs: config.webhooks.retryInitialMs,
+      maxMs: config.webhooks.retryMaxMs,
+      maxAgeMs: config.webhooks.maxAgeMs,
+    },
+    allow: config.webhooks.allow,
+    ...(config.webhooks.ca ? { ca: config.webhooks.ca } : {}),
+  });
+  const common = { connection, namespace: config.temporal.namespace, dataConverter: dataConverter(config) };
+  // Inline models call their upstream as local activities of the workflow worker (activities/inline-slots.ts
+  // bounds each model): room for all of their calls beside the read-model writes, and a deploy lets
+  // their calls finish as the model queues' workers do.
+  const inline = imageModels.filter((m) => m.inline);
+  const inlineCalls = inline.reduce((n, m) => n + workerSlots(m), 0);
+  const inlineGraceMs = Math.max(0, ...inline.flatMap((m) => m.channels.map((c) => c.timeoutMs + 5000)));
+  const tracing = setupTracing(config.ops, 'kiln-worker', opts.spanExporter);
+  const wfTracing = workerTracing(tracing, { workflows: true, prebuiltBundle: !!opts.workflowBundle });
+  // Bundled in a child process: webpack would otherwise stay in this one's memory (~90 MiB).
+  const workflowBundle = opts.workflowBundle ?? (await bundleInChild(wfTracing.workflowModules));
+  const telemetry = taskTelemetry(log);
+  const interceptors = (t: ReturnType<typeof workerTracing>) => ({
+    interceptors: { activity: [telemetry, ...t.activity] },
+  });
+  const workers = [
+    await Worker.create({
+      ...common,
+      taskQueue: config.temporal.taskQueue,
+      workflowBundle,
+      ...interceptors(wfTracing),
+      // The read model's `queued` write (no history event), and the tracing exporter if any.
+      sinks: {
+        ...readModelSinks(store, (err) => log.warn({ err: (err as Error).message }, 'queued write failed')),
+        ...(wfTracing.sinks ?? {}),
+      },
+      maxConcurrentLocalActivityExecutions: LOCAL_ACTIVITY_SLOTS + inlineCalls,
+      ...(inlineGraceMs ? { shutdownGraceTime: opts.shutdownGraceMs ?? inlineGraceMs } : {}),
+      activities: {
+        // Registered here for inline models (whose config the API may have newer than this worker's).
+        generateImage: activities.generateImage,
+        recordTransition: activities.recordTransition,
+        recordOutcome: activities.recordOutcome,
+        mayHaveReachedUpstream: activities.mayHaveReachedUpstream,
+        recordVideoTransition: video.recordVideoTransition,
+        videoMayHaveReachedUpstream: video.videoMayHaveReachedUpstream,
+        upstreamReach: activities.upstreamReach,
+        videoUpstreamReach: video.videoUpstreamReach,
+        // Webhook attempts run beside the workflows: they never wait for an upstream slot.
+        deliverWebhook: webhooks.deliverWebhook,
+      },
+    }),
+    // One activity queue per model (image or video); its channels' capacity and rate are kept in Redis.
+    ...(await Promise.all(
+      [
+        ...imageModels.map((m) => ({ m, upstream: { generateImage: activities.generateImage } })),
+        ...videoModels.map((m) => ({
+          m,
+          upstream: {
+            createVideo: video.createVideo,
+            checkVideo: video.checkVideo,
+            fetchVideo: video.fetchVideo,
+            cancelVideo: video.cancelVideo,
+          },
+        })),
+      ].map(({ m, upstream }) =>
+        Worker.create({
+          ...common,
+          taskQueue: modelTaskQueue(config.temporal.taskQueue, m.id),
+          ...interceptors(workerTracing(tracing, { workflows: false, prebuiltBundle: true })),
+          activities: upstream,
+          // Room for every channel's whole share: the channels' leases in Redis hold the deployment's limits.
+          maxConcurrentActivityTaskExecutions: workerSlots(m),
+          // A cancel reaches a running call with its next heartbeat: the default throttle would hold it for seconds.
+          maxHeartbeatThrottleInterval: HEARTBEAT_EVERY_MS,
+          // A deploy should not cut off upstream calls (for a non-idempotent model that means uncertain).
+          shutdownGraceTime: opts.shutdownGraceMs ?? Math.max(...m.channels.map((c) => c.timeoutMs)) + 5000,
+        }),
+      ),
+    )),
+  ];
+  // Readiness sees this process's workers through the beacon; it goes first on shutdown.
+  const beacon = startBeacon(redis, config.redisPrefix, config.temporal.taskQueue);
+  const reconcileDeps: ReconcileDeps = { temporal: client, store, config, log, reconciled: reconciledCounter() };
+  const quota = createQuota(config, redis);
+  reconcileDeps.sweep = () =>
+    sweepReservations({ quota, store, temporal: client, log, reconcile: (id) => reconcileTask(reconcileDeps, id) });
+  const reconciler = config.ops.reconcileEveryMs
+    ? startReconciler(reconcileDeps, { ...RECONCILE_DEFAULTS, everyMs: config.ops.reconcileEveryMs })
+    : null;
+  const done = Promise.all(workers.map((w) => w.run())).finally(async () => {
+    await reconciler?.stop();
+    await beacon.stop();
+    await tracing?.shutdown();
+    redis.disconnect();
+    await connection.close().catch(() => undefined);
+  });
+  return {
+    done,
+    async shutdown() {
+      await reconciler?.stop();
+      await beacon.stop();
+      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+      await done;
+    },
+  };
+}
+
+/** kiln_tasks_reconciled on the worker's Prometheus endpoint, beside the SDK's metrics. */
+function reconciledCounter() {
+  let counter: ReturnType<Runtime['metricMeter']['createCounter']> | undefined;
+  return (record: AnyTaskRecord, how: string) => {
+    counter ??= Runtime.instance().metricMeter.createCounter(
+      'kiln_tasks_reconciled',
+      'tasks',
+      'Tasks whose workflow closed outside Kiln (terminated, timed out, canceled, failed, gone), ended by reconciliation',
+    );
+    counter.add(1, { kind: record.kind, how, outcome: record.status });
+  };
+}
