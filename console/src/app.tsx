@@ -37,15 +37,20 @@ function OperatorPage({ tab }: { tab: OperatorTab }) {
 }
 
 /** What the page learns from /console/config.json (the CSP rules out inline data). */
-function useSettings(): { temporalUrl: string | null } {
-  const [temporalUrl, setUrl] = useState<string | null>(null);
+function useSettings(): { temporalUrl: string | null; publicBaseUrl: string | null } {
+  const [settings, setSettings] = useState<{ temporalUrl: string | null; publicBaseUrl: string | null }>({
+    temporalUrl: null,
+    publicBaseUrl: null,
+  });
   useEffect(() => {
     fetch('/console/config.json')
       .then((r) => (r.ok ? r.json() : null))
-      .then((s: { temporal_workflow_url?: string | null } | null) => setUrl(s?.temporal_workflow_url ?? null))
-      .catch(() => setUrl(null));
+      .then((s: { temporal_workflow_url?: string | null; public_base_url?: string | null } | null) =>
+        setSettings({ temporalUrl: s?.temporal_workflow_url ?? null, publicBaseUrl: s?.public_base_url ?? null }),
+      )
+      .catch(() => undefined);
   }, []);
-  return { temporalUrl };
+  return settings;
 }
 
 export function App() {
@@ -54,7 +59,7 @@ export function App() {
     () => (key ? new Kiln({ baseURL: location.origin, apiKey: key, maxRetries: 1 }) : null),
     [key],
   );
-  const { temporalUrl } = useSettings();
+  const { temporalUrl, publicBaseUrl } = useSettings();
   // An operator's bookmark (/console/#channels, #keys) opens that page, signed in or not.
   const [tab, setTab] = useState<Tab>(tabOfHash);
   const signOut = () => {
@@ -103,7 +108,13 @@ export function App() {
             </nav>
             {/* Kept mounted under the chat: the list keeps following its tasks. */}
             <div hidden={!isForm(tab)}>
-              <Workspace client={client} form={formOf(tab)} temporalUrl={temporalUrl} onUnauthorized={signOut} />
+              <Workspace
+                client={client}
+                form={formOf(tab)}
+                temporalUrl={temporalUrl}
+                publicBaseUrl={publicBaseUrl}
+                onUnauthorized={signOut}
+              />
             </div>
             {tab === 'chat' && <ChatPanel client={client} onUnauthorized={signOut} />}
             {tab === 'usage' && <UsagePanel client={client} onUnauthorized={signOut} />}

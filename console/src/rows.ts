@@ -92,5 +92,15 @@ export function fromListItem(i: TaskListItem, prev?: Row): Row {
   return { ...i, kind: 'image', prompt: prev?.prompt, media: [], loaded: false };
 }
 
+/**
+ * Where the page loads a result from: this Kiln's own files (`${publicBaseUrl}/v1/files/…`, absolute
+ * for API clients) through the page's origin, which reaches this Kiln even where PUBLIC_BASE_URL does
+ * not (another name or IP, a reverse proxy) and which the CSP allows; other URLs (S3) as they are.
+ */
+export function pageUrl(url: string, publicBaseUrl: string | null): string {
+  const files = publicBaseUrl ? `${publicBaseUrl}/v1/files/` : null;
+  return files && url.startsWith(files) ? `/v1/files/${url.slice(files.length)}` : url;
+}
+
 /** Newest first; ties by id, as the API orders its list. */
 export const newestFirst = (a: Row, b: Row) => b.created_at - a.created_at || (b.id < a.id ? -1 : 1);

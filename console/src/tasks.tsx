@@ -1,7 +1,7 @@
 // Watch and browse: the live list of recent tasks (images and videos), the gallery of finished
 // results (lazy images, inline videos) and a result's full view.
 import { useEffect, useRef, useState } from 'preact/hooks';
-import type { Media, Row } from './rows.js';
+import { pageUrl, type Media, type Row } from './rows.js';
 import { ErrorBox, StatusChip, UNFINISHED, elapsed, useNow } from './ui.js';
 
 export function TaskList({ rows, onRefresh, onMore }: { rows: Row[]; onRefresh: () => void; onMore?: () => void }) {
@@ -69,7 +69,8 @@ export interface Opened {
 
 const altOf = (row: Row, m: Media) => row.prompt ?? `${m.type === 'video' ? 'Video' : 'Image'} of task ${row.id}`;
 
-export function Gallery({ rows, onOpen }: { rows: Row[]; onOpen: (o: Opened) => void }) {
+export function Gallery(props: { rows: Row[]; publicBaseUrl: string | null; onOpen: (o: Opened) => void }) {
+  const { rows, onOpen } = props;
   const items = rows.flatMap((r) => r.media.map((m, i) => ({ key: `${r.id}:${i}`, m, row: r })));
   return (
     <section class="card gallery" aria-labelledby="gallery-title">
@@ -83,7 +84,14 @@ export function Gallery({ rows, onOpen }: { rows: Row[]; onOpen: (o: Opened) => 
               {m.type === 'video' ? (
                 <>
                   {/* Plays in place; the button below opens the full view. */}
-                  <video src={m.url} controls playsInline muted preload="metadata" aria-label={altOf(row, m)} />
+                  <video
+                    src={pageUrl(m.url, props.publicBaseUrl)}
+                    controls
+                    playsInline
+                    muted
+                    preload="metadata"
+                    aria-label={altOf(row, m)}
+                  />
                   <button
                     type="button"
                     class="secondary small open"
@@ -100,7 +108,7 @@ export function Gallery({ rows, onOpen }: { rows: Row[]; onOpen: (o: Opened) => 
                   onClick={() => onOpen({ id: row.id, media: m, row })}
                   aria-label={`Open image of task ${row.id}`}
                 >
-                  <img src={m.url} loading="lazy" decoding="async" alt={altOf(row, m)} />
+                  <img src={pageUrl(m.url, props.publicBaseUrl)} loading="lazy" decoding="async" alt={altOf(row, m)} />
                 </button>
               )}
               {row.prompt && <figcaption>{row.prompt}</figcaption>}
@@ -112,8 +120,16 @@ export function Gallery({ rows, onOpen }: { rows: Row[]; onOpen: (o: Opened) => 
   );
 }
 
-export function Detail(props: { row: Row; media: Media; temporalUrl: string | null; onClose: () => void }) {
+export function Detail(props: {
+  row: Row;
+  media: Media;
+  temporalUrl: string | null;
+  publicBaseUrl: string | null;
+  onClose: () => void;
+}) {
   const { row, media } = props;
+  // Shown and downloaded through this page's origin; "Copy URL" copies the API's own URL.
+  const src = pageUrl(media.url, props.publicBaseUrl);
   const ref = useRef<HTMLDialogElement>(null);
   const [copied, setCopied] = useState(false);
   useEffect(() => {
@@ -133,9 +149,9 @@ export function Detail(props: { row: Row; media: Media; temporalUrl: string | nu
     <dialog ref={ref} class="detail" onClose={props.onClose} aria-labelledby="detail-title">
       <div class="detail-body">
         {media.type === 'video' ? (
-          <video src={media.url} controls playsInline muted aria-label={altOf(row, media)} />
+          <video src={src} controls playsInline muted aria-label={altOf(row, media)} />
         ) : (
-          <img src={media.url} alt={altOf(row, media)} />
+          <img src={src} alt={altOf(row, media)} />
         )}
         <div class="detail-meta">
           <h2 id="detail-title">{media.type === 'video' ? 'Video' : 'Image'}</h2>
@@ -168,11 +184,7 @@ export function Detail(props: { row: Row; media: Media; temporalUrl: string | nu
             </dd>
           </dl>
           <div class="actions">
-            <a
-              class="button"
-              href={media.url}
-              download={`${row.id}.${ext ?? (media.type === 'video' ? 'mp4' : 'png')}`}
-            >
+            <a class="button" href={src} download={`${row.id}.${ext ?? (media.type === 'video' ? 'mp4' : 'png')}`}>
               Download
             </a>
             <button type="button" class="secondary" onClick={copy}>

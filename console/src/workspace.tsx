@@ -28,6 +28,8 @@ export function Workspace(props: {
   client: Kiln;
   form: FormKind;
   temporalUrl: string | null;
+  /** PUBLIC_BASE_URL: its /v1/files URLs load through this page's origin. */
+  publicBaseUrl: string | null;
   onUnauthorized: () => void;
 }) {
   const { client, onUnauthorized } = props;
@@ -185,12 +187,13 @@ export function Workspace(props: {
         onRefresh={() => loadList()}
         onMore={more.images || more.videos ? () => loadList(true) : undefined}
       />
-      <Gallery rows={rows} onOpen={setOpen} />
+      <Gallery rows={rows} publicBaseUrl={props.publicBaseUrl} onOpen={setOpen} />
       {open && (
         <Detail
           row={rows.find((r) => r.id === open.id) ?? open.row}
           media={open.media}
           temporalUrl={props.temporalUrl}
+          publicBaseUrl={props.publicBaseUrl}
           onClose={() => setOpen(null)}
         />
       )}

@@ -35,10 +35,18 @@ export interface ConsoleOptions {
 export interface ConsoleSettings {
   /** `${TEMPORAL_UI_URL}/namespaces/<namespace>/workflows/`: a task's id completes it; null when not configured. */
   temporal_workflow_url: string | null;
+  /**
+   * PUBLIC_BASE_URL: the page loads result files under `${public_base_url}/v1/files/` through its own
+   * origin, which reaches this Kiln even when that address does not (an IP, a reverse proxy).
+   */
+  public_base_url: string | null;
 }
 
-/** The console's options for a configuration: the S3 origin of results and the Temporal Web UI link. */
-export function consoleOptions(config: Pick<Config, 'blobStore' | 'temporal'>, dir?: string): ConsoleOptions {
+/** The console's options for a configuration: the S3 origin of results, the Temporal Web UI link and PUBLIC_BASE_URL. */
+export function consoleOptions(
+  config: Pick<Config, 'blobStore' | 'temporal' | 'publicBaseUrl'>,
+  dir?: string,
+): ConsoleOptions {
   const origin = blobOrigin(config.blobStore);
   const ui = config.temporal.uiUrl;
   return {
@@ -46,6 +54,7 @@ export function consoleOptions(config: Pick<Config, 'blobStore' | 'temporal'>, d
     mediaOrigins: origin ? [origin] : [],
     settings: {
       temporal_workflow_url: ui ? `${ui}/namespaces/${encodeURIComponent(config.temporal.namespace)}/workflows/` : null,
+      public_base_url: config.publicBaseUrl,
     },
   };
 }
@@ -66,7 +75,8 @@ export function blobOrigin(b: BlobStoreConfig): string | null {
 }
 
 // Everything comes from this origin: no inline script or style, no CDN. Images may be data:/blob:
-// (previews); results come from Kiln's /v1/files (same origin) or, with S3, from the bucket's origin only.
+// (previews); results come from Kiln's /v1/files (same origin: the page rewrites PUBLIC_BASE_URL's file
+// URLs to its own origin) or, with S3, from the bucket's origin only.
 export function consoleCsp(mediaOrigins: readonly string[] = []): string {
   const media = ["'self'", ...mediaOrigins].join(' ');
   return [
@@ -101,7 +111,7 @@ const TYPES: Record<string, string> = {
 export function consoleStatic(opts: ConsoleOptions = {}): Middleware {
   const root = resolve(opts.dir ?? CONSOLE_DIR);
   const csp = consoleCsp(opts.mediaOrigins);
-  const settings = JSON.stringify(opts.settings ?? { temporal_workflow_url: null });
+  const settings = JSON.stringify(opts.settings ?? { temporal_workflow_url: null, public_base_url: null });
   return async (ctx, next) => {
     if (ctx.method !== 'GET' && ctx.method !== 'HEAD') return next();
     if (ctx.path === '/') {

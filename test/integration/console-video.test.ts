@@ -146,7 +146,7 @@ describe.skipIf(!hasChromium)('Kiln Console: videos, workflow nodes, keys mode',
 
     // In the gallery, it plays where it is: a Kiln-served MP4 under the page's CSP.
     const video = page.locator(`figure[data-task-id="${id}"] video`);
-    expect(new URL((await video.getAttribute('src'))!).origin).toBe(kiln.baseUrl);
+    expect(new URL(await video.evaluate((v: HTMLVideoElement) => v.src)).origin).toBe(kiln.baseUrl);
     await video.scrollIntoViewIfNeeded();
     await video.evaluate((v: HTMLVideoElement) => v.play());
     await expect
@@ -269,7 +269,7 @@ describe.skipIf(!hasChromium)('Kiln Console: videos, workflow nodes, keys mode',
     const pro = page.locator('.task[data-kind=video]', { hasText: 'a paper boat on a pond' });
     expect(await pro.locator('.task-video').innerText()).toContain('10 s · 1024x1792');
     const video = page.locator(`figure[data-task-id="${await pro.getAttribute('data-task-id')}"] video`);
-    expect(new URL((await video.getAttribute('src'))!).origin).toBe(kiln.baseUrl);
+    expect(new URL(await video.evaluate((v: HTMLVideoElement) => v.src)).origin).toBe(kiln.baseUrl);
   });
 
   it('follows unfinished tasks with long-polls and shows a finished one within about a second', async () => {
@@ -412,9 +412,13 @@ describe('the console with results in S3 (moto)', () => {
     expect(withFs['img-src']).toEqual(["'self'", 'data:', 'blob:']);
     expect(withFs['media-src']).toEqual(["'self'", 'blob:']);
     // And the Temporal link's base only where TEMPORAL_UI_URL is set.
-    expect(await (await fetch(`${s3.baseUrl}/console/config.json`)).json()).toEqual({ temporal_workflow_url: null });
+    expect(await (await fetch(`${s3.baseUrl}/console/config.json`)).json()).toEqual({
+      temporal_workflow_url: null,
+      public_base_url: s3.baseUrl,
+    });
     expect(await (await fetch(`${kiln.baseUrl}/console/config.json`)).json()).toEqual({
       temporal_workflow_url: `${UI}/namespaces/default/workflows/`,
+      public_base_url: kiln.baseUrl,
     });
   });
 

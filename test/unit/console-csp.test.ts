@@ -65,10 +65,20 @@ describe('consoleCsp', () => {
 
   it('links the Temporal Web UI only when TEMPORAL_UI_URL is set', () => {
     const base = { KILN_SECRET: 'x'.repeat(32), TEMPORAL_NAMESPACE: 'prod ns' };
-    expect(consoleOptions(loadConfig(base)).settings).toEqual({ temporal_workflow_url: null });
-    expect(consoleOptions(loadConfig({ ...base, TEMPORAL_UI_URL: 'http://ui.example:8080/' })).settings).toEqual({
-      temporal_workflow_url: 'http://ui.example:8080/namespaces/prod%20ns/workflows/',
-    });
+    expect(consoleOptions(loadConfig(base)).settings?.temporal_workflow_url).toBeNull();
+    expect(
+      consoleOptions(loadConfig({ ...base, TEMPORAL_UI_URL: 'http://ui.example:8080/' })).settings
+        ?.temporal_workflow_url,
+    ).toBe('http://ui.example:8080/namespaces/prod%20ns/workflows/');
+  });
+
+  it("tells the page PUBLIC_BASE_URL (its file URLs load through the page's own origin), not the CSP", () => {
+    const cfg = loadConfig({ KILN_SECRET: 'x'.repeat(32), PUBLIC_BASE_URL: 'https://kiln.example.com:8443/' });
+    const opts = consoleOptions(cfg);
+    // As the file URLs are built: `${PUBLIC_BASE_URL}/v1/files/<name>`, no trailing slash.
+    expect(opts.settings).toEqual({ temporal_workflow_url: null, public_base_url: 'https://kiln.example.com:8443' });
+    expect(opts.mediaOrigins).toEqual([]);
+    expect(consoleCsp(opts.mediaOrigins)).not.toContain('kiln.example.com');
   });
 });
 
