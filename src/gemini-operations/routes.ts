@@ -12,6 +12,7 @@ import { EXT_BY_TYPE, type FsBlobStore } from '../blobs/local.js';
 import { KilnError } from '../shared/errors.js';
 import type { VideoView } from '../shared/views.js';
 import { VIDEO_ID, type VideoTaskService } from '../video/service.js';
+import { ADMISSION_ERRORS } from '../usage/admission.js';
 import { fileId, Operation, operationName, toOperation, VIDEO_HEX } from './operation.js';
 import { decodeImage, PREDICT_BODY_BYTES, PredictBody, toVideoRequest } from './validate.js';
 
@@ -145,11 +146,8 @@ export function geminiVideoRoutes(
           'request_too_large',
           'unsupported_content_encoding',
           'unsupported_media_type',
-          'rate_limited',
-          'quota_exceeded',
-          'concurrency_limit_exceeded',
           'queue_full',
-          'service_unavailable',
+          ...ADMISSION_ERRORS,
         ],
         handler: async (ctx, { caller, params }) => {
           const model = videos.model(params.model, caller);

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { videoOptions, type VideoModel } from '../config/env.js';
 import { KilnError } from '../shared/errors.js';
 import type { VideoRequest } from '../shared/video-task.js';
-import { validateVideo } from '../video/validate.js';
+import { PROMPT_RULES, validateVideo } from '../video/validate.js';
 
 /** Decompressed body limit: the reference image travels inline, base64, so Kiln's 2 MB is too small. */
 export const PREDICT_BODY_BYTES = 10 * 1024 * 1024;
@@ -29,7 +29,9 @@ const ImageInput = z
   .meta({ description: 'First frame of the video; stored in the blob store, the upstream fetches it by URL' });
 
 const Instance = z.strictObject({
-  prompt: z.string({ message: 'prompt is required (a string)' }).meta({ description: 'At most 4000 characters' }),
+  prompt: z
+    .string({ message: 'prompt is required (a string)' })
+    .meta({ ...PROMPT_RULES, description: 'At most 4000 characters, not blank' }),
   image: ImageInput.optional(),
 });
 
@@ -62,7 +64,9 @@ const Parameters = z.strictObject({
 export const PredictBody = z.strictObject({
   instances: z
     .array(Instance, { message: 'instances must be a list of one {prompt, image?}' })
-    .length(1, 'instances must hold exactly one {prompt, image?}'),
+    // min+max rather than .length(): the OpenAPI generator carries these over as minItems/maxItems.
+    .min(1, 'instances must hold exactly one {prompt, image?}')
+    .max(1, 'instances must hold exactly one {prompt, image?}'),
   parameters: Parameters.optional(),
 });
 export type PredictBody = z.infer<typeof PredictBody>;

@@ -1,7 +1,7 @@
 // The image routes' table: each entry is mounted, validated and documented from one declaration
 // (see http/route-table.ts). Handlers stay thin: call one service function, set status and body.
 import { z } from 'zod';
-import { KilnError } from '../shared/errors.js';
+import { KilnError, TASK_FAILURE_CODES } from '../shared/errors.js';
 import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
 import { jsonBody, redirectTo, sendJsonText, sendSubmitted } from '../http/body.js';
 import { IdempotencyKeyHeader, redirectResponse } from '../http/openapi.js';
@@ -13,6 +13,7 @@ import { SubmitBody, validateSubmit } from './validate.js';
 import { WebhookQuery } from '../webhooks/openapi.js';
 import { validateDirect, type DirectService } from './direct.js';
 import { BatchList, ImageTask, RecentList, SubmitResponse, TaskId } from './openapi.js';
+import { ADMISSION_ERRORS } from '../usage/admission.js';
 
 export interface ImageRouteDeps {
   tasks: ImageTaskService;
@@ -145,14 +146,14 @@ export function imageRoutes({ tasks, pollAfterSeconds, direct }: ImageRouteDeps)
           'model_not_found',
           'not_found',
           'idempotency_key_reused',
-          // Direct form: the task was canceled (POST /v1/tasks/{id}/cancel) while the request waited.
-          'canceled',
+          // Direct form: how the task ended while the request waited (canceled, or the upstream's failure).
+          ...TASK_FAILURE_CODES,
           'invalid_webhook_url',
           'request_too_large',
           'unsupported_content_encoding',
           'unsupported_media_type',
           'queue_full',
-          'service_unavailable',
+          ...ADMISSION_ERRORS,
         ],
         handler: async (ctx, { caller }) => {
           const { modelAction } = ctx.params;

@@ -10,6 +10,7 @@ import { route, type RouteDef } from '../http/route-table.js';
 import { KilnError, type ErrorCode } from '../shared/errors.js';
 import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
 import { WebhookQuery } from '../webhooks/openapi.js';
+import { ADMISSION_ERRORS } from '../usage/admission.js';
 import { EDIT_LIMITS, readEditForm } from './multipart.js';
 import { ImageEditBody, ImageGenerateBody, ImagesResponse, ImageTaskList, PreferAsyncHeader } from './openapi.js';
 import { MAX_N, parseAsk } from './params.js';
@@ -40,11 +41,8 @@ const ERRORS: ErrorCode[] = [
   'request_too_large',
   'unsupported_content_encoding',
   'unsupported_media_type',
-  'quota_exceeded',
-  'rate_limited',
-  'concurrency_limit_exceeded',
   'queue_full',
-  'service_unavailable',
+  ...ADMISSION_ERRORS,
   // Synchronous answers: how a task ended (canceled by its owner while the request waited).
   'canceled',
   'auth_failed',

@@ -1,8 +1,8 @@
 // A submit's admission: the caller's limits checked and its units reserved (one script round trip),
 // before any workflow starts. Refusals are 429s that say which limit, with Retry-After.
 import type { AdmissionAsk } from '../tasks/service.js';
-import { KilnError } from '../shared/errors.js';
-import { keyLimits, type LimitName } from '../config/limits.js';
+import { KilnError, type ErrorCode } from '../shared/errors.js';
+import { keyLimits, REFUSALS, type LimitName } from '../config/limits.js';
 import type { Admissions, AdmitOutcome } from './store.js';
 
 const LIMIT_TEXT: Record<LimitName, string> = {
@@ -17,6 +17,12 @@ const WHEN: Partial<Record<LimitName, string>> = {
   monthly_units: 'it resets on the first of the month, 00:00 UTC',
   max_unfinished: 'retry once one of your tasks has finished',
 };
+
+/** What `admit` refuses with (the 429s, and 503 when Redis cannot answer): every operation that submits documents them. */
+export const ADMISSION_ERRORS: readonly ErrorCode[] = [
+  ...new Set(Object.values(REFUSALS).map((r) => r.code)),
+  'service_unavailable',
+];
 
 export type Admit = AdmissionAsk;
 

@@ -276,7 +276,17 @@ export function usageAdminRoutes({ quota, store, keysMode, operatorToken }: Usag
         "(its `released` counts one). The owner comes from the task's record; once that expired, name it with " +
         '`owner`. 404 `not_found`: no such task (no reservation); 409 `not_held`: the task holds no units (it ' +
         'is not uncertain, or they were released already).',
-      request: { params: TaskParam, query: ReleaseQuery, checkedByHandler: ['params', 'query'] },
+      request: {
+        params: TaskParam,
+        // The owner rule of this deployment's mode (ownerId checks it), so generated clients send a valid one.
+        query: ReleaseQuery.extend({
+          owner: ReleaseQuery.shape.owner.meta({
+            ...ReleaseQuery.shape.owner.meta(),
+            pattern: (keysMode ? OWNER_NAME : OWNER_ID).source,
+          }),
+        }),
+        checkedByHandler: ['params', 'query'],
+      },
       responses: { 200: { description: 'Released', schema: TaskRelease } },
       errors: ['invalid_request', 'not_found', 'not_held', 'service_unavailable'],
       handler: async (ctx) => {

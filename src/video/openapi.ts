@@ -19,15 +19,20 @@ export const Video = z
     created_at: z.number().int().meta({ description: 'Unix seconds' }),
     completed_at: z.number().int().nullable().meta({ description: 'Unix seconds; null until the task ends' }),
     ...Timing,
-    expires_at: z.null(),
+    expires_at: z.number().int().nullable().meta({
+      description: 'Unix seconds after which Kiln no longer serves the finished video; null until it ends',
+    }),
     prompt: z.string(),
     remixed_from_video_id: z.null(),
     seconds: z.string(),
     size: z.string(),
     error: z
-      .object({ code: z.enum([...TASK_FAILURE_CODES]), message: z.string() })
+      .object({ code: z.enum([...TASK_FAILURE_CODES, 'uncertain']), message: z.string() })
       .nullable()
-      .meta({ description: 'Failed only. `canceled`: stopped by its owner (POST /v1/videos/{id}/cancel)' }),
+      .meta({
+        description:
+          'Failed only. `canceled`: stopped by its owner (POST /v1/videos/{id}/cancel); `uncertain`: see `status`',
+      }),
     video_url: z.string().optional().meta({ description: "Completed only: absolute URL of Kiln's copy of the video" }),
     results: z
       .array(z.object({ url: z.string(), file_type: z.string(), node_id: z.string().optional() }))

@@ -3,7 +3,8 @@
 // multipart/form-data (text fields only).
 import type { Context } from 'koa';
 import { z } from 'zod';
-import { parseVideoBody, validateVideo, VideoBody } from './validate.js';
+import { HTTP_URL_PATTERN, parseVideoBody, PROMPT_RULES, validateVideo, VideoBody } from './validate.js';
+import { WebhookQuery } from '../webhooks/openapi.js';
 import type { VideoTaskService } from './service.js';
 import { KilnError } from '../shared/errors.js';
 import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
@@ -14,6 +15,7 @@ import { collectionRoutes, wholeNumber, type Collection } from '../tasks/routes.
 import { Video, VideoDeleted, VideoList } from './openapi.js';
 import { VARIANTS } from './files.js';
 import { VIDEO_ID } from './service.js';
+import { ADMISSION_ERRORS } from '../usage/admission.js';
 
 export interface VideoRouteDeps {
   videos: VideoTaskService;
@@ -56,9 +58,12 @@ async function readBody(ctx: Context): Promise<unknown> {
 }
 
 const VideoId = z.object({
-  id: z
-    .string()
-    .meta({ description: 'Video id, `video_` and 32 hex digits.', example: 'video_0123456789abcdef0123456789abcdef' }),
+  // The service answers 404 for an id off this pattern; the pattern tells clients the form.
+  id: z.string().meta({
+    description: 'Video id, `video_` and 32 hex digits.',
+    pattern: VIDEO_ID.source,
+    example: 'video_0123456789abcdef0123456789abcdef',
+  }),
 });
 const VideoListQuery = z.object({
   limit: wholeNumber(1, 100).default(20).meta({ description: 'Videos returned, 1-100' }),
@@ -99,6 +104,40 @@ export const VIDEOS: Collection<z.output<typeof VideoListQuery>> = {
   },
 };
 
+/**
+ * VideoBody as the document shows it: the same schema, with the rules validateVideo checks after it
+ * that a schema can state (the values of the configured models, the prompt's, the URL's scheme).
+ */
+function documentedVideoBody({ seconds, sizes }: { seconds: string[]; sizes: string[] }) {
+  const s = VideoBody.shape;
+  const meta = <T extends z.ZodType>(t: T, m: Record<string, unknown>) => t.meta({ ...t.meta(), ...m });
+  return VideoBody.extend({
+    prompt: meta(s.prompt, PROMPT_RULES),
+    image: meta(s.image, { pattern: HTTP_URL_PATTERN }),
+    input_reference: z
+      .object({ image_url: meta(s.input_reference.unwrap().shape.image_url, { pattern: HTTP_URL_PATTERN }) })
+      .optional(),
+    ...(seconds.length
+      ? {
+          seconds: z
+            .union([z.enum(seconds), z.int().meta({ enum: seconds.map(Number) })])
+            .optional()
+            .meta({ description: "One of the model's `seconds` (GET /v1/models); default: its first" }),
+        }
+      : {}),
+    ...(sizes.length
+      ? {
+          size: z
+            .enum(sizes)
+            .optional()
+            .meta({ description: "One of the model's `sizes` (GET /v1/models); default: its first" }),
+        }
+      : {}),
+    webhook: WebhookQuery.webhook,
+    webhook_events: meta(WebhookQuery.webhook_events, { description: s.webhook_events.meta()?.description }),
+  });
+}
+
 export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): RouteDef[] {
   return [
     route({
@@ -117,7 +156,11 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
         '(200, header `Idempotent-Replayed: true`, the task as it is ' +
         'now); with another request, 422 `idempotency_key_reused`.',
       // Read as JSON or multipart by readBody; parseVideoBody validates with VideoBody.
-      request: { body: VideoBody, headers: IdempotencyKeyHeader, checkedByHandler: ['body'] },
+      request: {
+        body: documentedVideoBody(videos.offered()),
+        headers: IdempotencyKeyHeader,
+        checkedByHandler: ['body'],
+      },
       responses: {
         200: {
           description: 'The task, queued (or, for a repeated Idempotency-Key, the earlier task as it is now)',
@@ -159,7 +202,7 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
         'idempotency_key_reused',
         'invalid_webhook_url',
         'queue_full',
-        'service_unavailable',
+        ...ADMISSION_ERRORS,
       ],
       handler: async (ctx, { caller }) => {
         const idempotencyKey = parseIdempotencyKey(ctx.headers['idempotency-key']);
@@ -218,7 +261,8 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
         "answered 400 `invalid_request` saying so; an unknown id or another owner's video, 404.",
       request: { params: VideoId, checkedByHandler: ['params'] },
       responses: {},
-      errors: ['invalid_request', 'not_found', 'service_unavailable'],
+      // The id is read as a poll reads it, behind the poll limiter.
+      errors: ['invalid_request', 'not_found', 'rate_limited', 'service_unavailable'],
       handler: async (_ctx, { caller }) => videos.remix(caller, String(_ctx.params.id)),
     }),
 

@@ -59,6 +59,15 @@ const VIDEO: TaskKind<VideoTaskRecord> = {
 export class VideoTaskService extends TaskService<VideoTaskRecord> {
   protected readonly spec = VIDEO;
   private filesOf?: VideoFiles;
+  /** Every `seconds` and `size` some configured video model takes (validateVideo checks the model's own). */
+  offered(): { seconds: string[]; sizes: string[] } {
+    const opts = this.config.models.filter((m): m is VideoModel => m.kind === 'video').map(videoOptions);
+    return {
+      seconds: [...new Set(opts.flatMap((o) => o.seconds))],
+      sizes: [...new Set(opts.flatMap((o) => o.sizes))],
+    };
+  }
+
   /** The configured blob store, for deletes and stills (the worker stored the videos there). */
   private get files(): VideoFiles {
     return (this.filesOf ??= new VideoFiles(createBlobs(this.config).blobs));

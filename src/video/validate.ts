@@ -14,6 +14,15 @@ const NodeInfoSchema = z.object({
   fieldValue: z.union([z.string().max(LIMITS.promptChars), z.number(), z.boolean()]),
 });
 
+/**
+ * validateVideo's prompt rules as JSON Schema states them: maxLength counts code points, as chars()
+ * does (zod's .max counts UTF-16 units). Workflow-node models also take a blank placeholder.
+ */
+export const PROMPT_RULES = { maxLength: LIMITS.promptChars, pattern: '\\S' };
+
+/** checkHttpUrl's scheme rule, for the document (the rest of its rules are in words). */
+export const HTTP_URL_PATTERN = '^[Hh][Tt][Tt][Pp][Ss]?://';
+
 export const VideoBody = z.object({
   model: z.string({ message: 'model is required' }).min(1, 'model is required').max(200),
   prompt: z.string({ message: 'prompt is required (a string)' }),

@@ -9,6 +9,8 @@ export const WebhookQuery = {
     .max(WEBHOOK_URL_MAX)
     .optional()
     .meta({
+      // What a schema can say of checkWebhookUrl's rules; the rest (no credentials, public host) is in words.
+      pattern: '^https://',
       description:
         'https URL (at most 2048 characters, no credentials, no private or loopback address) that receives ' +
         'the task object, signed (Standard Webhooks), when the task ends; retried for up to 24 h. ' +

@@ -8,6 +8,10 @@ import Router from '@koa/router';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_STATUS, TASK_FAILURE_CODES } from '../../src/shared/errors.js';
+import { newVideoRecord } from '../../src/shared/video-task.js';
+import { videoView } from '../../src/shared/views.js';
+import { ADMISSION_ERRORS } from '../../src/usage/admission.js';
+import { Video } from '../../src/video/openapi.js';
 import { startKiln, type Kiln } from '../support/kiln.js';
 import { CHROMIUM, launchChromium } from '../support/browser.js';
 
@@ -113,6 +117,58 @@ describe('OpenAPI document', () => {
     expect(
       doc.paths['/v1/tasks/batch-get'].post.requestBody.content['application/json'].schema.properties.ids.maxItems,
     ).toBe(100);
+  });
+});
+
+describe('answers as documented', () => {
+  it('documents a finished video as it is answered: expires_at an integer, error code uncertain', () => {
+    const expires = doc.components.schemas.Video.properties.expires_at;
+    expect([expires.type].flat().sort()).toEqual(['integer', 'null']);
+    // The views the API stores and answers, checked against the schema the document is made from.
+    const queued = newVideoRecord(
+      {
+        id: 'video_0123456789abcdef0123456789abcdef',
+        owner: 'o',
+        model: 'kiln-video-1',
+        request: { prompt: 'a fox', seconds: '4', size: '720x1280' },
+        created_at: 1_800_000_000,
+      },
+      'queued',
+    );
+    const finished = {
+      ...queued,
+      status: 'succeeded' as const,
+      completed_at: 1_800_000_060,
+      expires_at: 1_800_604_860,
+    };
+    const uncertain = { ...finished, status: 'uncertain' as const, uncertain_reason: 'lost answer' };
+    for (const r of [queued, finished, uncertain])
+      expect(Video.safeParse(videoView(r)).error, r.status).toBeUndefined();
+  });
+
+  it('documents the 429 limit refusals on every operation that submits tasks', () => {
+    const submits = Object.values(doc.paths).flatMap((item: any) =>
+      Object.values(item).filter((op: any) =>
+        [
+          'submitImageTask',
+          'submitImageTaskV1',
+          'createVideo',
+          'predictLongRunningVideo',
+          'predictLongRunningVideoV1',
+          'createImage',
+          'createImageEdit',
+        ].includes(op.operationId),
+      ),
+    );
+    expect(submits).toHaveLength(7);
+    for (const op of submits as any[]) {
+      const refusal = op.responses['429'];
+      expect(refusal, op.operationId).toBeDefined();
+      // Kiln's and Google's error bodies alike: the description names the codes of the status.
+      for (const code of ADMISSION_ERRORS.filter((c) => ERROR_STATUS[c] === 429))
+        expect(refusal.description, op.operationId).toContain(`\`${code}\``);
+      expect(refusal.headers['Retry-After'], op.operationId).toBeDefined();
+    }
   });
 });
 
