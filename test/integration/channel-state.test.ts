@@ -15,6 +15,20 @@ import {
 import { keySlot } from '../../src/tasks/store/cluster-slots.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * Time here is Redis's (TIME), which a test cannot stop. So a lease, cool-down or window that must
+ * still hold when the test looks is LIMITS' minute, and one that must lapse is short and waited out
+ * by polling; no check depends on how quickly two calls follow each other.
+ */
+const until_ = async <T>(probe: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 10_000): Promise<T> => {
+  const deadline = Date.now() + timeoutMs;
+  let v = await probe();
+  while (!ok(v) && Date.now() < deadline) {
+    await sleep(20);
+    v = await probe();
+  }
+  return v;
+};
 const LIMITS: ChannelLimits = {
   concurrency: 10,
   cools: true,
@@ -65,6 +79,12 @@ describe.each(BACKENDS('channels'))('channel state on %s', (_name, start) => {
     if (r.ok || r.reason !== 'cooling') throw new Error(`expected cooling, got ${JSON.stringify(r)}`);
     return r.untilMs;
   };
+  /** When the cool-down ends, read whether or not it already has (a short one may have by now). */
+  const coolingUntil = async (limits: ChannelLimits) => {
+    const until = (await state.snapshot(ref, limits)).coolingUntil;
+    if (until === null) throw new Error('expected a cool-down');
+    return until;
+  };
   const retryInOf = async (holder: string, limits: ChannelLimits) => {
     const r = await state.acquire(ref, holder, limits);
     if (r.ok || r.reason !== 'rate') throw new Error(`expected rate, got ${JSON.stringify(r)}`);
@@ -105,11 +125,19 @@ describe.each(BACKENDS('channels'))('channel state on %s', (_name, start) => {
   });
 
   it('frees the slot of a lease whose holder never released it', async () => {
-    const limits = { ...LIMITS, concurrency: 1, leaseMs: 300 };
+    const limits = { ...LIMITS, concurrency: 1 };
     expect(await state.acquire(ref, 'dead', limits)).toEqual(OK);
     expect(await state.acquire(ref, 'b', limits)).toEqual(FULL);
-    await sleep(400);
-    expect((await state.snapshot(ref, limits)).inFlight).toBe(0);
+    // Its last renewal asked for 300 ms; then it died.
+    expect(await state.acquire(ref, 'dead', { ...limits, leaseMs: 300 })).toEqual(OK);
+    expect(
+      (
+        await until_(
+          () => state.snapshot(ref, limits),
+          (s) => s.inFlight === 0,
+        )
+      ).inFlight,
+    ).toBe(0);
     expect(await state.acquire(ref, 'b', limits)).toEqual(OK);
     // The dead holder's late release does not free b's slot.
     await state.release(ref, 'dead', limits, report('ambiguous'));
@@ -117,46 +145,67 @@ describe.each(BACKENDS('channels'))('channel state on %s', (_name, start) => {
   });
 
   it('gives a holder its own lease again without taking a second slot, refreshing its expiry', async () => {
-    const limits = { ...LIMITS, concurrency: 2, leaseMs: 400 };
+    const limits = { ...LIMITS, concurrency: 2 };
+    const expiry = async (holder: string) => Number(await backend.clients[0].zscore(state.keys(ref).leases, holder));
     expect(await state.acquire(ref, 'a', limits)).toEqual(OK);
+    const first = await expiry('a');
     expect(await state.acquire(ref, 'a', limits)).toEqual(OK);
     expect((await state.snapshot(ref, limits)).inFlight).toBe(1);
     expect(await state.acquire(ref, 'b', limits)).toEqual(OK);
+    await sleep(10);
     expect(await state.acquire(ref, 'a', limits)).toEqual(OK);
     expect(await state.acquire(ref, 'c', limits)).toEqual(FULL);
-    await sleep(250);
-    expect(await state.acquire(ref, 'a', limits)).toEqual(OK);
-    await sleep(250);
-    // b's lease expired; a's, refreshed 250 ms ago, holds.
-    expect((await state.snapshot(ref, limits)).inFlight).toBe(1);
+    expect(await expiry('a')).toBeGreaterThan(first);
+    // A refresh sets the expiry it asks for: a's 300 ms lapses, b's minute holds.
+    expect(await state.acquire(ref, 'a', { ...limits, leaseMs: 300 })).toEqual(OK);
+    expect(
+      (
+        await until_(
+          () => state.snapshot(ref, limits),
+          (s) => s.inFlight < 2,
+        )
+      ).inFlight,
+    ).toBe(1);
     expect(await state.acquire(ref, 'c', limits)).toEqual(OK);
     expect(await state.acquire(ref, 'd', limits)).toEqual(FULL);
   });
 
   it('limits the rate: a burst of ratePerSecond calls, then one per interval', async () => {
     const limits = { ...LIMITS, concurrency: 100, ratePerSecond: 5 };
-    for (let i = 0; i < 5; i++) expect(await state.acquire(ref, `r${i}`, limits)).toEqual(OK);
-    const retryIn = await retryInOf('r5', limits);
+    const redisNow = async () => Number((await backend.clients[0].time())[0]) * 1000;
+    /** Acquires until refused: how many were admitted, over how many ms (Redis's clock, whole seconds). */
+    const burst = async (from: number) => {
+      const t0 = await redisNow();
+      let n = 0;
+      while ((await state.acquire(ref, `r${from + n}`, limits)).ok) n++;
+      return { n, ms: (await redisNow()) - t0 + 1000 };
+    };
+    // However slowly the calls follow each other: 5 at once, then one more per 200 ms at most.
+    const first = await burst(0);
+    expect(first.n).toBeGreaterThanOrEqual(5);
+    expect(first.n).toBeLessThanOrEqual(5 + Math.ceil(first.ms / 200));
+    const retryIn = await retryInOf('late', limits);
     expect(retryIn).toBeGreaterThan(0);
     expect(retryIn).toBeLessThanOrEqual(200);
     // A refused call costs nothing: asking again does not push the next slot further.
-    expect(await retryInOf('r5', limits)).toBeLessThanOrEqual(retryIn);
-    expect((await state.snapshot(ref, limits)).inFlight).toBe(5);
+    expect(await retryInOf('late', limits)).toBeLessThanOrEqual(retryIn);
+    expect((await state.snapshot(ref, limits)).inFlight).toBe(first.n);
     await sleep(retryIn + 20);
-    expect(await state.acquire(ref, 'r5', limits)).toEqual(OK);
-    expect(await state.acquire(ref, 'r6', limits)).toMatchObject({ ok: false, reason: 'rate' });
+    const next = await burst(first.n);
+    expect(next.n).toBeGreaterThanOrEqual(1);
+    expect(next.n).toBeLessThanOrEqual(1 + Math.ceil((next.ms + retryIn + 20) / 200));
   });
 
   it('cools down after cooldownAfter refusals within the window, for cooldownMs × (1 + 0.5 × jitter)', async () => {
-    const limits = { ...LIMITS, cooldownMs: 1000 };
+    const limits = { ...LIMITS, cooldownMs: 30_000 };
     await call('refused', limits, { jitter: 0.5 });
     await call('refused', limits, { jitter: 0.5 });
     expect(await state.acquire(ref, 'x', limits)).toEqual(OK);
-    await state.release(ref, 'x', limits, report('refused', { jitter: 0.5 }));
     const before = Date.now();
+    await state.release(ref, 'x', limits, report('refused', { jitter: 0.5 }));
     const until = await acquireUntil('y', limits);
-    expect(until - before).toBeGreaterThan(1000);
-    expect(until - before).toBeLessThanOrEqual(1260);
+    expect(until - before).toBeGreaterThanOrEqual(30_000 * 1.25 - 20);
+    expect(until - Date.now()).toBeLessThanOrEqual(30_000 * 1.25);
     expect(await state.snapshot(ref, limits)).toMatchObject({ state: 'open', coolingUntil: until, inFlight: 0 });
   });
 
@@ -214,11 +263,16 @@ describe.each(BACKENDS('channels'))('channel state on %s', (_name, start) => {
     const limits = { ...LIMITS, cooldownAfter: 100 };
     const before = Date.now();
     await call('refused', limits, { retryAfterMs: 600 });
-    const until = await acquireUntil('x', limits);
-    expect(until - before).toBeGreaterThanOrEqual(550);
+    const until = await coolingUntil(limits);
+    expect(until - before).toBeGreaterThanOrEqual(600 - 20);
     expect(until - Date.now()).toBeLessThanOrEqual(600);
-    await sleep(until - Date.now() + 50);
-    expect(await state.acquire(ref, 'x', limits)).toEqual(PROBE);
+    expect(
+      await until_(
+        () => state.acquire(ref, 'x', limits),
+        (r) => r.ok,
+      ),
+    ).toEqual(PROBE);
+    expect(Date.now()).toBeGreaterThanOrEqual(until - 20);
   });
 
   describe('half-open', () => {
@@ -226,9 +280,15 @@ describe.each(BACKENDS('channels'))('channel state on %s', (_name, start) => {
     /** Cools the channel down and waits out the cool-down. */
     const halfOpen = async () => {
       await call('refused', limits);
-      expect(await state.acquire(ref, 'early', limits)).toMatchObject({ ok: false, reason: 'cooling' });
-      await sleep(350);
-      expect((await state.snapshot(ref, limits)).state).toBe('half_open');
+      expect((await state.snapshot(ref, limits)).coolingUntil).not.toBeNull();
+      expect(
+        (
+          await until_(
+            () => state.snapshot(ref, limits),
+            (s) => s.state !== 'open',
+          )
+        ).state,
+      ).toBe('half_open');
     };
 
     it('lets exactly one of many concurrent callers probe; the others are told another probes', async () => {
@@ -266,12 +326,16 @@ describe.each(BACKENDS('channels'))('channel state on %s', (_name, start) => {
       expect(await state.acquire(ref, 'p', limits)).toEqual(PROBE);
       const before = Date.now();
       await state.release(ref, 'p', limits, report('refused', { jitter: 1 }));
-      const until = await acquireUntil('x', limits);
-      expect(until - before).toBeGreaterThan(350);
+      const until = await coolingUntil(limits);
+      expect(until - before).toBeGreaterThanOrEqual(450 - 20);
       expect(until - Date.now()).toBeLessThanOrEqual(450);
-      expect((await state.snapshot(ref, limits)).state).toBe('open');
-      await sleep(until - Date.now() + 50);
-      expect(await state.acquire(ref, 'x', limits)).toEqual(PROBE);
+      expect(
+        await until_(
+          () => state.acquire(ref, 'x', limits),
+          (r) => r.ok,
+        ),
+      ).toEqual(PROBE);
+      expect(Date.now()).toBeGreaterThanOrEqual(until - 20);
     });
 
     it('stays half-open when the probe is canceled: the next call probes', async () => {
@@ -285,12 +349,17 @@ describe.each(BACKENDS('channels'))('channel state on %s', (_name, start) => {
     });
 
     it('lets another call probe once a dead probe’s lease expires', async () => {
-      const short = { ...limits, leaseMs: 300 };
       await halfOpen();
-      expect(await state.acquire(ref, 'dead', short)).toEqual(PROBE);
-      expect(await state.acquire(ref, 'q', short)).toEqual(PROBING);
-      await sleep(400);
-      expect(await state.acquire(ref, 'q', short)).toEqual(PROBE);
+      expect(await state.acquire(ref, 'dead', limits)).toEqual(PROBE);
+      expect(await state.acquire(ref, 'q', limits)).toEqual(PROBING);
+      // Its last renewal asked for 300 ms; then it died.
+      expect(await state.acquire(ref, 'dead', { ...limits, leaseMs: 300 })).toEqual(PROBE);
+      expect(
+        await until_(
+          () => state.acquire(ref, 'q', limits),
+          (r) => r.ok,
+        ),
+      ).toEqual(PROBE);
     });
 
     it('does not make a caller the probe when the capacity refuses it', async () => {

