@@ -16,7 +16,7 @@ import { channelPicker } from '../../src/upstreams/channel-picker.js';
 import { storeRetry } from '../retrying.js';
 import type { ChannelState } from '../../src/channels/state.js';
 import { workerSlots } from '../../src/config/channels.js';
-import type { ImageProvider } from './types.js';
+import type { ImageProvider } from '../providers/contract.js';
 
 export interface ActivityDeps {
   store: TaskStore;

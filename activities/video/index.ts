@@ -18,7 +18,7 @@ import { TERMINAL_STATUSES } from '../../src/shared/task.js';
 import { cancelOrigin, type CancelOrigin } from '../cancel-origin.js';
 import type { Closing } from '../../src/shared/closing.js';
 import { keepTiming, upstreamCalls } from '../upstream-call.js';
-import type { VideoCall, VideoFinished, VideoProvider } from './types.js';
+import type { VideoCall, VideoFinished, VideoProvider } from '../providers/contract.js';
 
 export interface VideoActivityDeps {
   store: TaskStore;

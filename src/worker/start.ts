@@ -6,10 +6,8 @@ import { RECONCILE_DEFAULTS, reconcileTask, startReconciler, type ReconcileDeps 
 import { cancelOrigin } from '../../activities/cancel-origin.js';
 import type { Logger } from 'pino';
 import { createActivities } from '../../activities/image/index.js';
-import { GeminiImageProvider } from '../../activities/image/gemini.js';
-import { referenceFetcher } from '../../activities/image/references.js';
-import { LocalImageProvider } from '../../activities/image/local.js';
-import { videoProviders } from '../../activities/video/providers.js';
+import { referenceFetcher } from '../../activities/providers/references.js';
+import { imageProviders, videoProviders } from './providers.js';
 import { createVideoActivities } from '../../activities/video/index.js';
 import { readModelSinks } from '../../activities/read-model.js';
 import { HEARTBEAT_EVERY_MS } from '../../activities/upstream-call.js';
@@ -62,30 +60,24 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   );
   // Channel capacity, rate and health are the deployment's: every worker shares them in Redis.
   const channels = new RedisChannelState(redis, config.redisPrefix);
+  const providerDeps = { blobs, keys, env, fetchReference: referenceFetcher(config.referenceFetchAllow) };
   const activities = createActivities({
     store,
     channels,
     origin,
     models: imageModels,
-    providers: {
-      local: new LocalImageProvider(blobs),
-      gemini: new GeminiImageProvider({
-        blobs,
-        keys,
-        fetchReference: referenceFetcher(config.referenceFetchAllow),
-      }),
-    },
+    providers: imageProviders(providerDeps),
   });
   // The local providers draw their pictures with jimp (about 27 MiB, loaded on first use): load it
   // now when a local model is configured, so no first task pays for it inside its upstream budget.
-  if (config.models.some((m) => m.provider === 'local')) await import('../../activities/image/render-png.js');
+  if (config.models.some((m) => m.provider === 'local')) await import('../../activities/providers/local/render-png.js');
   const videoModels = modelsOfKind(config.models, 'video');
   const video = createVideoActivities({
     store,
     channels,
     origin,
     models: videoModels,
-    providers: videoProviders(blobs, env, referenceFetcher(config.referenceFetchAllow)),
+    providers: videoProviders(providerDeps),
     keys,
   });
   const webhooks = createWebhookActivities({

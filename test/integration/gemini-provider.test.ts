@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { fail, ok, startFakeGemini, fakeGeminiModel, TINY_PNG, type FakeGemini } from '../support/fake-gemini.js';
 import { startKiln, imageSteps, type Kiln } from '../support/kiln.js';
-import { retryDelay } from '../../activities/image/gemini.js';
+import { retryDelay } from '../../activities/providers/gemini/image.js';
 
 // Not a decodable picture, but bytes with a JPEG / WebP signature are enough to prove the media type is kept.
 const JPEG = Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, 0x4a, 0x46, 0x49, 0x46, 0x00, 0x01, 0xff, 0xd9]);

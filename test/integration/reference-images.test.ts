@@ -5,7 +5,7 @@
 import type { LookupAddress } from 'node:dns';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createSafeFetch, refusedAddress, UnusableUrl } from '../../src/infra/safe-fetch.js';
-import { REFERENCE_TYPES } from '../../activities/image/references.js';
+import { REFERENCE_TYPES } from '../../activities/providers/references.js';
 import { startFakeGemini, fakeGeminiModel, TINY_PNG, type FakeGemini } from '../support/fake-gemini.js';
 import { FakeImageHost } from '../support/fake-images.js';
 import { startKiln, http, submitBody, waitForStatus, TERMINAL, KEY_A, type Kiln } from '../support/kiln.js';

@@ -5,10 +5,10 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { createActivities, type ImageDone } from '../../activities/image/index.js';
-import type { ImageCall, ImageProvider } from '../../activities/image/types.js';
+import type { ImageCall, ImageProvider } from '../../activities/providers/contract.js';
 import { createVideoActivities } from '../../activities/video/index.js';
-import { HttpStatusFailure } from '../../activities/video/http.js';
-import type { VideoCall, VideoProvider } from '../../activities/video/types.js';
+import { HttpStatusFailure } from '../../activities/providers/http.js';
+import type { VideoCall, VideoProvider } from '../../activities/providers/contract.js';
 import { TransportFailure, UpstreamFailure } from '../../src/upstreams/failures.js';
 import { modelsOfKind, parseModels } from '../../src/config/env.js';
 import {

@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import { Jimp } from 'jimp';
-import { imageDimensions, renderPromptPng } from '../../activities/image/render-png.js';
+import { imageDimensions, renderPromptPng } from '../../activities/providers/local/render-png.js';
 
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 

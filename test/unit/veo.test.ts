@@ -2,8 +2,8 @@
 // edge and one past it), the seconds/size → Veo parameter table, Google's error answers in Kiln's
 // codes, and the provider's own calls against the fake Veo upstream (a real HTTP server).
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { GeminiVeoVideoProvider } from '../../activities/video/gemini-veo.js';
-import { VeoHttpFailure } from '../../activities/video/veo-http.js';
+import { GeminiVeoVideoProvider } from '../../activities/providers/gemini/veo.js';
+import { VeoHttpFailure } from '../../activities/providers/gemini/veo-http.js';
 import { routed } from '../../src/config/channels.js';
 import { ConfigError, parseModels, videoOptions, type VideoModel } from '../../src/config/env.js';
 import { createSafeFetch } from '../../src/infra/safe-fetch.js';

@@ -1,11 +1,11 @@
 // RunningHub-style workflow upstream: create with a workflow id and nodeInfoList, then status and
 // outputs ([{fileUrl, fileType}]); every output is copied into the blob store as results[*].url.
-import type { BlobStore } from '../../src/blobs/local.js';
-import type { TaskFailureCode } from '../../src/shared/errors.js';
-import type { NodeInfo, VideoCheck, VideoJob, VideoOutput, VideoResult } from '../../src/shared/video-task.js';
-import { UpstreamFailure } from '../../src/upstreams/failures.js';
-import { copyToBlobs, requestJson } from './http.js';
-import type { VideoCall, VideoFinished, VideoProvider } from './types.js';
+import type { BlobStore } from '../../../src/blobs/local.js';
+import type { TaskFailureCode } from '../../../src/shared/errors.js';
+import type { NodeInfo, VideoCheck, VideoJob, VideoOutput, VideoResult } from '../../../src/shared/video-task.js';
+import { UpstreamFailure } from '../../../src/upstreams/failures.js';
+import { copyToBlobs, requestJson } from '../http.js';
+import type { VideoCall, VideoFinished, VideoProvider } from '../contract.js';
 
 interface Envelope<T> {
   code?: number;

@@ -3,9 +3,9 @@
 //   (2) inlineData.mimeType must start with `image/`;
 //   (3) data starting with `http` is an image URL, passed through;
 //   (4) otherwise data is base64, decoded as mimeType says, stored, and replaced by its URL.
-import type { BlobStore } from '../../src/blobs/local.js';
-import type { Candidate, Part } from '../../src/shared/image-task.js';
-import { UpstreamFailure } from '../../src/upstreams/failures.js';
+import type { BlobStore } from '../../../src/blobs/local.js';
+import type { Candidate, Part } from '../../../src/shared/image-task.js';
+import { UpstreamFailure } from '../../../src/upstreams/failures.js';
 
 interface UpstreamPart {
   text?: unknown;

@@ -1,11 +1,11 @@
 // The embedded video provider: no network; a "job" that finishes after latencyMs, then a real
 // H.264 MP4 showing the prompt, rendered by ffmpeg and stored in the blob store.
 import { randomUUID } from 'node:crypto';
-import type { BlobStore } from '../../src/blobs/local.js';
-import type { VideoCheck, VideoJob } from '../../src/shared/video-task.js';
+import type { BlobStore } from '../../../src/blobs/local.js';
+import type { VideoCheck, VideoJob } from '../../../src/shared/video-task.js';
 import { renderPromptMp4 } from './render-mp4.js';
-import { UpstreamFailure } from '../../src/upstreams/failures.js';
-import type { VideoCall, VideoFinished, VideoProvider } from './types.js';
+import { UpstreamFailure } from '../../../src/upstreams/failures.js';
+import type { VideoCall, VideoFinished, VideoProvider } from '../contract.js';
 
 export class LocalVideoProvider implements VideoProvider {
   /** `ffmpeg`: the encoder binary (FFMPEG_BIN, .tools/bin/ffmpeg from the bootstrap, or PATH). */

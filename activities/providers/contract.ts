@@ -1,6 +1,23 @@
-import type { VideoUpstream } from '../../src/config/env.js';
-import type { Dispatching } from '../upstream-call.js';
+// The provider contract: what an image or video provider implements. An image provider answers
+// within its call; a video provider runs a job (create, check, fetch, cancel) whose checks the
+// workflow spaces out on durable timers.
+import type { ImageUpstream, VideoUpstream } from '../../src/config/env.js';
+import type { GenerationResult, ImageTaskInput } from '../../src/shared/image-task.js';
 import type { VideoCheck, VideoJob, VideoOutput, VideoResult, VideoTaskInput } from '../../src/shared/video-task.js';
+import type { Dispatching } from '../upstream-call.js';
+
+export interface ImageCall {
+  input: ImageTaskInput;
+  /** The model's settings with those of the channel the call goes to over them. */
+  model: ImageUpstream;
+  /** Aborts on the model's timeout or when Temporal cancels the attempt. */
+  signal: AbortSignal;
+  dispatching: Dispatching;
+}
+
+export interface ImageProvider {
+  generate(call: ImageCall): Promise<GenerationResult>;
+}
 
 export interface VideoCall {
   input: VideoTaskInput;

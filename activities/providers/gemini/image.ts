@@ -1,16 +1,16 @@
 // Gemini-compatible upstream: POST {baseUrl}/v1beta/models/{model}:generateContent.
-import type { BlobStore } from '../../src/blobs/local.js';
-import type { SafeFetch } from '../../src/infra/safe-fetch.js';
-import { abortableSleep } from '../../src/shared/abortable-sleep.js';
-import { upstreamKey } from '../../src/shared/credentials.js';
-import { parseRetryAfter } from '../../src/upstreams/retry-after.js';
-import { isRefusalStatus, statusToCode, upstreamMessage } from '../../src/upstreams/answers.js';
-import type { GenerationResult } from '../../src/shared/image-task.js';
-import { fetchText, parseUpstreamJson } from '../../src/upstreams/http.js';
-import { UpstreamFailure } from '../../src/upstreams/failures.js';
-import { parseGeminiResult, type GeminiResponse } from './gemini-result.js';
-import { inlineReferences } from './references.js';
-import type { ImageCall, ImageProvider } from './types.js';
+import type { BlobStore } from '../../../src/blobs/local.js';
+import type { SafeFetch } from '../../../src/infra/safe-fetch.js';
+import { abortableSleep } from '../../../src/shared/abortable-sleep.js';
+import { upstreamKey } from '../../../src/shared/credentials.js';
+import { parseRetryAfter } from '../../../src/upstreams/retry-after.js';
+import { isRefusalStatus, statusToCode, upstreamMessage } from '../../../src/upstreams/answers.js';
+import type { GenerationResult } from '../../../src/shared/image-task.js';
+import { fetchText, parseUpstreamJson } from '../../../src/upstreams/http.js';
+import { UpstreamFailure } from '../../../src/upstreams/failures.js';
+import { parseGeminiResult, type GeminiResponse } from './image-result.js';
+import { inlineReferences } from '../references.js';
+import type { ImageCall, ImageProvider } from '../contract.js';
 
 export interface GeminiDeps {
   blobs: BlobStore;

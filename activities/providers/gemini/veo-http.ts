@@ -1,14 +1,14 @@
 // The gemini-veo provider's HTTP plumbing: Google's error answers in Kiln's terms, and the video
 // download, whose redirects are followed by hand so the key never leaves the channel's own host.
-import type { BlobStore } from '../../src/blobs/local.js';
-import { parseRetryAfter } from '../../src/upstreams/retry-after.js';
-import { causeCode, isRefusalStatus, statusToCode, upstreamMessage } from '../../src/upstreams/answers.js';
-import type { TaskFailureCode } from '../../src/shared/errors.js';
-import { rpcName, rpcToCode } from '../../src/shared/veo.js';
-import type { VideoResult } from '../../src/shared/video-task.js';
-import { TransportFailure, UpstreamFailure } from '../../src/upstreams/failures.js';
-import { storeDownload } from './http.js';
-import type { VideoCall } from './types.js';
+import type { BlobStore } from '../../../src/blobs/local.js';
+import { parseRetryAfter } from '../../../src/upstreams/retry-after.js';
+import { causeCode, isRefusalStatus, statusToCode, upstreamMessage } from '../../../src/upstreams/answers.js';
+import type { TaskFailureCode } from '../../../src/shared/errors.js';
+import { rpcName, rpcToCode } from '../../../src/shared/veo.js';
+import type { VideoResult } from '../../../src/shared/video-task.js';
+import { TransportFailure, UpstreamFailure } from '../../../src/upstreams/failures.js';
+import { storeDownload } from '../http.js';
+import type { VideoCall } from '../contract.js';
 
 /** Redirect hops a download follows (Google's file URI answers one, to its storage). */
 export const MAX_DOWNLOAD_REDIRECTS = 5;

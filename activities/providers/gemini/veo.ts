@@ -4,15 +4,15 @@
 // until `done`, then the video at response.generateVideoResponse.generatedSamples[0].video.uri.
 // The key goes in x-goog-api-key, never in a URL. Google has no cancel for these operations: a
 // canceled task stops checking and the job may run on (the provider has no `cancel`).
-import type { BlobStore } from '../../src/blobs/local.js';
-import { UnusableUrl, type SafeFetch } from '../../src/infra/safe-fetch.js';
-import { upstreamMessage } from '../../src/upstreams/answers.js';
-import { rpcName, rpcToCode, veoParameters } from '../../src/shared/veo.js';
-import type { VideoCheck, VideoJob, VideoOutput } from '../../src/shared/video-task.js';
-import { fetchText, parseUpstreamJson } from '../../src/upstreams/http.js';
-import { UpstreamFailure } from '../../src/upstreams/failures.js';
-import { MAX_VIDEO_BYTES } from './http.js';
-import type { VideoCall, VideoFinished, VideoProvider } from './types.js';
+import type { BlobStore } from '../../../src/blobs/local.js';
+import { UnusableUrl, type SafeFetch } from '../../../src/infra/safe-fetch.js';
+import { upstreamMessage } from '../../../src/upstreams/answers.js';
+import { rpcName, rpcToCode, veoParameters } from '../../../src/shared/veo.js';
+import type { VideoCheck, VideoJob, VideoOutput } from '../../../src/shared/video-task.js';
+import { fetchText, parseUpstreamJson } from '../../../src/upstreams/http.js';
+import { UpstreamFailure } from '../../../src/upstreams/failures.js';
+import { MAX_VIDEO_BYTES } from '../http.js';
+import type { VideoCall, VideoFinished, VideoProvider } from '../contract.js';
 import { downloadVeoVideo, VeoHttpFailure } from './veo-http.js';
 
 /** A google.longrunning.Operation as the Gemini API answers it. */

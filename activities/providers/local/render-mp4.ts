@@ -33,7 +33,7 @@ export async function renderPromptMp4(o: Mp4Options): Promise<Buffer> {
   const { width, height } = renderDimensions(o.size, o.maxSide);
   const dir = await mkdtemp(join(tmpdir(), 'kiln-mp4-'));
   try {
-    const { renderPromptPng } = await import('../image/render-png.js'); // jimp: loaded on first use
+    const { renderPromptPng } = await import('./render-png.js'); // jimp: loaded on first use
     const png = await renderPromptPng({
       prompt: o.prompt || '(workflow input)',
       aspectRatio: `${width}:${height}`,

@@ -1,10 +1,10 @@
 // The embedded image provider: no network, a real PNG that shows the prompt.
 import { randomUUID } from 'node:crypto';
-import type { BlobStore } from '../../src/blobs/local.js';
-import { abortableSleep } from '../../src/shared/abortable-sleep.js';
-import type { GenerationResult } from '../../src/shared/image-task.js';
-import { promptText } from '../../src/shared/prompt.js';
-import type { ImageCall, ImageProvider } from './types.js';
+import type { BlobStore } from '../../../src/blobs/local.js';
+import { abortableSleep } from '../../../src/shared/abortable-sleep.js';
+import type { GenerationResult } from '../../../src/shared/image-task.js';
+import { promptText } from '../../../src/shared/prompt.js';
+import type { ImageCall, ImageProvider } from '../contract.js';
 
 export class LocalImageProvider implements ImageProvider {
   constructor(private readonly blobs: BlobStore) {}

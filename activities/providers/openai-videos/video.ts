@@ -1,11 +1,11 @@
 // OpenAI-videos upstream: POST /v1/videos, GET /v1/videos/{id}, GET /v1/videos/{id}/content.
-import type { BlobStore } from '../../src/blobs/local.js';
-import { TASK_FAILURE_CODES, type TaskFailureCode } from '../../src/shared/errors.js';
-import { upstreamMessage } from '../../src/upstreams/answers.js';
-import type { VideoCheck, VideoJob } from '../../src/shared/video-task.js';
-import { UpstreamFailure } from '../../src/upstreams/failures.js';
-import { copyToBlobs, requestJson } from './http.js';
-import type { VideoCall, VideoFinished, VideoProvider } from './types.js';
+import type { BlobStore } from '../../../src/blobs/local.js';
+import { TASK_FAILURE_CODES, type TaskFailureCode } from '../../../src/shared/errors.js';
+import { upstreamMessage } from '../../../src/upstreams/answers.js';
+import type { VideoCheck, VideoJob } from '../../../src/shared/video-task.js';
+import { UpstreamFailure } from '../../../src/upstreams/failures.js';
+import { copyToBlobs, requestJson } from '../http.js';
+import type { VideoCall, VideoFinished, VideoProvider } from '../contract.js';
 
 interface UpstreamVideo {
   id?: string;

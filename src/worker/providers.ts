@@ -1,0 +1,52 @@
+// The providers a worker runs, by the models file's `provider`: the one place that names them all.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { PROJECT_ROOT } from '../infra/project-root.js';
+import type { ImageModel, VideoModel } from '../config/env.js';
+import type { BlobStore } from '../blobs/local.js';
+import type { SafeFetch } from '../infra/safe-fetch.js';
+import { referenceFetcher } from '../../activities/providers/references.js';
+import { GeminiVeoVideoProvider } from '../../activities/providers/gemini/veo.js';
+import { LocalVideoProvider } from '../../activities/providers/local/video.js';
+import { OpenAIVideoProvider } from '../../activities/providers/openai-videos/video.js';
+import type { ImageProvider, VideoProvider } from '../../activities/providers/contract.js';
+import { GeminiImageProvider } from '../../activities/providers/gemini/image.js';
+import { LocalImageProvider } from '../../activities/providers/local/image.js';
+import { WorkflowNodeVideoProvider } from '../../activities/providers/workflow-node/video.js';
+
+const BOOTSTRAPPED_FFMPEG = join(PROJECT_ROOT, '.tools', 'bin', 'ffmpeg');
+
+/** FFMPEG_BIN, else the one scripts/bootstrap.sh linked into .tools/bin, else `ffmpeg` on PATH. */
+export function ffmpegBinary(env: NodeJS.ProcessEnv): string {
+  return env.FFMPEG_BIN || (existsSync(BOOTSTRAPPED_FFMPEG) ? BOOTSTRAPPED_FFMPEG : 'ffmpeg');
+}
+
+/** What providers are built with: Kiln's blob store, configured upstream keys and the environment. */
+export interface ProviderDeps {
+  blobs: BlobStore;
+  /** Configured upstream keys (`credential: {env}`), by variable name. */
+  keys: Record<string, string>;
+  env: NodeJS.ProcessEnv;
+  /** The SSRF-guarded downloader of reference images (providers that send their bytes). */
+  fetchReference?: SafeFetch;
+}
+
+/** The image providers a worker runs, by the models file's `provider`. */
+export function imageProviders(deps: ProviderDeps): Record<ImageModel['provider'], ImageProvider> {
+  const { blobs, keys, fetchReference = referenceFetcher() } = deps;
+  return {
+    local: new LocalImageProvider(blobs),
+    gemini: new GeminiImageProvider({ blobs, keys, fetchReference }),
+  };
+}
+
+/** The video providers a worker runs, by the models file's `provider`. */
+export function videoProviders(deps: ProviderDeps): Record<VideoModel['provider'], VideoProvider> {
+  const { blobs, env, fetchReference = referenceFetcher() } = deps;
+  return {
+    local: new LocalVideoProvider(blobs, ffmpegBinary(env)),
+    'openai-videos': new OpenAIVideoProvider(blobs),
+    'workflow-node': new WorkflowNodeVideoProvider(blobs),
+    'gemini-veo': new GeminiVeoVideoProvider(blobs, fetchReference),
+  };
+}
