@@ -105,7 +105,7 @@ const str = JSON.stringify;
 
 /**
  * Writes a request's info line as `log.info(fields, 'request')` would, byte for byte
- * (test/unit/request-line.test.ts), to the logger's destination, without pino's per-line work
+ * (test/unit/ops/request-line.test.ts), to the logger's destination, without pino's per-line work
  * (its key walk, mixin and serializer checks: about 3 µs of a poll). Undefined for a logger whose
  * lines are not plain JSON (pretty, or not made by createLogger): then pino writes them. The
  * caller checks that info is enabled.

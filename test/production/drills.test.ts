@@ -12,7 +12,7 @@ import { loadConfig, ownerOfKey } from '../../src/config/env.js';
 import { SEARCH_ATTRIBUTES } from '../../src/shared/task.js';
 import { dataConverter } from '../../src/temporal/client.js';
 import { startKilnDeployment, type KilnDeployment } from '../../scripts/production/kiln.js';
-import { delayed, ok } from '../support/fake-gemini.js';
+import { delayed, ok } from '../integration/providers/gemini/fake-gemini.js';
 import { DRILL_OPERATOR_TOKEN, rebuildDrill } from './rebuild-drill.js';
 import {
   call,

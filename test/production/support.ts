@@ -4,7 +4,7 @@
 import { execFileSync } from 'node:child_process';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { inject } from 'vitest';
-import { FakeGemini } from '../support/fake-gemini.js';
+import { FakeGemini } from '../integration/providers/gemini/fake-gemini.js';
 
 export const TERMINAL = ['succeeded', 'failed', 'uncertain'];
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

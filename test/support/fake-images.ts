@@ -4,7 +4,7 @@
 //   /chunked?bytes=N     N bytes, no content-length /redirect?to=URL      302 to URL
 //   /hops?n=N            a chain of N redirects to /ok.png               /missing  404
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { TINY_PNG } from './fake-gemini.js';
+import { TINY_PNG } from '../integration/providers/gemini/fake-gemini.js';
 import { FakeServer } from './fake-server.js';
 
 export class FakeImageHost extends FakeServer<string> {

@@ -1,4 +1,4 @@
-// Helpers of the managed-keys tests (test/integration/keys-admin.test.ts): the admin API with the
+// Helpers of the managed-keys tests (test/integration/keys/keys-admin.test.ts): the admin API with the
 // operator token, the `kiln` CLI, and every key and value a Kiln instance holds in Redis.
 import { execFile } from 'node:child_process';
 import type { RedisClient } from '../../src/tasks/store/task-store.js';

@@ -1,6 +1,6 @@
-// Child process of test/unit/log-buffer.test.ts: writes LINES request-like lines through the API's
+// Child process of test/unit/ops/log-buffer.test.ts: writes LINES request-like lines through the API's
 // logger (buffered as the API runs it), then exits, or with IDLE_MS set stays up that long. With
-// REQUEST_LINES=1 (test/unit/request-line.test.ts), each line goes out twice, through pino and
+// REQUEST_LINES=1 (test/unit/ops/request-line.test.ts), each line goes out twice, through pino and
 // through the request line writer, to the logger's own stdout stream.
 import { createLogger, requestLineWriter } from '../../src/ops/log.js';
 

@@ -5,7 +5,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startReceiver, webhookEnv, type Receiver } from './webhook-receiver.js';
+import { startReceiver, webhookEnv, type Receiver } from '../integration/webhooks/webhook-receiver.js';
 import { http, KEY_A, KEY_B, startKiln, submitBody, waitForStatus, type Kiln } from './kiln.js';
 
 export const OPERATOR_TOKEN = 'rebuild-test-operator-token-0123456789abcdef';
