@@ -6,7 +6,7 @@ import { context, propagation, type Tracer } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { OTLPTraceExporter as OTLPTraceExporterType } from '@opentelemetry/exporter-trace-otlp-http';
-import { Resource } from '@opentelemetry/resources';
+import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
 import {
   BasicTracerProvider,
   BatchSpanProcessor,
@@ -20,7 +20,7 @@ import {
   OpenTelemetryActivityOutboundInterceptor,
   OpenTelemetryWorkflowClientInterceptor,
   makeWorkflowExporter,
-} from '@temporalio/interceptors-opentelemetry';
+} from '@temporalio/interceptors-opentelemetry-v2';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import type { Config } from '../config/env.js';
 
@@ -54,7 +54,7 @@ export function setupTracing(ops: Config['ops'], component: string, exporter?: S
     propagation.setGlobalPropagator(new W3CTraceContextPropagator());
     globalsInstalled = true;
   }
-  const resource = new Resource({ 'service.name': ops.serviceName ?? component });
+  const resource = resourceFromAttributes({ 'service.name': ops.serviceName ?? component });
   const processor = exporter
     ? new SimpleSpanProcessor(exporter)
     : // OTLPTraceExporter reads OTEL_EXPORTER_OTLP_ENDPOINT / _HEADERS from the environment itself.
@@ -91,7 +91,7 @@ export function workerTracing(tracing: Tracing | null, opts: { workflows: boolea
   return {
     activity,
     workflowModules: [
-      createRequire(import.meta.url).resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors'),
+      createRequire(import.meta.url).resolve('@temporalio/interceptors-opentelemetry-v2/lib/workflow-interceptors'),
     ],
     sinks: { exporter: makeWorkflowExporter(tracing.processor, tracing.resource) },
   };

@@ -46,7 +46,8 @@ export async function redisDump(kiln: Kiln): Promise<string[]> {
         type === 'hash'
           ? await redis.hgetall(k)
           : type === 'zset'
-            ? await redis.zrange(k, 0, -1, 'WITHSCORES')
+            ? // Strings: ioredis 6.0.0 types zrange's stop argument as string only.
+              await redis.zrange(k, '0', '-1', 'WITHSCORES')
             : type === 'set'
               ? await redis.smembers(k)
               : type === 'list'

@@ -2,7 +2,7 @@
 import { Writable } from 'node:stream';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { pino } from 'pino';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/env.js';
 import { createApi } from '../../../src/api/runtime.js';
 import { startWorkers } from '../../../src/worker/start.js';
@@ -145,11 +145,18 @@ describe('tracing', () => {
       });
       expect(config.ops.tracesExporter).toBe('none');
       const api = await createApi(config, silent, { spanExporter: exporter });
+      // No prebuilt bundle: the worker bundles the workflows with the tracing interceptors, so the
+      // workflow's own spans (exported through a sink) are checked too. The bundling child runs
+      // src/workflow-bundle.ts, which needs tsx's loader as under `npm run`.
+      const nodeOptions = process.env.NODE_OPTIONS;
+      process.env.NODE_OPTIONS = `${nodeOptions ?? ''} --import tsx`;
       const workers = await startWorkers(config, silent, {
-        workflowBundle: { codePath: inject('workflowBundle') },
         env: kiln.env,
         shutdownGraceMs: 0,
         spanExporter: exporter,
+      }).finally(() => {
+        if (nodeOptions === undefined) delete process.env.NODE_OPTIONS;
+        else process.env.NODE_OPTIONS = nodeOptions;
       });
       const server = (await import('node:http')).createServer(api.app.callback());
       await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -170,8 +177,13 @@ describe('tracing', () => {
         const start = spans.find((s) => s.name === 'StartWorkflow:imageTaskWorkflow');
         expect(start).toBeDefined();
         expect(start!.spanContext().traceId).toBe(httpSpan!.spanContext().traceId);
-        expect(start!.parentSpanId).toBe(httpSpan!.spanContext().spanId);
-        expect(spans.some((s) => s.name === 'RunActivity:generateImage')).toBe(true);
+        expect(start!.parentSpanContext?.spanId).toBe(httpSpan!.spanContext().spanId);
+        const run = spans.find((s) => s.name === 'RunWorkflow:imageTaskWorkflow');
+        expect(run).toBeDefined();
+        expect(run!.spanContext().traceId).toBe(httpSpan!.spanContext().traceId);
+        const activity = spans.find((s) => s.name === 'RunActivity:generateImage');
+        expect(activity).toBeDefined();
+        expect(activity!.spanContext().traceId).toBe(httpSpan!.spanContext().traceId);
         expect(spans.some((s) => s.name === 'GET /v1/tasks/:id')).toBe(true);
       } finally {
         server.closeAllConnections();

@@ -111,7 +111,8 @@ async function finishedEverywhere(): Promise<{ id: string; record: AnyTaskRecord
 /** The video's traces in the cluster: its record, its index member and its list item. */
 async function inRedis(store: TaskStore, id: string) {
   const redis = a.api.redis as Cluster;
-  const members = await redis.zrange(store.ownerKey(owner, 'video'), 0, -1);
+  // Strings: ioredis 6.0.0 types zrange's stop argument as string only.
+  const members = await redis.zrange(store.ownerKey(owner, 'video'), '0', '-1');
   return {
     record: await redis.hget(store.taskKey(id), 'j'),
     tombstone: await redis.hget(store.taskKey(id), 'x'),
@@ -179,7 +180,7 @@ describe('DELETE /v1/videos/{id} on a Redis Cluster', () => {
     const redis = a.api.redis as Cluster;
     const index = store.ownerKey(owner, 'video');
     const items = store.ownerItemsKey(owner, 'video');
-    const member = (await redis.zrange(index, 0, -1)).find((m) => m.endsWith(`:${id}`))!;
+    const member = (await redis.zrange(index, '0', '-1')).find((m) => m.endsWith(`:${id}`))!;
     const entry = (await redis.hget(items, id))!;
     expect((await callsA.api()(`/v1/videos/${id}`, { method: 'DELETE' })).status).toBe(200);
     // The second process hears of the delete within a second (the first test): waited for here.
