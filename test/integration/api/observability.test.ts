@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/env.js';
 import { createApi } from '../../../src/api/runtime.js';
 import { startWorkers } from '../../../src/worker/start.js';
-import { startKiln, http, submitBody, waitForStatus, KEY_A, silent, type Kiln } from '../../support/kiln.js';
+import { startKiln, http, submitBody, waitForStatus, eventually, KEY_A, silent, type Kiln } from '../../support/kiln.js';
 
 const lines: any[] = [];
 const sink = new Writable({
@@ -169,7 +169,11 @@ describe('tracing', () => {
         });
         expect(sub.status).toBe(202);
         await waitForStatus(() => call(`/v1/tasks/${sub.json.id}`), 'succeeded');
-        const spans = exporter.getFinishedSpans();
+        // The workflow's span ends with its last workflow task, after the activity wrote `succeeded`.
+        const spans = await eventually(
+          async () => exporter.getFinishedSpans(),
+          (all) => all.some((s) => s.name === 'RunWorkflow:imageTaskWorkflow'),
+        );
         const httpSpan = spans.find((s) => s.name === 'POST /v1beta/models/:modelAction');
         expect(httpSpan).toBeDefined();
         expect(httpSpan!.attributes['http.response.status_code']).toBe(202);
