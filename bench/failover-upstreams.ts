@@ -1,7 +1,13 @@
 // The upstreams of `npm run bench:failover` (bench/failover.ts): fake Gemini servers (real HTTP,
 // test/integration/providers/gemini/fake-gemini.ts) that answer as programmed, remember what they answered each request,
 // and attribute every request to the task whose marker (`bench task <tag>`) its prompt carries.
-import { fail, ok, startFakeGemini, type Behaviour, type FakeGemini } from '../test/integration/providers/gemini/fake-gemini.js';
+import {
+  fail,
+  ok,
+  startFakeGemini,
+  type Behaviour,
+  type FakeGemini,
+} from '../test/integration/providers/gemini/fake-gemini.js';
 
 /** One fake upstream and what it answered each request (by the request's 1-based number). */
 export interface Upstream {

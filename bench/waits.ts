@@ -3,7 +3,8 @@
 // time from one transition (written straight into the read model, as a worker would) to each answer.
 import { Agent, request } from 'node:http';
 import { Redis } from 'ioredis';
-import { loadConfig, ownerOfKey } from '../src/config/env.js';
+import { loadConfig } from '../src/config/env.js';
+import { ownerOfKey } from '../src/infra/callers.js';
 import { createTaskStore } from '../src/tasks/store/create.js';
 import { newImageRecord } from '../src/shared/image-task.js';
 import { fmt, pct, rssMiB, sleep, spawnApi, startBenchStack, waitHttp } from './lib.js';

@@ -8,7 +8,8 @@
 // disturb less than the rate.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { loadConfig, modelTaskQueue } from '../src/config/env.js';
+import { loadConfig } from '../src/config/env.js';
+import { modelTaskQueue } from '../src/config/models.js';
 import { connectTemporal } from '../src/temporal/client.js';
 import { fmt, rssMiB, sleep, spawnWorker, startBenchStack, usesJemalloc } from './lib.js';
 

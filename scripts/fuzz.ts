@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DEFAULT_MODELS } from '../src/config/env.js';
+import { DEFAULT_MODELS } from '../src/config/default-models.js';
 import { ROOT } from './services.js';
 import { startStack } from './stack.js';
 

@@ -1,7 +1,7 @@
 // Activities: everything that touches Redis, the blob store or an upstream. Built by a factory so
 // the worker (and tests) hand in their dependencies.
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { ImageModel } from '../../src/config/env.js';
+import type { ImageModel } from '../../src/config/models.js';
 import type { TaskStore } from '../../src/tasks/store/task-store.js';
 import type { GenerationResult, ImageTaskInput, ImageTaskRecord } from '../../src/shared/image-task.js';
 import { INLINE_BUSY_FAILURE_TYPE } from '../../src/shared/errors.js';

@@ -1,7 +1,7 @@
 // The provider contract: what an image or video provider implements. An image provider answers
 // within its call; a video provider runs a job (create, check, fetch, cancel) whose checks the
 // workflow spaces out on durable timers.
-import type { ImageUpstream, VideoUpstream } from '../../src/config/env.js';
+import type { ImageUpstream, VideoUpstream } from '../../src/config/models.js';
 import type { GenerationResult, ImageTaskInput } from '../../src/shared/image-task.js';
 import type { VideoCheck, VideoJob, VideoOutput, VideoResult, VideoTaskInput } from '../../src/shared/video-task.js';
 import type { Dispatching } from '../upstream-call.js';

@@ -1,6 +1,6 @@
 // Reference images travel to the upstream as URLs unless the model asks for inline bytes; then the
 // activity downloads them itself, through the SSRF-guarded fetcher.
-import type { ImageUpstream } from '../../src/config/env.js';
+import type { ImageUpstream } from '../../src/config/models.js';
 import { createSafeFetch, UnusableUrl, type SafeFetch } from '../../src/infra/safe-fetch.js';
 import type { ImageRequest, Part } from '../../src/shared/image-task.js';
 import { UpstreamFailure } from '../../src/upstreams/failures.js';

@@ -1,6 +1,6 @@
 // Video activities: create the upstream job, check it, copy the finished files into the blob store.
 // Waiting between checks is the workflow's (durable timers), never an activity's.
-import type { VideoModel, VideoUpstream } from '../../src/config/env.js';
+import type { VideoModel, VideoUpstream } from '../../src/config/models.js';
 import type { ChannelState } from '../../src/channels/state.js';
 import { channelPicker } from '../../src/upstreams/channel-picker.js';
 import { storeRetry } from '../retrying.js';

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { channelAdminRoutes } from '../channels/admin.js';
 import type { ChannelState } from '../channels/state.js';
-import type { Model } from '../config/env.js';
+import type { Model } from '../config/models.js';
 import { keyAdminRoutes } from '../keys/routes.js';
 import type { KeyStore } from '../keys/store.js';
 import type { ReadModelRebuild } from '../tasks/rebuild/rebuild.js';

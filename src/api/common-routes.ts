@@ -1,6 +1,6 @@
 // Routes that belong to no task kind: liveness, the model catalogue and the generated files.
 import { z } from 'zod';
-import type { Model } from '../config/env.js';
+import type { Model } from '../config/models.js';
 import { KilnError } from '../shared/errors.js';
 import { EXT_BY_TYPE, type FsBlobStore } from '../blobs/local.js';
 import { modelList, ModelList } from '../infra/models.js';

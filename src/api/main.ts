@@ -2,7 +2,8 @@
 // listens and shuts down gracefully on SIGTERM/SIGINT.
 import cluster from 'node:cluster';
 import type { Server } from 'node:http';
-import { ConfigError, loadConfig } from '../config/env.js';
+import { loadConfig } from '../config/env.js';
+import { ConfigError } from '../config/models.js';
 import { createLogger } from '../ops/log.js';
 import { reportListening, superviseApiProcesses } from '../ops/api-cluster.js';
 import { startIdleGc } from '../ops/idle-gc.js';

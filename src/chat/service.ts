@@ -11,7 +11,8 @@ import { movesOn, SUCCEEDED, verdictOf, type Verdict } from '../upstreams/failov
 import { routed } from '../config/channels.js';
 import type { ChannelState } from '../channels/state.js';
 import { findModel } from '../infra/models.js';
-import { modelsOfKind, type ChatChannel, type ChatModel, type Config, type Model } from '../config/env.js';
+import { type Config } from '../config/env.js';
+import { modelsOfKind, type ChatChannel, type ChatModel, type Model } from '../config/models.js';
 import { LocalChatProvider } from './providers/local.js';
 import { OpenAIChatProvider } from './providers/openai.js';
 import { callerError, lenient, noChannelError, UNSHARED } from './routing.js';

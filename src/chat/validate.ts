@@ -2,7 +2,7 @@
 // name the field as `messages[i].content[j]…`; images have codes of their own.
 import { imageSize } from 'image-size';
 import { z } from 'zod';
-import type { ChatModel } from '../config/env.js';
+import type { ChatModel } from '../config/models.js';
 import { KilnError } from '../shared/errors.js';
 import type { ChatMessage, ChatRequest, ImageInfo } from './providers/types.js';
 

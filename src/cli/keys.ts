@@ -3,7 +3,8 @@
 // store as the admin API (src/keys/store.ts), which `kiln admin keys` uses over HTTP.
 // Usage: npm run keys -- create --owner NAME [--label LABEL] | list | revoke <KEY_ID_OR_KEY>
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig } from '../config/env.js';
+import { loadConfig } from '../config/env.js';
+import { ConfigError } from '../config/models.js';
 import { connectRedis } from '../infra/redis.js';
 import { OWNER_NAME } from '../infra/callers.js';
 import { KeyStore } from '../keys/store.js';

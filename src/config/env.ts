@@ -2,15 +2,12 @@
 // Anything missing or malformed stops start-up with a message that names what to set.
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { createHmac, hkdfSync } from 'node:crypto';
+import { hkdfSync } from 'node:crypto';
 import { z } from 'zod';
 import { configuredKeys } from '../shared/credentials.js';
 import { DEFAULT_MODELS } from './default-models.js';
 import { ConfigError, parseModels, type AnyChannel, type Model } from './models.js';
 import { MAX_LIMIT, type Limits } from './limits.js';
-
-export * from './models.js';
-export { DEFAULT_MODELS } from './default-models.js';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
@@ -338,8 +335,4 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       env,
     ),
   };
-}
-
-export function ownerOfKey(ownerKey: Buffer, apiKey: string): string {
-  return createHmac('sha256', ownerKey).update(apiKey).digest('hex');
 }

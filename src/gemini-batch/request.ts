@@ -3,7 +3,7 @@
 // Problems of the batch as a whole are 400s; a request of it that Kiln refuses becomes that
 // request's failed inline response, so its checks answer a status instead of throwing.
 import { z } from 'zod';
-import type { ImageModel } from '../config/env.js';
+import type { ImageModel } from '../config/models.js';
 import type { ImageRequest } from '../shared/image-task.js';
 import { KilnError } from '../shared/errors.js';
 import { SubmitBody, validateSubmit } from '../image/validate.js';

@@ -3,7 +3,7 @@
 // against the model's `seconds` and `sizes`. Everything refused here is refused before an image is
 // stored or a workflow exists.
 import { z } from 'zod';
-import { videoOptions, type VideoModel } from '../config/env.js';
+import { videoOptions, type VideoModel } from '../config/models.js';
 import { KilnError } from '../shared/errors.js';
 import type { VideoRequest } from '../shared/video-task.js';
 import { PROMPT_RULES, validateVideo } from '../video/validate.js';

@@ -2,7 +2,7 @@
 // Each call still runs as one image-task workflow (started, then awaited), so operators see it
 // in the Temporal Web UI and in task lists like any other task.
 import type { Client } from '@temporalio/client';
-import type { ImageModel } from '../config/env.js';
+import type { ImageModel } from '../config/models.js';
 import { ERROR_STATUS, KilnError, type ErrorCode } from '../shared/errors.js';
 import { TERMINAL_STATUSES } from '../shared/task.js';
 import type { Candidate, ImageRequest, Part } from '../shared/image-task.js';

@@ -1,7 +1,7 @@
 // Image task service: submit starts a workflow; reads come from the Redis read model and reach
 // Temporal only for ids Redis does not know (then the record is repaired).
 import { createHash } from 'node:crypto';
-import type { ImageModel } from '../config/env.js';
+import type { ImageModel } from '../config/models.js';
 import { promptText } from '../shared/prompt.js';
 import { newImageRecord, type ImageRequest, type ImageTaskRecord } from '../shared/image-task.js';
 import type { TaskStatus } from '../shared/task.js';

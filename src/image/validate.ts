@@ -1,6 +1,6 @@
 // Submit checks, in the contract's terms. Each failure is a KilnError with the contract's code.
 import { z } from 'zod';
-import type { ImageModel } from '../config/env.js';
+import type { ImageModel } from '../config/models.js';
 import { KilnError } from '../shared/errors.js';
 import { referenceImages } from '../shared/prompt.js';
 import type { ImageRequest, Part } from '../shared/image-task.js';

@@ -1,7 +1,7 @@
 // Resolves the bearer token to a caller. passthrough: any well-formed key, owner = HMAC(secret, key).
 // keys: Kiln-issued keys, managed in src/keys/ (stored only as SHA-256 in Redis).
 import { KilnError } from '../shared/errors.js';
-import { ownerOfKey } from '../config/env.js';
+import { createHmac } from 'node:crypto';
 import type { Limits } from '../config/limits.js';
 
 // RFC 6750 b64token, bounded (padding included) so a hostile header cannot become a huge HMAC
@@ -61,4 +61,9 @@ export class PassthroughAuth implements Authenticator {
     this.callers.set(header!, caller);
     return caller;
   }
+}
+
+/** A passthrough caller's owner: an HMAC of its key, so the key itself is never stored. */
+export function ownerOfKey(ownerKey: Buffer, apiKey: string): string {
+  return createHmac('sha256', ownerKey).update(apiKey).digest('hex');
 }

@@ -1,7 +1,7 @@
 // Model lookup by kind, shared by the image, chat and video services, and the model catalogue of
 // GET /v1/models.
 import { z } from 'zod';
-import { videoOptions, type Model } from '../config/env.js';
+import { videoOptions, type Model } from '../config/models.js';
 import { KilnError } from '../shared/errors.js';
 
 export function findModel<K extends Model['kind']>(

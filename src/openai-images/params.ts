@@ -1,7 +1,7 @@
 // The OpenAI Images request fields, checked and mapped onto a Kiln image model's Gemini-form
 // options. A field Kiln cannot honour is refused by name rather than dropped, so a client never
 // pays for an image that ignores what it asked for.
-import type { ImageModel, Model } from '../config/env.js';
+import type { ImageModel, Model } from '../config/models.js';
 import { KilnError, type ErrorCode } from '../shared/errors.js';
 import { chars, LIMITS } from '../shared/limits.js';
 

@@ -3,7 +3,7 @@
 // service; the synchronous answer waits for their workflows as the direct form does.
 import { createHash } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import type { ImageModel, Model } from '../config/env.js';
+import type { ImageModel, Model } from '../config/models.js';
 import type { Caller } from '../infra/callers.js';
 import type { Blobs } from '../blobs/stores.js';
 import { UnusableUrl, type SafeFetch } from '../infra/safe-fetch.js';

@@ -5,7 +5,7 @@
 // once one runs. A finished task is answered unchanged.
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import type { Model } from '../config/env.js';
+import type { Model } from '../config/models.js';
 import type { TaskStore } from './store/task-store.js';
 import type { ViewText } from './poll.js';
 import { KilnError } from '../shared/errors.js';

@@ -5,7 +5,7 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Payload } from '@temporalio/common';
 import { resendable } from '../upstreams/failover.js';
-import type { Model } from '../config/env.js';
+import type { Model } from '../config/models.js';
 import { cancelBy, closedOutcome, type Closing, type Reach } from '../shared/closing.js';
 import { newImageRecord, type ImageTaskInput } from '../shared/image-task.js';
 import type { AnyTaskRecord } from '../shared/records.js';

@@ -9,7 +9,7 @@
 //      write tries, the tombstone answers for the task.
 // Until step 3 the task is still there (a repeat deletes it); after it, it is gone (a repeat is 404).
 import type { Client } from '@temporalio/client';
-import type { Model } from '../config/env.js';
+import type { Model } from '../config/models.js';
 import { KilnError } from '../shared/errors.js';
 import type { AnyTaskRecord } from '../shared/records.js';
 import { UNFINISHED_STATUSES } from '../shared/task.js';

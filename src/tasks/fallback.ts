@@ -2,7 +2,7 @@
 // down): Temporal answers, and each record found is written back to Redis. One path for image and
 // video tasks.
 import { WorkflowNotFoundError, type Client, type WorkflowExecutionInfo } from '@temporalio/client';
-import type { Model } from '../config/env.js';
+import type { Model } from '../config/models.js';
 import { closedRecord, workflowEnd } from './closed.js';
 import type { TaskStore } from './store/task-store.js';
 import type { ErrorBody } from '../shared/errors.js';

@@ -3,7 +3,8 @@
 // what is its own: its request, its workflow input and its answers.
 import { randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import { modelTaskQueue, type Config, type ImageModel, type Model, type VideoModel } from '../config/env.js';
+import { type Config } from '../config/env.js';
+import { modelTaskQueue, type ImageModel, type Model, type VideoModel } from '../config/models.js';
 import { findModel } from '../infra/models.js';
 import type { Caller } from '../infra/callers.js';
 import type { TaskStore } from './store/task-store.js';

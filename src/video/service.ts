@@ -1,6 +1,6 @@
 // Video task service: submit starts a `videoTaskWorkflow`; polls come from the Redis read model
 // (behind the same limiter as image tasks) and reach Temporal only when Redis has no record.
-import { videoOptions, type VideoModel } from '../config/env.js';
+import { videoOptions, type VideoModel } from '../config/models.js';
 import { KilnError } from '../shared/errors.js';
 import { newVideoRecord, videoStatus, type VideoRequest, type VideoTaskRecord } from '../shared/video-task.js';
 import type { VideoTaskWorkflowInput } from '../../workflows/video-task.js';

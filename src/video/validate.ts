@@ -1,7 +1,7 @@
 // POST /v1/videos checks. Everything refused here is refused before a workflow exists, so a
 // refused value can never reach an upstream.
 import { z } from 'zod';
-import { videoOptions, type VideoModel } from '../config/env.js';
+import { videoOptions, type VideoModel } from '../config/models.js';
 import { KilnError } from '../shared/errors.js';
 import type { NodeInfo, VideoRequest } from '../shared/video-task.js';
 import { checkHttpUrl } from '../shared/http-url.js';

@@ -1,7 +1,8 @@
 // Worker process: the workflow worker plus one activity worker per model (its own task queue, so
 // upstream concurrency and rate are per model). Shuts down gracefully on SIGTERM/SIGINT.
 import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
-import { ConfigError, loadConfig } from '../config/env.js';
+import { loadConfig } from '../config/env.js';
+import { ConfigError } from '../config/models.js';
 import { createLogger } from '../ops/log.js';
 import { startIdleGc } from '../ops/idle-gc.js';
 import { startWorkers } from './start.js';

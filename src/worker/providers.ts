@@ -2,7 +2,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from '../infra/project-root.js';
-import type { ImageModel, VideoModel } from '../config/env.js';
+import type { ImageModel, VideoModel } from '../config/models.js';
 import type { BlobStore } from '../blobs/local.js';
 import type { SafeFetch } from '../infra/safe-fetch.js';
 import { referenceFetcher } from '../../activities/providers/references.js';

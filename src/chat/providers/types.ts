@@ -1,5 +1,5 @@
 // Shapes of a validated chat request, of the OpenAI-style reply, and of a chat provider.
-import type { ChatUpstream } from '../../config/env.js';
+import type { ChatUpstream } from '../../config/models.js';
 
 export type TextItem = { type: 'text'; text: string };
 export type ImageItem = { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' } };

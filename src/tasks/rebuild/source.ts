@@ -4,7 +4,7 @@
 // — and the state of its webhook delivery.
 import { WorkflowNotFoundError, type Client, type WorkflowExecutionDescription } from '@temporalio/client';
 import proto from '@temporalio/proto';
-import type { Model } from '../../config/env.js';
+import type { Model } from '../../config/models.js';
 import { closedRecord, decodeFirst, workflowEnd } from '../closed.js';
 import { factsOf, type FallbackKind, type WorkflowFacts } from '../fallback.js';
 import type { TaskStore } from '../store/task-store.js';

@@ -6,7 +6,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/env.js';
 import { createApi } from '../../../src/api/runtime.js';
 import { startWorkers } from '../../../src/worker/start.js';
-import { startKiln, http, submitBody, waitForStatus, eventually, KEY_A, silent, type Kiln } from '../../support/kiln.js';
+import {
+  startKiln,
+  http,
+  submitBody,
+  waitForStatus,
+  eventually,
+  KEY_A,
+  silent,
+  type Kiln,
+} from '../../support/kiln.js';
 
 const lines: any[] = [];
 const sink = new Writable({

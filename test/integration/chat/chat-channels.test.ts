@@ -6,7 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { limitsOf } from '../../../src/channels/limits.js';
 import { RedisChannelState } from '../../../src/channels/redis-state.js';
 import type { ChannelSnapshot } from '../../../src/channels/state.js';
-import { modelsOfKind } from '../../../src/config/env.js';
+import { modelsOfKind } from '../../../src/config/models.js';
 import { textItem } from './chat-images.js';
 import { fail, ok, startFakeOpenAI, type FakeOpenAI } from './fake-openai-chat.js';
 import { closedPortUrl } from '../../support/fake-server.js';

@@ -141,7 +141,7 @@ describe('unknown ids', () => {
     const ghost = `task_${'e'.repeat(32)}`;
     const first = await api('/v1/tasks/batch-get', { method: 'POST', json: { ids: [ghost] } });
     expect(first.json.items[0]).toMatchObject({ id: ghost, status: 'not_found' });
-    const owner = (await import('../../../src/config/env.js')).ownerOfKey(
+    const owner = (await import('../../../src/infra/callers.js')).ownerOfKey(
       k.config.ownerKey,
       (await import('../../support/kiln.js')).KEY_A,
     );

@@ -9,7 +9,7 @@ import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePorts, waitUntil } from '../../../scripts/production/proc.js';
 import { startRedisCluster, type RedisCluster } from '../../../scripts/production/redis-cluster.js';
-import { ownerOfKey } from '../../../src/config/env.js';
+import { ownerOfKey } from '../../../src/infra/callers.js';
 import { keySlot } from '../../../src/tasks/store/cluster-slots.js';
 import { createTaskStore } from '../../../src/tasks/store/create.js';
 import { indexMember, type TaskStore } from '../../../src/tasks/store/task-store.js';

@@ -3,7 +3,7 @@
 // for multipart bodies written by hand (exact to the byte).
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, beforeEach } from 'vitest';
-import { ownerOfKey } from '../../../src/config/env.js';
+import { ownerOfKey } from '../../../src/infra/callers.js';
 import { createQuota } from '../../../src/usage/settlement.js';
 import { fakeGeminiModel, startFakeGemini, TINY_PNG, type FakeGemini } from '../providers/gemini/fake-gemini.js';
 import { http, KEY_A, startKiln, type Kiln } from '../../support/kiln.js';

@@ -3,7 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ownerOfKey } from '../../../src/config/env.js';
+import { ownerOfKey } from '../../../src/infra/callers.js';
 import { FakeServer, readBody } from '../../support/fake-server.js';
 import { fail, ok, startFakeGemini, type FakeGemini } from '../providers/gemini/fake-gemini.js';
 import type { FakeVideos } from '../providers/fake-videos.js';

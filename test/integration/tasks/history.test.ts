@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import proto from '@temporalio/proto';
 import { Worker } from '@temporalio/worker';
-import { modelTaskQueue } from '../../../src/config/env.js';
+import { modelTaskQueue } from '../../../src/config/models.js';
 import { SA } from '../../../src/temporal/search-attributes.js';
 import { dataConverter } from '../../../src/temporal/client.js';
 import type { ImageTaskWorkflowInput } from '../../../workflows/image-task.js';

@@ -4,7 +4,7 @@
 // under the key is refused; keys are per owner; the client's retries carry one key.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ownerOfKey } from '../../../src/config/env.js';
+import { ownerOfKey } from '../../../src/infra/callers.js';
 import { Kiln as KilnClient } from '../../../src/client/index.js';
 import { SEARCH_ATTRIBUTES } from '../../../src/shared/task.js';
 import { ok, startFakeGemini, TINY_PNG, type FakeGemini } from '../providers/gemini/fake-gemini.js';

@@ -107,7 +107,7 @@ describe('list pagination', () => {
   it('pages newest first without repeats or gaps when many tasks share one created_at second', async () => {
     const owner = 'pagination-owner-key-000000';
     const api = http(kiln.baseUrl, owner);
-    const { ownerOfKey } = await import('../../../src/config/env.js');
+    const { ownerOfKey } = await import('../../../src/infra/callers.js');
     const ownerHash = ownerOfKey(kiln.config.ownerKey, owner);
     const now = Math.floor(Date.now() / 1000);
     // 23 tasks in two seconds (forced ties), plus a few submitted through the API.
@@ -171,7 +171,7 @@ describe('list pagination', () => {
   it('uses before_created_at alone as an exclusive bound and leaves out tasks older than the window', async () => {
     const owner = 'window-owner-key-0000000000';
     const api = http(kiln.baseUrl, owner);
-    const { ownerOfKey } = await import('../../../src/config/env.js');
+    const { ownerOfKey } = await import('../../../src/infra/callers.js');
     const ownerHash = ownerOfKey(kiln.config.ownerKey, owner);
     const now = Math.floor(Date.now() / 1000);
     const mk = (n: number, age: number) => ({

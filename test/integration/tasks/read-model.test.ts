@@ -5,7 +5,7 @@
 // records written before that.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ownerOfKey } from '../../../src/config/env.js';
+import { ownerOfKey } from '../../../src/infra/callers.js';
 import { indexMember } from '../../../src/tasks/store/task-store.js';
 import { STATUS_RANK } from '../../../src/shared/task.js';
 import type { ImageTaskRecord } from '../../../src/shared/image-task.js';

@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { ownerOfKey } from '../../../src/config/env.js';
+import { ownerOfKey } from '../../../src/infra/callers.js';
 import type { ImageTaskRecord } from '../../../src/shared/image-task.js';
 import type { VideoTaskRecord } from '../../../src/shared/video-task.js';
 import { Kiln as KilnClient } from '../../../src/client/index.js';

@@ -4,7 +4,7 @@
 // in without its settlement (a process lost in between) is settled by its record.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { freePort } from '../../../scripts/services.js';
-import { ownerOfKey } from '../../../src/config/env.js';
+import { ownerOfKey } from '../../../src/infra/callers.js';
 import { newImageRecord } from '../../../src/shared/image-task.js';
 import { createQuota } from '../../../src/usage/settlement.js';
 import { createTaskStore } from '../../../src/tasks/store/create.js';

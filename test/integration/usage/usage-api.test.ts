@@ -5,7 +5,7 @@
 // and the CLI commands over them.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ownerOfKey } from '../../../src/config/env.js';
+import { ownerOfKey } from '../../../src/infra/callers.js';
 import { createQuota } from '../../../src/usage/settlement.js';
 import { MAX_LIMIT } from '../../../src/config/limits.js';
 import { dayOf, type QuotaStore } from '../../../src/usage/store.js';

@@ -5,7 +5,7 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Kiln as KilnClient } from '../../../src/client/index.js';
-import { ownerOfKey } from '../../../src/config/env.js';
+import { ownerOfKey } from '../../../src/infra/callers.js';
 import type { VideoTaskRecord } from '../../../src/shared/video-task.js';
 import { http, KEY_A, KEY_B, startKiln, submitBody, waitForStatus, type Kiln } from '../../support/kiln.js';
 import { videoRecord as sharedVideoRecord } from '../../support/records.js';

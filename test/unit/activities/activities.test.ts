@@ -10,7 +10,7 @@ import { createVideoActivities } from '../../../activities/video/index.js';
 import { HttpStatusFailure } from '../../../activities/providers/http.js';
 import type { VideoCall, VideoProvider } from '../../../activities/providers/contract.js';
 import { TransportFailure, UpstreamFailure } from '../../../src/upstreams/failures.js';
-import { modelsOfKind, parseModels } from '../../../src/config/env.js';
+import { modelsOfKind, parseModels } from '../../../src/config/models.js';
 import {
   newImageRecord,
   type GenerationResult,

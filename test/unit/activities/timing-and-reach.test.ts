@@ -7,7 +7,7 @@ import { createActivities } from '../../../activities/image/index.js';
 import type { ImageProvider } from '../../../activities/providers/contract.js';
 import { createVideoActivities } from '../../../activities/video/index.js';
 import type { VideoProvider } from '../../../activities/providers/contract.js';
-import { modelsOfKind, parseModels } from '../../../src/config/env.js';
+import { modelsOfKind, parseModels } from '../../../src/config/models.js';
 import { newImageRecord, type GenerationResult } from '../../../src/shared/image-task.js';
 import { newVideoRecord, type VideoTaskInput } from '../../../src/shared/video-task.js';
 import { MemoryStore } from '../../support/unit-store.js';

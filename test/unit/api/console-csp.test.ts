@@ -4,7 +4,8 @@
 import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_MODELS, loadConfig } from '../../../src/config/env.js';
+import { loadConfig } from '../../../src/config/env.js';
+import { DEFAULT_MODELS } from '../../../src/config/default-models.js';
 import { blobOrigin, consoleCsp, consoleOptions } from '../../../src/api/console.js';
 import { modelList } from '../../../src/infra/models.js';
 

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { pickingOrder } from '../../../src/upstreams/channel-picker.js';
 import { verdictOf } from '../../../src/upstreams/failover.js';
 import { TransportFailure, UpstreamFailure } from '../../../src/upstreams/failures.js';
-import { ConfigError, parseModels, type ImageModel, type VideoModel } from '../../../src/config/env.js';
+import { ConfigError, parseModels, type ImageModel, type VideoModel } from '../../../src/config/models.js';
 
 const parse = (...models: unknown[]) => parseModels({ models }, 'models.json');
 const refusal = (...models: unknown[]) => {

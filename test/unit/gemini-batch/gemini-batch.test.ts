@@ -2,7 +2,7 @@
 // each limit's edge), the state a batch derives from its tasks, the Operation's shape, and the
 // mapping of Kiln's errors to Google's.
 import { describe, expect, it } from 'vitest';
-import type { ImageModel } from '../../../src/config/env.js';
+import type { ImageModel } from '../../../src/config/models.js';
 import { DEFAULT_MODELS } from '../../../src/config/default-models.js';
 import { KilnError } from '../../../src/shared/errors.js';
 import { googleErrorBody, rpcName, rpcStatus } from '../../../src/http/google-errors.js';

@@ -2,7 +2,7 @@
 // model's options, the reference images' request, the form's part count and image sniffing, and
 // the Prefer header. The SDK end to end: test/integration/openai-images/openai-images.test.ts.
 import { describe, expect, it } from 'vitest';
-import { parseModel, type ImageModel } from '../../../src/config/env.js';
+import { parseModel, type ImageModel } from '../../../src/config/models.js';
 import { KilnError } from '../../../src/shared/errors.js';
 import { LIMITS } from '../../../src/shared/limits.js';
 import { countParts, EDIT_LIMITS, sniffImage } from '../../../src/openai-images/multipart.js';

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { GeminiVeoVideoProvider } from '../../../activities/providers/gemini/veo.js';
 import { VeoHttpFailure } from '../../../activities/providers/gemini/veo-http.js';
 import { routed } from '../../../src/config/channels.js';
-import { ConfigError, parseModels, videoOptions, type VideoModel } from '../../../src/config/env.js';
+import { ConfigError, parseModels, videoOptions, type VideoModel } from '../../../src/config/models.js';
 import { createSafeFetch } from '../../../src/infra/safe-fetch.js';
 import { rpcToCode, veoParameters } from '../../../src/shared/veo.js';
 import type { VideoTaskInput } from '../../../src/shared/video-task.js';

@@ -12,7 +12,7 @@ import { pino } from 'pino';
 import { z } from 'zod';
 // Koa's own query parser (an internal module, pinned by the lockfile): the fast path must parse alike.
 const koaSearchParams = createRequire(import.meta.url)('koa/lib/search-params.js') as { parse(s: string): object };
-import { ownerOfKey } from '../../../src/config/env.js';
+import { ownerOfKey } from '../../../src/infra/callers.js';
 import { fastReads, parseQuery, type FastList, type FastRead } from '../../../src/tasks/fast-reads.js';
 import { requestObserver } from '../../../src/http/observe.js';
 import { PassthroughAuth } from '../../../src/infra/callers.js';

@@ -1,7 +1,7 @@
 // Inline image models (the upstream call as a local activity): what the models file accepts, and
 // the per-model slots their calls share with the model's activity queue (activities/inline-slots.ts).
 import { describe, expect, it } from 'vitest';
-import { INLINE_MAX_TIMEOUT_MS, parseModels, type ImageModel } from '../../../src/config/env.js';
+import { INLINE_MAX_TIMEOUT_MS, parseModels, type ImageModel } from '../../../src/config/models.js';
 import { Slots } from '../../../activities/inline-slots.js';
 
 const image = (over: Record<string, unknown>) => ({ id: 'fast', provider: 'local', ...over });
