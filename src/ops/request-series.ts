@@ -5,6 +5,7 @@
 // text at scrape time (the same text prom-client's counter and histogram write,
 // test/unit/ops/request-series.test.ts), which goes before the registry's, and several API
 // processes send their snapshots to the supervisor to be summed (src/ops/api-cluster.ts).
+import { escape, labelValue, number } from './exposition.js';
 
 export type RequestLabels = { method: string; route: string; status: string };
 
@@ -141,8 +142,3 @@ export function seriesText({ counter, histogram, bounds, entries }: SeriesSnapsh
 export function withRegistryText(series: string, registry: string): string {
   return registry.trim() === '' ? `${series}\n` : `${series}\n\n${registry}`;
 }
-
-const escape = (s: string) => s.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
-const labelValue = (s: string) => escape(s).replace(/"/g, '\\"');
-/** As prom-client writes a sample's value. */
-const number = (v: number) => (Number.isNaN(v) ? 'Nan' : Number.isFinite(v) ? `${v}` : v < 0 ? '-Inf' : '+Inf');
