@@ -156,8 +156,8 @@ export function canceledByOwner(err: unknown): boolean {
 /**
  * The task was canceled (its owner through Kiln's API, or an operator in the Web UI or CLI): it ends
  * failed / canceled, and the message says who, and whether a non-idempotent upstream may have the
- * request (and may still bill for it). A history from before the answer named who canceled holds
- * the bare reach: those cancels were the owner's.
+ * request (and may still bill for it). A history an older release recorded holds the bare reach,
+ * without who canceled: those cancels were the owner's.
  */
 export function canceled(answer: Reach | ReachAnswer, w: CallWording): Outcome {
   const { reach, who } =
@@ -188,8 +188,8 @@ const kilnStatus = (): readonly unknown[] | undefined => workflowInfo().searchAt
  * completes, so KilnStatus names the outcomes ExecutionStatus does not tell apart: `failed` (with
  * canceled) and `uncertain`. A succeeded task leaves it unset (`ExecutionStatus = "Completed" AND
  * KilnStatus IS NULL`), which saves an image task its one search-attribute upsert: a history event
- * and a visibility write. A workflow started by the previous release (KilnStatus `accepted` from its
- * start) upserts every outcome as that release did, so its history still replays.
+ * and a visibility write. A workflow an older release started (KilnStatus `accepted` from its
+ * start) upserts every outcome, as that release's code did, so its history replays.
  */
 export function endStatus(): (status: TaskStatus) => void {
   const previousRelease = kilnStatus()?.[0] === 'accepted';

@@ -104,7 +104,7 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
           outcome = await lostAfterSending(err, VIDEO_CALL, () => videoMayHaveReachedUpstream(task));
         throw err;
       }
-      // Histories from before the timing fields (or channels) have none in the job.
+      // A job in a history an older release recorded may have no timing fields or channel.
       record = { ...record, status: 'running', ...job.timing, ...(job.channel ? { channel: job.channel } : {}) };
       status('running');
       if (everyEvent) {

@@ -1,7 +1,7 @@
 // Wiring shared by server.ts, worker.ts and the tests: builds the parts from a Config.
 import type { Logger } from 'pino';
 import { readChannels } from '../channels/readings.js';
-import { registerChannelSeries } from '../channels/metrics.js';
+import { channelSeriesText } from '../channels/metrics.js';
 import { RedisChannelState } from '../channels/redis-state.js';
 import type { Config } from '../config/env.js';
 import { buildApp } from './app.js';
@@ -106,9 +106,9 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
       metrics: waitGauge(
         new ApiMetrics({
           queueDepth: () => store.unfinishedCount(),
-          // Deployment-wide values, declared so that the supervisor keeps one copy, not the sum.
+          // Deployment-wide values, read once by the process answering the scrape, never summed.
           // Totals and histograms only: an empty window spares Redis sending the outcome log.
-          more: (registry) => registerChannelSeries(registry, () => readChannels(channels, config.models, 0)),
+          moreText: () => channelSeriesText(() => readChannels(channels, config.models, 0)),
         }),
         waits,
       ),

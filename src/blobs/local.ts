@@ -24,7 +24,7 @@ export const blobName = (mimeType: string) => `${randomBytes(16).toString('hex')
 
 export class FsBlobStore implements BlobStore {
   readonly dir: string;
-  /** Whether `dir` was made (or found) already: a `mkdir -p` per file was ~0.1 ms of a task's CPU. */
+  /** Whether `dir` was made (or found) already: a `mkdir -p` per file is a visible share of a task's CPU. */
   private made = false;
   constructor(
     dir: string,

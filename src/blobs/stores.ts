@@ -25,7 +25,7 @@ export interface Blobs extends BlobStore {
   remove(name: string): Promise<void>;
 }
 
-// Loaded only by the S3 store: the AWS SDK weighs ~9 MiB per process, which the filesystem store
+// Loaded only by the S3 store: the AWS SDK weighs megabytes per process, which the filesystem store
 // (the default) does not need.
 const require = createRequire(import.meta.url);
 const sdk = () => require('@aws-sdk/client-s3') as typeof import('@aws-sdk/client-s3');

@@ -1,6 +1,6 @@
 // What chat calls need around the channel router (src/upstreams/channel-picker.ts) that task calls do
 // not: the channel state as an API process should use it, and the caller's view of an upstream
-// failure (a KilnError, as chat answered before channels).
+// failure: a KilnError, the error every chat route answers with.
 import { coolingSummary, type PickableChannel, type PickableModel } from '../upstreams/channel-picker.js';
 import { TransportFailure, UpstreamFailure } from '../upstreams/failures.js';
 import type { ChannelState } from '../channels/state.js';

@@ -57,7 +57,7 @@ const LIMIT_CODES = new Set(['quota_exceeded', 'concurrency_limit_exceeded', 'ra
 
 export function requestObserver({ log, metrics, stopping }: Omit<ObserveDeps, 'tracer'>): RequestObserver {
   // The request line holds only the fields chosen below (never a header, query or body), so it
-  // skips the redaction pass every other line gets (about half of a line's cost on a poll).
+  // skips the redaction pass every other line gets (a large share of a line's cost on a poll).
   const requestLog = log.child({}, { redact: { paths: [] } });
   // Cheaper still: the same line written without pino's per-line work (src/ops/log.ts).
   const writeLine = requestLineWriter(log);

@@ -38,7 +38,7 @@ export function parseBearer(header: string | undefined): string {
   return m[1];
 }
 
-/** Callers of recently seen keys; the HMAC was a measurable share of a poll's CPU (BENCHMARKS.md). */
+/** Callers of recently seen keys: the HMAC is a measurable share of a poll's CPU. */
 const OWNER_CACHE_ENTRIES = 10_000;
 
 export class PassthroughAuth implements Authenticator {

@@ -22,9 +22,9 @@ export function connectRedis(config: Pick<Config, 'redisUrl' | 'redisClusterNode
   if (config.redisClusterNodes) {
     return new Cluster(config.redisClusterNodes, {
       ...options,
-      // While slots move (a failover), ioredis refused auto-pipelined batches whose keys it had
-      // grouped by the old slot table ("All keys in the pipeline should belong to the same slots
-      // allocation group"); a cluster read is one pipeline per node anyway.
+      // While slots move (a failover), ioredis refuses auto-pipelined batches whose keys it grouped
+      // by the slot table from before the move ("All keys in the pipeline should belong to the same
+      // slots allocation group"); a cluster read is one pipeline per node anyway.
       enableAutoPipelining: false,
       slotsRefreshInterval: 2000,
       redisOptions: { maxRetriesPerRequest: 2 },

@@ -2,8 +2,9 @@
 // processes, replaces one that dies after it started, forwards SIGTERM for a graceful stop, and
 // answers /metrics requests with the sum of every process's metrics, since a scrape lands on any
 // one process: prom-client's registries summed by its AggregatorRegistry (a metric may name another
-// aggregator: the deployment-wide ones read from Redis keep one copy, src/channels/metrics.ts), and
-// the request series (src/ops/request-series.ts), which are Kiln's own, summed here.
+// aggregator: kiln_queue_depth, read from Redis, keeps the largest copy), and the request series
+// (src/ops/request-series.ts), which are Kiln's own, summed here. The channels' series, also read
+// from Redis, never come here: the process answering the scrape adds them (src/channels/metrics.ts).
 import cluster from 'node:cluster';
 import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';

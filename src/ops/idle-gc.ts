@@ -3,11 +3,10 @@
 // Why: V8 collects its old generation only when that generation grows past a limit it raises after
 // each collection, and it frees a dead Buffer's memory (list pages, Redis replies, image bytes) only
 // in such a collection. A browser runs one in idle time; Node never does, so an API process that
-// stops after a burst keeps the burst's high-water mark for as long as it stays idle (measured:
-// 180-200 MiB after batch-get or list load, 105-115 five seconds later with this). A collection
-// then costs ~10-40 ms on a 40-120 MiB heap, when nothing is waiting. The worker runs it too: its
-// workflow cache makes V8 collect during a burst, but what the burst left was freed only when V8's
-// memory reducer got to it, up to ~30 s later (360 MiB 2 s after 10,000 tasks, 160 MiB at 32 s).
+// stops after a burst keeps the burst's high-water mark for as long as it stays idle. A collection
+// costs tens of milliseconds, taken when nothing is waiting. The worker runs it too: its workflow
+// cache makes V8 collect during a burst, but what the burst leaves is otherwise freed only when V8's
+// memory reducer gets to it, up to ~30 s later. The RSS figures: BENCHMARKS.md (API and worker RSS).
 //
 // It needs node's --expose-gc (bin/kiln-run passes it); without it this does nothing.
 import type { Logger } from 'pino';
@@ -27,10 +26,9 @@ export interface IdleGcOptions {
 
 type GcFn = (opts?: { type?: 'major'; execution?: 'sync' | 'async'; flavor?: 'regular' | 'last-resort' }) => unknown;
 
-// 'last-resort': V8's collection that also shrinks the heap. Since Node 24 (V8 13.6), a regular
-// major collection frees the burst's objects but keeps the old generation's pages committed (a
-// process stayed at 250 MiB after a read burst, 105 on Node 20); this one gives them back, for
-// ~20 ms instead of ~6 on a burst's heap, once per burst, when nothing is waiting.
+// 'last-resort': V8's collection that also shrinks the heap. On Node 24 (V8 13.6) a regular major
+// collection frees the burst's objects but keeps the old generation's pages committed; this one
+// gives them back, at a few times a regular collection's cost, once per burst, when nothing waits.
 const exposedGc = (): (() => unknown) | undefined => {
   const gc = (globalThis as { gc?: GcFn }).gc;
   return gc ? () => gc({ type: 'major', execution: 'async', flavor: 'last-resort' }) : undefined;

@@ -10,8 +10,8 @@ const PIPE_ATOMIC_BYTES = 4096;
 
 /**
  * `bufferBytes` > 0: lines are gathered and written once that many bytes are held, or every
- * 250 ms, asynchronously, and flushed on exit. A request line written at once was about a sixth
- * of a poll's CPU (BENCHMARKS.md); the price is that a `kill -9` loses the last 250 ms of lines.
+ * 250 ms, asynchronously, and flushed on exit: a write per request line would be a large share of
+ * a poll's CPU. The price is that a `kill -9` loses the last 250 ms of lines.
  * Each write is whole lines and at most 4 KB (sonic-boom packs lines into chunks of `maxWrite`),
  * so API processes sharing one stdout pipe never interleave within a line.
  */
@@ -106,7 +106,7 @@ const str = JSON.stringify;
 /**
  * Writes a request's info line as `log.info(fields, 'request')` would, byte for byte
  * (test/unit/ops/request-line.test.ts), to the logger's destination, without pino's per-line work
- * (its key walk, mixin and serializer checks: about 3 µs of a poll). Undefined for a logger whose
+ * (its key walk, mixin and serializer checks, a visible share of a poll). Undefined for a logger whose
  * lines are not plain JSON (pretty, or not made by createLogger): then pino writes them. The
  * caller checks that info is enabled.
  */

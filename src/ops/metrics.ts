@@ -3,13 +3,18 @@
 // src/ops/worker-telemetry.ts): it is the one place that sees each task end exactly once.
 import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import { clusterMetrics, inClusterWorker, shareRequestSeries } from './api-cluster.js';
+import { withMoreText } from './exposition.js';
 import { RequestSeries, seriesText, withRegistryText } from './request-series.js';
 
 export interface ApiMetricsSources {
   /** Unfinished tasks (the queue gauge in Redis); may throw when Redis is down. */
   queueDepth(): Promise<number>;
-  /** Registers series read from elsewhere at scrape time (the channels' kiln_channel_*). */
-  more?(registry: Registry): void;
+  /**
+   * Exposition text of deployment-wide series read at scrape time (the channels' kiln_channel_*),
+   * added by the process that answers the scrape, after the rest, also under the API supervisor:
+   * every process would read the same values, so one read is the deployment's figure.
+   */
+  moreText?(): Promise<string>;
 }
 
 export class ApiMetrics {
@@ -20,7 +25,10 @@ export class ApiMetrics {
   readonly rateLimited: Counter<'route'>;
   readonly refused: Counter<'route' | 'code'>;
 
+  private readonly moreText: (() => Promise<string>) | undefined;
+
   constructor(sources: ApiMetricsSources, opts: { defaultMetrics?: boolean } = {}) {
+    this.moreText = sources.moreText;
     const registers = [this.registry];
     this.http = new RequestSeries({
       counter: { name: 'kiln_http_requests_total', help: 'HTTP requests by method, route template and status' },
@@ -65,7 +73,6 @@ export class ApiMetrics {
         else this.set(depth);
       },
     });
-    sources.more?.(this.registry);
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'kiln_api_' });
     // The supervisor of several API processes collects this registry from each of them.
     if (inClusterWorker()) {
@@ -81,11 +88,19 @@ export class ApiMetrics {
   }
 
   /**
-   * The exposition text: the request series, then the registry's metrics. With several API
-   * processes, their sum (a scrape reaches any one of them).
+   * The exposition text: the request series, then the registry's metrics (with several API
+   * processes, their sum: a scrape reaches any one of them), then `moreText`'s series.
    */
   async render(): Promise<string> {
-    if (inClusterWorker()) return clusterMetrics();
-    return withRegistryText(seriesText(this.http.snapshot()), await this.registry.metrics());
+    const [exposition, more] = await Promise.all([
+      inClusterWorker() ? clusterMetrics() : this.processText(),
+      this.moreText?.(),
+    ]);
+    return more === undefined ? exposition : withMoreText(exposition, more);
+  }
+
+  private async processText(): Promise<string> {
+    const series = seriesText(this.http.snapshot());
+    return withRegistryText(series, await this.registry.metrics());
   }
 }

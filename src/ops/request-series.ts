@@ -1,10 +1,11 @@
 // The HTTP request counter and latency histogram, counted into one record per series. A bound
 // prom-client histogram re-hashes its label object on every `observe`, and the counter beside it
-// does the same: together about 3 µs of a ~100 µs poll (BENCHMARKS.md). Here a request costs one
-// map lookup and a few additions. The series are Kiln's own, not prom-client metrics: they write
-// their own Prometheus text at scrape time (the same text prom-client's counter and histogram
-// write, test/unit/ops/request-series.test.ts), which goes before the registry's, and several API
+// does the same: a visible share of a poll's CPU. Here a request costs one map lookup and a few
+// additions. The series are Kiln's own, not prom-client metrics: they write their own Prometheus
+// text at scrape time (the same text prom-client's counter and histogram write,
+// test/unit/ops/request-series.test.ts), which goes before the registry's, and several API
 // processes send their snapshots to the supervisor to be summed (src/ops/api-cluster.ts).
+import { escape, labelValue, number } from './exposition.js';
 
 export type RequestLabels = { method: string; route: string; status: string };
 
@@ -141,8 +142,3 @@ export function seriesText({ counter, histogram, bounds, entries }: SeriesSnapsh
 export function withRegistryText(series: string, registry: string): string {
   return registry.trim() === '' ? `${series}\n` : `${series}\n\n${registry}`;
 }
-
-const escape = (s: string) => s.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
-const labelValue = (s: string) => escape(s).replace(/"/g, '\\"');
-/** As prom-client writes a sample's value. */
-const number = (v: number) => (Number.isNaN(v) ? 'Nan' : Number.isFinite(v) ? `${v}` : v < 0 ? '-Inf' : '+Inf');

@@ -33,7 +33,7 @@ export interface Tracing {
 
 let globalsInstalled = false;
 
-/** Loaded only when tracing exports over OTLP: the exporter and its protobuf code weigh ~5 MiB per process. */
+/** Loaded only when tracing exports over OTLP: the exporter and its protobuf code weigh megabytes per process. */
 function otlpExporter(): SpanExporter {
   const { OTLPTraceExporter } = createRequire(import.meta.url)('@opentelemetry/exporter-trace-otlp-http') as {
     OTLPTraceExporter: typeof OTLPTraceExporterType;

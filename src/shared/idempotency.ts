@@ -50,7 +50,7 @@ export function canonicalJson(value: unknown): string {
  * What makes two submits "the same request": the endpoint (task form, direct form with its output,
  * video create), the model, the validated request (defaults filled in, Kiln's own switches
  * removed) and the webhook asked for, as SHA-256 of their canonical JSON. Without a webhook the
- * fingerprint is what it was before webhooks existed, so earlier keys still match.
+ * JSON has no webhook field (undefined is left out), so a key an older release fingerprinted still matches.
  */
 export function requestFingerprint(endpoint: string, model: string, request: unknown, webhook?: unknown): string {
   return createHash('sha256')

@@ -17,11 +17,11 @@ export const STATUS_RANK: Record<TaskStatus, number> = {
 
 export interface ActivityPolicy {
   timeoutMs: number;
-  /** How long a call may wait for a channel with room; absent before channels. */
+  /** How long a call may wait for a channel with room; absent in the input of an older release's workflow. */
   queueMs?: number;
   heartbeatTimeoutMs: number;
   maxAttempts: number;
-  /** The upstream call runs as a local activity (image models with `inline: true`); absent before that option. */
+  /** The upstream call runs as a local activity (image models with `inline: true`); absent otherwise. */
   inline?: boolean;
 }
 

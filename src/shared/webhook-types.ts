@@ -1,4 +1,5 @@
-// Webhook shapes shared by API, activities and workflows (issue 13). Pure types and constants only.
+// Webhook shapes shared by API, activities and workflows. Pure types and constants only, so that
+// workflow code (sandboxed, deterministic) can import them.
 
 export const WEBHOOK_EVENTS = ['terminal', 'all'] as const;
 export type WebhookEvents = (typeof WEBHOOK_EVENTS)[number];

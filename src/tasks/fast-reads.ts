@@ -50,8 +50,8 @@ export interface FastReadDeps {
 
 /**
  * What an answer is written with: node:http's ServerResponse (and HTTP/2's) has both. Checking
- * the response's class instead costs ~60 ns a request (`instanceof ServerResponse` walks a long
- * prototype chain); the request's class says which protocol it is.
+ * the response's class instead walks a long prototype chain on every request (`instanceof
+ * ServerResponse`); the request's class says which protocol it is.
  */
 export interface Reply {
   writeHead(status: number, headers: Record<string, string>): unknown;
@@ -155,7 +155,7 @@ export function parseQuery(search: string): Record<string, string | string[]> {
 
 /**
  * A known key polling a finished task is answered synchronously, from memory: no promise, no
- * microtask, no async-hook bookkeeping (about a tenth of such a poll's CPU, BENCHMARKS.md). The
+ * microtask, no async-hook bookkeeping (a visible share of such a poll's CPU). The
  * answer is the one `serve` would give: `peek` holds only what `get` would return as is.
  */
 function answer(

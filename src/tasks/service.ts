@@ -204,7 +204,7 @@ export abstract class TaskService<R extends AnyTaskRecord> {
    * first, the read after a change or the time is not limited; `waited` says it was honoured.
    */
   async get(caller: Caller, id: string, wait?: WaitAsk): Promise<ViewText & { waited?: boolean }> {
-    // Built only when needed: an Error's stack trace was a visible share of a poll's CPU.
+    // Built only when needed: an Error's stack trace is a visible share of a poll's CPU.
     if (!this.spec.idPattern.test(id)) throw notFound(this.spec, id);
     const limiter = taskLimiterKey(caller.owner, id);
     const read = (limited: boolean) =>

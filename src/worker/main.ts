@@ -42,7 +42,7 @@ async function main() {
     'kiln worker running',
   );
   // Sampled every 500 ms: a burst's garbage is gone about a second after the last task, not when
-  // V8's memory reducer gets to it (up to ~30 s later, measured at 160-200 MiB over its floor).
+  // V8's memory reducer gets to it, up to ~30 s later (src/ops/idle-gc.ts).
   const idleGc = startIdleGc({ log, everyMs: 500 });
   const stop = (signal: string) => {
     idleGc.stop();

@@ -69,7 +69,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     models: imageModels,
     providers: imageProviders(providerDeps),
   });
-  // The local providers draw their pictures with jimp (about 27 MiB, loaded on first use): load it
+  // The local providers draw their pictures with jimp (tens of MiB, loaded on first use): load it
   // now when a local model is configured, so no first task pays for it inside its upstream budget.
   if (config.models.some((m) => m.provider === 'local')) await import('../../activities/providers/local/render-png.js');
   const videoModels = modelsOfKind(config.models, 'video');
@@ -102,7 +102,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   const inlineGraceMs = Math.max(0, ...inline.flatMap((m) => m.channels.map((c) => c.timeoutMs + 5000)));
   const tracing = setupTracing(config.ops, 'kiln-worker', opts.spanExporter);
   const wfTracing = workerTracing(tracing, { workflows: true, prebuiltBundle: !!opts.workflowBundle });
-  // Bundled in a child process: webpack would otherwise stay in this one's memory (~90 MiB).
+  // Bundled in a child process: webpack would otherwise stay in this one's memory for good.
   const workflowBundle = opts.workflowBundle ?? (await bundleInChild(wfTracing.workflowModules));
   const telemetry = taskTelemetry(log);
   const interceptors = (t: ReturnType<typeof workerTracing>) => ({

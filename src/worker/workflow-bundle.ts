@@ -1,6 +1,6 @@
-// The workflow bundle, built in a child process: webpack and its loaders take about 90 MiB that a
-// worker bundling in its own process keeps for its whole life (measured: `node --import tsx`, then
-// bundleWorkflowCode, then GC: 131 → 223 MiB). Run as a script, this file is that child: it
+// The workflow bundle, built in a child process: a process that bundles keeps webpack and its
+// loaders in memory for its whole life, so the worker leaves that to a child that exits (the figure:
+// BENCHMARKS.md, "Findings that still hold"). Run as a script, this file is that child: it
 // bundles `workflows/index.ts` (plus the interceptor modules in KILN_BUNDLE_INTERCEPTORS, JSON)
 // and writes the code to the file named by its argument.
 import { spawn } from 'node:child_process';

@@ -13,7 +13,7 @@ export class LocalImageProvider implements ImageProvider {
     await dispatching();
     await abortableSleep(model.latencyMs, signal);
     const cfg = input.request.generationConfig?.imageConfig;
-    // Loaded on first use: jimp and its fonts take about 27 MiB a worker without local models never needs.
+    // Loaded on first use: jimp and its fonts take tens of MiB a worker without local models never needs.
     const { renderPromptPng } = await import('./render-png.js');
     const png = await renderPromptPng({
       prompt: promptText(input.request),

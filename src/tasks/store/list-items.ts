@@ -6,7 +6,7 @@ const COMMA = Buffer.from(',');
 
 /**
  * Whether an entry's record still exists: its expiry (13 ASCII digits after "<rank>:") is after
- * `now`. Read here rather than in the list script, where it cost Redis ~0.5 µs an item. The clocks
+ * `now`. Read here rather than in the list script, where Redis would pay for it on every item. The clocks
  * compared are this host's and Redis's (the expiry is Redis's TIME): a skew between them moves the
  * end of a record's retention in lists by that much.
  */

@@ -24,14 +24,14 @@ export const READ_REPLY = { passed: 0, absent: 0, foreign: 1, record: 3 } as con
 
 /**
  * LIST (when a member without an entry is on the page) and PAGE, per member: where its text comes
- * from. Only `entry` is written today; the other two are records of earlier releases.
+ * from. Kiln writes only `entry`; the other two read what older releases wrote, until it expires.
  */
 export const ITEM_SOURCE = {
   /** An owner items entry, "<rank>:<expiry ms>:<item>" (list-items.ts). */
   entry: 1,
   /** The list item (LIST) or public view (PAGE) stored in the task hash. */
   taskHash: 2,
-  /** The record itself, stored before views and items were. */
+  /** The record itself: an older release's task, with no view or item stored. */
   record: 3,
 } as const;
 
@@ -68,7 +68,7 @@ export function storedView(code: unknown, payload: unknown, owner: string, kind:
   return code === READ_REPLY.foreign ? 'foreign' : 'absent';
 }
 
-/** A record stored before views were: its view is made here, once per read, until it is rewritten or expires. */
+/** An older release's record (no view stored): its view is made here, per read, until it is rewritten or expires. */
 function legacyView(json: string, owner: string, kind: Kind): StoredView {
   const record = JSON.parse(json) as AnyTaskRecord;
   if (record.owner !== owner || (record.kind ?? 'image') !== kind) return 'foreign';

@@ -65,7 +65,7 @@ end`;
 // (progress updates of a running task). The record, its serialised views, its list item and its
 // owner change together, so a read of a view or a list is exactly as fresh as a read of the record;
 // the item is set unconditionally as only an applied write gets here. The task hash keeps no copy
-// of the item (a list reads the items hash); a stale one left by the previous release is dropped,
+// of the item (a list reads the items hash); a stale one an older release left there is dropped,
 // so nothing can read it. A write that changes the status publishes "<id> <status>" on the wait
 // channel, after the write, so a woken waiter reads the new view. A strict write ('1': a record
 // rebuilt from Temporal) never replaces a state of the same rank either: the one stored is as new
@@ -86,8 +86,8 @@ return ${TRANSITION_REPLY.applied}`;
 
 // KEYS: task hashes, then the limiter key when ARGV[3] > 0. ARGV: owner, kind, limiter interval ms.
 // Replies {passed, then per task: status and view | foreign (another owner's or kind, or a deleted
-// task's tombstone: no one's, and never looked up in Temporal) | record and the record (written
-// before views were stored) | absent}, or {pttl} when the limiter refuses.
+// task's tombstone: no one's, and never looked up in Temporal) | record and the record (an older
+// release's record, with no view stored) | absent}, or {pttl} when the limiter refuses.
 export const READ = `
 local n = #KEYS
 local interval = tonumber(ARGV[3])
@@ -123,9 +123,9 @@ return ${RESERVATION.added}`;
 
 // KEYS: owner index, owner's list items. ARGV: max (exclusive or inclusive lex bound), min, limit,
 // task key prefix. Replies the members' entries, newest first. A member with no entry was
-// written by a previous release; when one is on the page the reply is pairs instead, an
-// ITEM_SOURCE and its text: an entry, the item from the task hash, or the record (written before
-// items were stored at all; the API makes its item).
+// written by an older release; when one is on the page the reply is pairs instead, an
+// ITEM_SOURCE and its text: an entry, the item from the task hash, or the record (a record with
+// no item stored at all; the API makes its item).
 export const LIST = `${OWNER_ITEMS}
 local entries, out = {}, nil
 local function add(code, text)
@@ -216,8 +216,7 @@ end`;
 // owner's and this kind), so a page is one round trip; one member past the limit says whether more
 // follow. Replies {unknownCursor} for a cursor that is not the owner's, else {found, more or last,
 // then per member: id, ITEM_SOURCE and text: its entry | its stored view (a video's item), for a
-// member written by a previous release, with no entry | the record (written before views were
-// stored)}.
+// member an older release wrote, with no entry | the record (a record with no view stored)}.
 export const PAGE = `${PAGE_MEMBERS}${OWNER_ITEMS}
 local created
 if ARGV[3] ~= '' then

@@ -1,6 +1,6 @@
 // The read model on one Redis. Every operation is one script or one pipeline, and a script may touch
 // all the keys a change needs (a task, its owner's index and items, the gauge), so a transition is
-// atomic and a list page can fall back to task hashes written by earlier releases.
+// atomic and a list page can fall back to task hashes written by older releases.
 import type { Redis } from 'ioredis';
 import type { AnyTaskRecord } from '../../shared/records.js';
 import { MISSING_TTL_MS, nowSeconds, RedisTaskStore, STALE_RESERVATION_SECONDS } from './base.js';

@@ -92,7 +92,7 @@ export interface TaskStore {
   markDispatched(id: string, attempt: number, channel?: string): Promise<void>;
   clearDispatched(id: string): Promise<void>;
   wasDispatched(id: string): Promise<boolean>;
-  /** The channel the dispatch mark names ('' for a mark from before channels), or null without one. */
+  /** The channel the dispatch mark names ('' in an older release's mark, which names none), or null without one. */
   dispatchedTo(id: string): Promise<string | null>;
 
   /** Ids that neither Redis nor Temporal knew for this owner lately. */

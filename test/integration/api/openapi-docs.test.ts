@@ -172,7 +172,7 @@ describe('answers as documented', () => {
   });
 });
 
-describe('issue 13 operations', () => {
+describe('idempotency, cancel and webhook operations', () => {
   const headerOf = (op: any, name: string) => op.parameters?.find((p: any) => p.in === 'header' && p.name === name);
 
   it('documents Idempotency-Key as a header parameter of both submits, beside their descriptions', () => {

@@ -259,7 +259,7 @@ describe('cool-downs', () => {
     expect(counts()).toEqual([1, 1, 0]);
   });
 
-  it('a model with one channel keeps asking its upstream: nowhere else to go (as before channels)', async () => {
+  it('a model with one channel keeps asking its upstream: nowhere else to go', async () => {
     for (let i = 0; i < 4; i++) a.enqueue(fail(429, 'busy'));
     for (let i = 0; i < 4; i++) {
       const res = await ask('single');

@@ -1,4 +1,4 @@
-// The client SDK and the `kiln` CLI on issue 13's features against a running Kiln (real Temporal,
+// The client SDK and the `kiln` CLI on the task features against a running Kiln (real Temporal,
 // Redis and workers; local providers): cancel, webhooks (a real HTTPS receiver on 127.0.0.2,
 // deliveries verified with the client's own verifyWebhook), the signing secret, timing fields.
 import { execFile } from 'node:child_process';

@@ -30,8 +30,8 @@ function expectError(r: { status: number; json: any; text: string }, status: num
 }
 
 describe('fuzz regressions', () => {
-  // ST105 (content_type_conformance): a finished video was served as video/mp4 while the document
-  // listed only application/octet-stream.
+  // ST105 (content_type_conformance): every type a file is served as (video/mp4 among them) must be
+  // one the document lists, not only application/octet-stream.
   it('serves generated files with a content type the document lists', async () => {
     const documented = Object.keys(operation('getFile').responses['200'].content);
     const store = new FsBlobStore(kiln.config.blobDir, kiln.baseUrl);
@@ -43,7 +43,7 @@ describe('fuzz regressions', () => {
     }
   });
 
-  // ST105: {"stream": true} answered text/event-stream, documented as application/json only.
+  // ST105: {"stream": true} answers text/event-stream, so the document lists it beside application/json.
   it('documents both answers of chat completions: JSON and, with stream: true, server-sent events', async () => {
     const documented = Object.keys(operation('createChatCompletion').responses['200'].content);
     for (const stream of [false, true]) {
@@ -58,8 +58,8 @@ describe('fuzz regressions', () => {
     }
   });
 
-  // positive_data_acceptance: GET /v1/tasks?days=0 was a schema-valid request (the document said
-  // "a string of digits", with a numeric default) refused with 400.
+  // positive_data_acceptance: every query the document allows must be accepted, so the list query is
+  // documented as the whole numbers (with their bounds) the handler takes, not "a string of digits".
   it('documents the list query as the whole numbers the handler accepts, edges included', async () => {
     const params = Object.fromEntries(operation('listTasks').parameters.map((p: any) => [p.name, p.schema]));
     expect(params.days).toMatchObject({ type: 'integer', minimum: 1, maximum: 3, default: 3 });

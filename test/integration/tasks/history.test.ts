@@ -68,7 +68,7 @@ describe('workflow history', () => {
     expect(described.typedSearchAttributes.get(SA.status)).toBeUndefined();
   });
 
-  it("a task started by the previous release (KilnStatus `accepted` at start) keeps that release's upsert and replays", async () => {
+  it("a task an older release started (KilnStatus `accepted` at start) keeps that release's upsert and replays", async () => {
     const { client } = kiln.api;
     const config = kiln.config;
     const id = `task_${randomBytes(16).toString('hex')}`;
@@ -83,7 +83,7 @@ describe('workflow history', () => {
       policy: { timeoutMs: 30_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3 },
       activityQueue: modelTaskQueue(config.temporal.taskQueue, 'kiln-image-1'),
     };
-    // What the previous release's API started: KilnStatus `accepted` among the search attributes.
+    // What an older release's API starts: KilnStatus `accepted` among the search attributes.
     const handle = await client.workflow.start('imageTaskWorkflow', {
       workflowId: id,
       taskQueue: config.temporal.taskQueue,

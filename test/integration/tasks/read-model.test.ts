@@ -1,8 +1,8 @@
 // The lean read path answers with views stored beside each record. These tests pin that it stays
 // exact: a transition is visible to the very next poll, batch and list; another owner still gets
-// not_found; an expired record is gone; records written before views were stored still read. On a
-// single Redis, lists read the items kept beside the owner index (as on a cluster), and still list
-// records written before that.
+// not_found; an expired record is gone; records an older release wrote, with no stored view, still
+// read. On a single Redis, lists read the items kept beside the owner index (as on a cluster), and
+// still list an older release's records that have no such item.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ownerOfKey } from '../../../src/infra/callers.js';
@@ -150,7 +150,7 @@ describe('reads from stored views', () => {
     const r = succeeded(image('accepted'));
     const v = videoRecord(owner, { prompt: 'p' });
     const { redis, store } = kiln.api;
-    // The shape the previous release wrote: the record, its status and rank, and the index entry.
+    // The shape an older release wrote: the record, its status and rank, and the index entry.
     for (const rec of [r, v])
       await redis.hset(
         store.taskKey(rec.id),
@@ -233,11 +233,11 @@ describe("the owner's list items on a single Redis", () => {
     const t = nowSeconds();
     const images = [0, 1, 2, 3].map((i) => succeeded(image('accepted', { owner: o, created_at: t - i })));
     for (const r of images) await store.transition(r);
-    // [1] as the previous release wrote it: its item in the task hash only.
+    // [1] as an older release wrote it: its item in the task hash only.
     await redis.hdel(store.ownerItemsKey(o), images[1].id);
     await redis.hset(store.taskKey(images[1].id), 'l', storedViews(images[1]).item);
     expect(await listed(o)).toEqual(images.map(itemOf));
-    // [3] as written before list items were stored at all: the record only.
+    // [3] as the oldest releases wrote it: the record only, no list item stored at all.
     await redis.hdel(store.ownerItemsKey(o), images[3].id);
     expect(await listed(o)).toEqual(images.map(itemOf));
 

@@ -1,4 +1,4 @@
-// Signed, durable webhooks (issue 13 item 4): real Temporal, Redis and workers; receivers are real
+// Signed, durable webhooks: real Temporal, Redis and workers; receivers are real
 // HTTPS servers on 127.0.0.2 (exempted by WEBHOOK_ALLOW as if public), and signatures are checked
 // on the receiving side with the `standardwebhooks` package.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

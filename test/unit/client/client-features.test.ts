@@ -1,4 +1,4 @@
-// The client's issue 13 parts with no server: cancel, webhook options on submits, the webhook secret
+// The client's task features with no server: cancel, webhook options on submits, the webhook secret
 // calls, verifyWebhook against deliveries signed by the `standardwebhooks` package (what receivers
 // are told to use), and the CLI's timing lines. Imported by the package entry point.
 import { Webhook } from 'standardwebhooks';
