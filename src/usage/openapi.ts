@@ -2,7 +2,8 @@
 // (src/keys/routes.ts): the query and bodies they are validated with, and their answers.
 import { z } from 'zod';
 import { LIMIT_NAMES, MAX_LIMIT, type LimitName } from '../config/limits.js';
-import { COUNTERS, DATE_FORMAT, dayStart, GROUPINGS, MAX_RANGE_DAYS, type Counter } from './report.js';
+import { COUNTERS, type Counter } from '../shared/usage.js';
+import { DATE_FORMAT, dayStart, GROUPINGS, MAX_RANGE_DAYS } from './report.js';
 
 export const LIMIT_TEXT: Record<LimitName, string> = {
   max_unfinished: 'Tasks submitted and not yet finished, at once.',
