@@ -107,16 +107,15 @@ export const UsageQuery = z.object({
     .meta({ description: 'A row per day, per model, or per day and model (default `day`).' }),
 });
 
+/** An owner as operators name it (the routes' ownerId checks its form): a keys' owner name, or an owner id. */
+export const OperatorOwner = z.string().max(64);
+
 export const AdminUsageQuery = UsageQuery.extend({
-  owner: z
-    .string()
-    .max(64)
-    .optional()
-    .meta({
-      description:
-        "Only this owner: in keys mode the keys' owner name (`acme`), otherwise the owner id (64 hex digits) " +
-        'as other rows show it. Default: every owner that submitted since `from`.',
-    }),
+  owner: OperatorOwner.optional().meta({
+    description:
+      "Only this owner: in keys mode the keys' owner name (`acme`), otherwise the owner id (64 hex digits) " +
+      'as other rows show it. Default: every owner that submitted since `from`.',
+  }),
   format: z
     .enum(['json', 'csv'], { error: 'must be json or csv' })
     .optional()
