@@ -17,8 +17,11 @@ import type { AnyTaskRecord } from '../src/shared/records.js';
 import { ALREADY_ENDED_FAILURE_TYPE, INLINE_BUSY_FAILURE_TYPE, UNCERTAIN_FAILURE_TYPE } from '../src/shared/errors.js';
 import { TERMINAL_STATUSES } from '../src/shared/task.js';
 import { notResent, type CallWording } from '../src/shared/call-wording.js';
-import type { CancelOrigin } from './cancel-origin.js';
-import type { ChannelPicker } from '../src/upstreams/channel-picker.js';
+import { cancelOrigin, type CancelOrigin } from './cancel-origin.js';
+import { channelPicker, type ChannelPicker } from '../src/upstreams/channel-picker.js';
+import type { ChannelState } from '../src/channels/state.js';
+import type { TaskStore } from '../src/tasks/store/task-store.js';
+import { storeRetry } from './retrying.js';
 import { TransportFailure, UpstreamFailure } from '../src/upstreams/failures.js';
 import { HEARTBEAT_EVERY_MS, underBudget } from './upstream-budget.js';
 import {
@@ -40,6 +43,23 @@ import {
 
 export { HEARTBEAT_EVERY_MS, type UpstreamModel } from './upstream-budget.js';
 export { keepTiming, type Dispatching, type ReachAnswer, type Timing } from './upstream-marks.js';
+
+/** What a kind's activities (image, video) are built from: the worker, or a test, hands them in. */
+export interface KindDeps<M extends CallModel<CallChannel> & { provider: string }, P> {
+  store: TaskStore;
+  /** The deployment's channel leases, rate and health (Redis). */
+  channels: ChannelState;
+  /** Who canceled a task (its owner or an operator): read from Temporal. */
+  origin?: CancelOrigin;
+  models: M[];
+  providers: Record<M['provider'], P>;
+}
+
+/** A kind's upstream calls, on the deployment's channels; `origin` unknown when none is given. */
+export function kindUpstream<M extends CallModel<CallChannel> & { provider: string }>(deps: KindDeps<M, unknown>) {
+  const origin = deps.origin ?? cancelOrigin(undefined);
+  return { ...upstreamCalls(deps.store, deps.models, origin, channelPicker(deps.channels, storeRetry)), origin };
+}
 
 /** Upstream calls for the tasks of a worker's `models` (one kind: image or video). */
 export function upstreamCalls<M extends CallModel<CallChannel>>(

@@ -2,7 +2,6 @@
 // the worker (and tests) hand in their dependencies.
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { ImageModel } from '../../src/config/models.js';
-import type { TaskStore } from '../../src/tasks/store/task-store.js';
 import type { GenerationResult, ImageTaskInput, ImageTaskRecord } from '../../src/shared/image-task.js';
 import { INLINE_BUSY_FAILURE_TYPE } from '../../src/shared/errors.js';
 import { TERMINAL_STATUSES } from '../../src/shared/task.js';
@@ -10,23 +9,11 @@ import { IMAGE_CALL } from '../../src/shared/call-wording.js';
 import { WEBHOOK_PENDING } from '../../src/shared/webhook-types.js';
 import { settle, type Settled } from '../read-model.js';
 import { Slots } from '../inline-slots.js';
-import { cancelOrigin, type CancelOrigin } from '../cancel-origin.js';
-import { HEARTBEAT_EVERY_MS, keepTiming, upstreamCalls } from '../upstream-call.js';
-import { channelPicker } from '../../src/upstreams/channel-picker.js';
-import { storeRetry } from '../retrying.js';
-import type { ChannelState } from '../../src/channels/state.js';
+import { HEARTBEAT_EVERY_MS, keepTiming, kindUpstream, type KindDeps } from '../upstream-call.js';
 import { workerSlots } from '../../src/config/channels.js';
 import type { ImageProvider } from '../providers/contract.js';
 
-export interface ActivityDeps {
-  store: TaskStore;
-  /** The deployment's channel leases, rate and health (Redis). */
-  channels: ChannelState;
-  /** Who canceled a task (its owner or an operator): read from Temporal. */
-  origin?: CancelOrigin;
-  models: ImageModel[];
-  providers: Record<ImageModel['provider'], ImageProvider>;
-}
+export type ActivityDeps = KindDeps<ImageModel, ImageProvider>;
 
 /** What generateImage answers: the task's final record, and whether the read model holds it already. */
 export interface ImageDone extends Settled {
@@ -34,14 +21,9 @@ export interface ImageDone extends Settled {
   recorded: boolean;
 }
 
-export function createActivities({
-  store,
-  channels,
-  models,
-  providers,
-  origin = cancelOrigin(undefined),
-}: ActivityDeps) {
-  const upstream = upstreamCalls(store, models, origin, channelPicker(channels, storeRetry));
+export function createActivities(deps: ActivityDeps) {
+  const { store, models, providers } = deps;
+  const upstream = kindUpstream(deps);
   // Inline models only: local activity slots on this worker, beside the channels' deployment-wide leases.
   const slots = new Map(models.filter((m) => m.inline).map((m) => [m.id, new Slots(workerSlots(m))]));
 

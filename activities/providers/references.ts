@@ -14,7 +14,7 @@ export const REFERENCE_TYPES = new Set([
   'image/heic',
   'image/heif',
 ]);
-/** One slow reference host must not eat the whole upstream budget. */
+/** One slow reference host must not eat the whole upstream (or create) budget. */
 const REFERENCE_TIMEOUT_MS = 15_000;
 
 /**
@@ -37,21 +37,11 @@ export async function inlineReferences(
       const index = ++n;
       const out: Part = { ...p, inlineData: { ...p.inlineData } };
       jobs.push(
-        (async () => {
-          const timeout = AbortSignal.timeout(REFERENCE_TIMEOUT_MS);
-          try {
-            const got = await fetch(p.inlineData!.data, AbortSignal.any([signal, timeout]), model.referenceMaxBytes);
-            out.inlineData = { mimeType: got.mediaType, data: got.data.toString('base64') };
-          } catch (err) {
-            if (signal.aborted) throw err;
-            const why = timeout.aborted
-              ? `no answer within ${REFERENCE_TIMEOUT_MS} ms`
-              : err instanceof UnusableUrl
-                ? err.message
-                : 'it could not be downloaded';
-            throw new UpstreamFailure('invalid_request', `Reference image ${index} cannot be used: ${why}.`);
-          }
-        })(),
+        downloadReference(fetch, p.inlineData.data, signal, `Reference image ${index}`, model.referenceMaxBytes).then(
+          (inline) => {
+            out.inlineData = inline;
+          },
+        ),
       );
       return out;
     }),
@@ -61,6 +51,32 @@ export async function inlineReferences(
   const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (failed) throw failed.reason;
   return { ...request, contents };
+}
+
+/**
+ * The caller's reference image as base64 and its media type, through the SSRF guard. One that cannot
+ * be used fails invalid_request, `name` saying which: the caller sent it, and sending again will not help.
+ */
+export async function downloadReference(
+  fetch: SafeFetch,
+  url: string,
+  signal: AbortSignal,
+  name: string,
+  maxBytes?: number,
+): Promise<{ mimeType: string; data: string }> {
+  const timeout = AbortSignal.timeout(REFERENCE_TIMEOUT_MS);
+  try {
+    const got = await fetch(url, AbortSignal.any([signal, timeout]), maxBytes);
+    return { mimeType: got.mediaType, data: got.data.toString('base64') };
+  } catch (err) {
+    if (signal.aborted) throw err;
+    const why = timeout.aborted
+      ? `no answer within ${REFERENCE_TIMEOUT_MS} ms`
+      : err instanceof UnusableUrl
+        ? err.message
+        : 'it could not be downloaded';
+    throw new UpstreamFailure('invalid_request', `${name} cannot be used: ${why}.`);
+  }
 }
 
 /** The SSRF-guarded downloader for reference images; `allow` is the test-only exemption list. */

@@ -1,10 +1,6 @@
 // Video activities: create the upstream job, check it, copy the finished files into the blob store.
 // Waiting between checks is the workflow's (durable timers), never an activity's.
 import type { VideoModel, VideoUpstream } from '../../src/config/models.js';
-import type { ChannelState } from '../../src/channels/state.js';
-import { channelPicker } from '../../src/upstreams/channel-picker.js';
-import { storeRetry } from '../retrying.js';
-import type { TaskStore } from '../../src/tasks/store/task-store.js';
 import { upstreamKey } from '../../src/shared/credentials.js';
 import { VIDEO_CALL } from '../../src/shared/call-wording.js';
 import type {
@@ -15,19 +11,11 @@ import type {
   VideoTaskRecord,
 } from '../../src/shared/video-task.js';
 import { TERMINAL_STATUSES } from '../../src/shared/task.js';
-import { cancelOrigin, type CancelOrigin } from '../cancel-origin.js';
 import type { Closing } from '../../src/shared/closing.js';
-import { keepTiming, upstreamCalls } from '../upstream-call.js';
+import { keepTiming, kindUpstream, type KindDeps } from '../upstream-call.js';
 import type { VideoCall, VideoFinished, VideoProvider } from '../providers/contract.js';
 
-export interface VideoActivityDeps {
-  store: TaskStore;
-  /** The deployment's channel leases, rate and health (Redis). */
-  channels: ChannelState;
-  /** Who canceled a task (its owner or an operator): read from Temporal. */
-  origin?: CancelOrigin;
-  models: VideoModel[];
-  providers: Record<VideoModel['provider'], VideoProvider>;
+export interface VideoActivityDeps extends KindDeps<VideoModel, VideoProvider> {
   /** Configured upstream keys (`credential: {env}`), by variable name. */
   keys: Record<string, string>;
 }
@@ -37,15 +25,9 @@ export interface VideoStep {
   job: VideoJob;
 }
 
-export function createVideoActivities({
-  store,
-  channels,
-  models,
-  providers,
-  keys,
-  origin = cancelOrigin(undefined),
-}: VideoActivityDeps) {
-  const upstream = upstreamCalls(store, models, origin, channelPicker(channels, storeRetry));
+export function createVideoActivities(deps: VideoActivityDeps) {
+  const { store, providers, keys } = deps;
+  const upstream = kindUpstream(deps);
 
   const callOf = (input: VideoTaskInput, model: VideoUpstream, signal: AbortSignal): VideoCall => {
     const key = upstreamKey(model, input.credential, keys);
@@ -109,7 +91,7 @@ export function createVideoActivities({
      * and says who canceled.
      */
     async cancelVideo({ task, job }: VideoStep): Promise<{ stopped: boolean; closing: Closing }> {
-      const closing = await origin();
+      const closing = await upstream.origin();
       const stopped = await read(task, job, async (call, provider) => {
         if (!provider.cancel) return false;
         await provider.cancel({ ...call, job });

@@ -9,7 +9,7 @@ import { ChannelsPanel } from './channels.js';
 import { ChatPanel } from './chat.js';
 import { clearKey, clearOperatorToken, loadKey, saveKey } from './key.js';
 import { KeysPanel } from './keys.js';
-import { Field, describeError, valueOf, type ApiError } from './ui.js';
+import { SecretField, describeError, type ApiError } from './ui.js';
 import { UsagePanel } from './usage.js';
 import { Workspace, type FormKind } from './workspace.js';
 
@@ -188,23 +188,17 @@ function SignIn({ onSignIn }: { onSignIn: (key: string, remember: boolean) => vo
   return (
     <form class="card signin" onSubmit={submit} aria-labelledby="signin-title">
       <h2 id="signin-title">Sign in</h2>
-      <Field id="api-key" label="API key" error={error}>
-        {(c) => (
-          <input
-            {...c}
-            name="api-key"
-            type="password"
-            autocomplete="off"
-            spellcheck={false}
-            value={value}
-            onInput={(e) => {
-              setValue(valueOf(e));
-              setError(null);
-            }}
-            placeholder="Paste your Kiln API key"
-          />
-        )}
-      </Field>
+      <SecretField
+        id="api-key"
+        label="API key"
+        error={error}
+        value={value}
+        placeholder="Paste your Kiln API key"
+        onInput={(v) => {
+          setValue(v);
+          setError(null);
+        }}
+      />
       <label class="check">
         <input
           type="checkbox"

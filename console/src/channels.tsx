@@ -5,7 +5,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { clearOperatorToken, loadOperatorToken, saveOperatorToken } from './key.js';
 import { adminCall, tokenRefused, TokenForm } from './operator.js';
-import { ErrorBox, type ApiError } from './ui.js';
+import { ErrorBox, TableWrap, type ApiError } from './ui.js';
 
 const REFRESH_MS = 5000;
 
@@ -138,69 +138,67 @@ function ModelChannels({ model, rows }: { model: string; rows: ChannelHealth[] }
       <h3 id={id}>
         {model} <span class="channel-kind">{rows[0]?.kind}</span>
       </h3>
-      <div class="table-wrap" role="region" aria-labelledby={id} tabIndex={0}>
-        <table class="channel-table">
-          <thead>
-            <tr>
-              <th scope="col">Channel</th>
-              <th scope="col">State</th>
-              <th scope="col">In flight</th>
-              <th scope="col">Success</th>
-              <th scope="col">p50 / p95</th>
-              <th scope="col">Cooling until</th>
-              <th scope="col">Last error</th>
-            </tr>
-          </thead>
-          <tbody>
-            {rows.map((r) => {
-              const calls = Object.values(r.calls_5m).reduce((a, b) => a + b, 0);
-              return (
-                <tr key={r.channel} data-channel={r.channel} data-state={r.state}>
-                  <th scope="row">
-                    <span class="channel-id">{r.channel}</span>
-                    <span class="channel-meta">
-                      {r.provider} · priority {r.priority} · weight {r.weight}
-                    </span>
-                  </th>
-                  <td>
-                    <span class={`chip chip-${r.state}`}>{STATE_TEXT[r.state]}</span>
-                  </td>
-                  <td class="num in-flight">
-                    {r.in_flight} / {r.concurrency ?? '∞'}
-                    {r.rate_per_second !== null && <span class="channel-meta">{r.rate_per_second}/s max</span>}
-                  </td>
-                  <td class="num success">
-                    {pct(r.success_rate)}
-                    <span class="channel-meta">
-                      {calls} {calls === 1 ? 'call' : 'calls'}
-                    </span>
-                  </td>
-                  <td class="num latency">
-                    {msText(r.p50_ms)} / {msText(r.p95_ms)}
-                  </td>
-                  <td class="cooling">
-                    {r.cooling_until === null
-                      ? '—'
-                      : r.cooling_until > now
-                        ? `${clock(r.cooling_until)} (in ${inWords(r.cooling_until - now)})`
-                        : `ended ${clock(r.cooling_until)}`}
-                  </td>
-                  <td class="last-error">
-                    {r.last_error ? (
-                      <>
-                        <code class="error-code">{r.last_error.code}</code> {r.last_error.message}
-                        <span class="channel-meta">{clock(r.last_error.at)}</span>
-                      </>
-                    ) : (
-                      '—'
-                    )}
-                  </td>
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
-      </div>
+      <TableWrap labelledBy={id} class="channel-table">
+        <thead>
+          <tr>
+            <th scope="col">Channel</th>
+            <th scope="col">State</th>
+            <th scope="col">In flight</th>
+            <th scope="col">Success</th>
+            <th scope="col">p50 / p95</th>
+            <th scope="col">Cooling until</th>
+            <th scope="col">Last error</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map((r) => {
+            const calls = Object.values(r.calls_5m).reduce((a, b) => a + b, 0);
+            return (
+              <tr key={r.channel} data-channel={r.channel} data-state={r.state}>
+                <th scope="row">
+                  <span class="channel-id">{r.channel}</span>
+                  <span class="channel-meta">
+                    {r.provider} · priority {r.priority} · weight {r.weight}
+                  </span>
+                </th>
+                <td>
+                  <span class={`chip chip-${r.state}`}>{STATE_TEXT[r.state]}</span>
+                </td>
+                <td class="num in-flight">
+                  {r.in_flight} / {r.concurrency ?? '∞'}
+                  {r.rate_per_second !== null && <span class="channel-meta">{r.rate_per_second}/s max</span>}
+                </td>
+                <td class="num success">
+                  {pct(r.success_rate)}
+                  <span class="channel-meta">
+                    {calls} {calls === 1 ? 'call' : 'calls'}
+                  </span>
+                </td>
+                <td class="num latency">
+                  {msText(r.p50_ms)} / {msText(r.p95_ms)}
+                </td>
+                <td class="cooling">
+                  {r.cooling_until === null
+                    ? '—'
+                    : r.cooling_until > now
+                      ? `${clock(r.cooling_until)} (in ${inWords(r.cooling_until - now)})`
+                      : `ended ${clock(r.cooling_until)}`}
+                </td>
+                <td class="last-error">
+                  {r.last_error ? (
+                    <>
+                      <code class="error-code">{r.last_error.code}</code> {r.last_error.message}
+                      <span class="channel-meta">{clock(r.last_error.at)}</span>
+                    </>
+                  ) : (
+                    '—'
+                  )}
+                </td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </TableWrap>
     </div>
   );
 }

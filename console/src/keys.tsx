@@ -7,7 +7,7 @@ import { LimitsEditor, LimitsText } from './key-limits.js';
 import { clearOperatorToken, loadOperatorToken, saveOperatorToken } from './key.js';
 import { listKeys, revokeKey, stateOf, type CreatedKey, type KeyState, type KeyView } from './keys-api.js';
 import { tokenRefused, TokenForm } from './operator.js';
-import { ErrorBox, type ApiError } from './ui.js';
+import { ErrorBox, TableWrap, type ApiError } from './ui.js';
 
 const STATE_TEXT: Record<KeyState, string> = { active: 'Active', revoked: 'Revoked', expired: 'Expired' };
 const date = (s: number | null, none: string) =>
@@ -134,101 +134,99 @@ function KeyTable(props: {
     <>
       <h3 id="keys-list-title">Keys</h3>
       <ErrorBox error={error} />
-      <div class="table-wrap" role="region" aria-labelledby="keys-list-title" tabIndex={0}>
-        <table class="data-table key-table">
-          <thead>
-            <tr>
-              <th scope="col">Key</th>
-              <th scope="col">Owner</th>
-              <th scope="col">Label</th>
-              <th scope="col">Models</th>
-              <th scope="col">Limits</th>
-              <th scope="col">Last used</th>
-              <th scope="col">State</th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {props.keys.map((k) => {
-              const state = stateOf(k, now);
-              return [
-                <tr key={k.id} data-key-id={k.id} data-state={state}>
-                  <th scope="row">
-                    <span class="key-hint">{k.hint}…</span>
-                    <span class="key-meta">{k.id}</span>
-                    <span class="key-meta">issued {date(k.created_at, '')}</span>
-                  </th>
-                  <td class="owner">{k.owner}</td>
-                  <td class="label">{k.label ?? '—'}</td>
-                  <td class="models">{k.models ? k.models.join(', ') : 'All'}</td>
-                  <td class="limits">
-                    <LimitsText limits={k.limits} />
+      <TableWrap labelledBy="keys-list-title" class="data-table key-table">
+        <thead>
+          <tr>
+            <th scope="col">Key</th>
+            <th scope="col">Owner</th>
+            <th scope="col">Label</th>
+            <th scope="col">Models</th>
+            <th scope="col">Limits</th>
+            <th scope="col">Last used</th>
+            <th scope="col">State</th>
+            <th scope="col">
+              <span class="visually-hidden">Actions</span>
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {props.keys.map((k) => {
+            const state = stateOf(k, now);
+            return [
+              <tr key={k.id} data-key-id={k.id} data-state={state}>
+                <th scope="row">
+                  <span class="key-hint">{k.hint}…</span>
+                  <span class="key-meta">{k.id}</span>
+                  <span class="key-meta">issued {date(k.created_at, '')}</span>
+                </th>
+                <td class="owner">{k.owner}</td>
+                <td class="label">{k.label ?? '—'}</td>
+                <td class="models">{k.models ? k.models.join(', ') : 'All'}</td>
+                <td class="limits">
+                  <LimitsText limits={k.limits} />
+                </td>
+                <td class="last-used">{date(k.last_used_at, 'Never')}</td>
+                <td>
+                  <span class={`chip chip-key-${state}`}>{STATE_TEXT[state]}</span>
+                </td>
+                <td>
+                  {state !== 'revoked' &&
+                    (confirming === k.id ? (
+                      <span class="confirm">
+                        <span>Revoke {k.hint}…? Its requests are refused within a second.</span>
+                        <button type="button" class="small danger" onClick={() => revoke(k.id)}>
+                          Confirm revoke
+                        </button>
+                        <button type="button" class="small secondary" onClick={() => setConfirming(null)}>
+                          Cancel
+                        </button>
+                      </span>
+                    ) : (
+                      <span class="key-actions">
+                        <button
+                          type="button"
+                          class="small secondary"
+                          aria-expanded={editing === k.id}
+                          aria-label={`Edit limits of ${k.id}`}
+                          onClick={() => setEditing(editing === k.id ? null : k.id)}
+                        >
+                          Edit limits
+                        </button>
+                        <button
+                          type="button"
+                          class="small secondary"
+                          aria-label={`Revoke ${k.id}`}
+                          onClick={() => {
+                            setEditing(null);
+                            setConfirming(k.id);
+                          }}
+                        >
+                          Revoke
+                        </button>
+                      </span>
+                    ))}
+                </td>
+              </tr>,
+              editing === k.id && (
+                <tr key={`${k.id}-edit`} class="key-editor">
+                  <td colSpan={8}>
+                    <LimitsEditor
+                      token={props.token}
+                      view={k}
+                      onCancel={() => setEditing(null)}
+                      onTokenRefused={props.onTokenRefused}
+                      onSaved={(v) => {
+                        setEditing(null);
+                        props.onChanged(v);
+                      }}
+                    />
                   </td>
-                  <td class="last-used">{date(k.last_used_at, 'Never')}</td>
-                  <td>
-                    <span class={`chip chip-key-${state}`}>{STATE_TEXT[state]}</span>
-                  </td>
-                  <td>
-                    {state !== 'revoked' &&
-                      (confirming === k.id ? (
-                        <span class="confirm">
-                          <span>Revoke {k.hint}…? Its requests are refused within a second.</span>
-                          <button type="button" class="small danger" onClick={() => revoke(k.id)}>
-                            Confirm revoke
-                          </button>
-                          <button type="button" class="small secondary" onClick={() => setConfirming(null)}>
-                            Cancel
-                          </button>
-                        </span>
-                      ) : (
-                        <span class="key-actions">
-                          <button
-                            type="button"
-                            class="small secondary"
-                            aria-expanded={editing === k.id}
-                            aria-label={`Edit limits of ${k.id}`}
-                            onClick={() => setEditing(editing === k.id ? null : k.id)}
-                          >
-                            Edit limits
-                          </button>
-                          <button
-                            type="button"
-                            class="small secondary"
-                            aria-label={`Revoke ${k.id}`}
-                            onClick={() => {
-                              setEditing(null);
-                              setConfirming(k.id);
-                            }}
-                          >
-                            Revoke
-                          </button>
-                        </span>
-                      ))}
-                  </td>
-                </tr>,
-                editing === k.id && (
-                  <tr key={`${k.id}-edit`} class="key-editor">
-                    <td colSpan={8}>
-                      <LimitsEditor
-                        token={props.token}
-                        view={k}
-                        onCancel={() => setEditing(null)}
-                        onTokenRefused={props.onTokenRefused}
-                        onSaved={(v) => {
-                          setEditing(null);
-                          props.onChanged(v);
-                        }}
-                      />
-                    </td>
-                  </tr>
-                ),
-              ];
-            })}
-          </tbody>
-        </table>
-      </div>
+                </tr>
+              ),
+            ];
+          })}
+        </tbody>
+      </TableWrap>
     </>
   );
 }

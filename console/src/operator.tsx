@@ -3,7 +3,7 @@
 // client; their refusals in words an operator can act on; and the form where the token is pasted.
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
-import { Field, valueOf, type ApiError } from './ui.js';
+import { SecretField, type ApiError } from './ui.js';
 
 export type AdminAnswer<T> = { ok: true; data: T } | { ok: false; status: number; error: ApiError };
 
@@ -74,20 +74,14 @@ export function TokenForm(props: {
     <form class="card signin" onSubmit={submit} aria-labelledby="operator-title">
       <h2 id="operator-title">{props.title}</h2>
       <p class="hint">{props.children}</p>
-      <Field id="operator-token" label="Operator token" error={props.error}>
-        {(c) => (
-          <input
-            {...c}
-            name="operator-token"
-            type="password"
-            autocomplete="off"
-            spellcheck={false}
-            value={value}
-            onInput={(e) => setValue(valueOf(e))}
-            placeholder="Paste KILN_OPERATOR_TOKEN"
-          />
-        )}
-      </Field>
+      <SecretField
+        id="operator-token"
+        label="Operator token"
+        error={props.error}
+        value={value}
+        placeholder="Paste KILN_OPERATOR_TOKEN"
+        onInput={setValue}
+      />
       <p class="hint">
         Kept in this tab only (session storage) once Kiln accepts it; sent only to this Kiln, in a header.
       </p>

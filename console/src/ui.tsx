@@ -77,6 +77,42 @@ export function Field(props: {
   );
 }
 
+/** A pasted secret (an API key, the operator token): hidden, never autocompleted or spell-checked. */
+export function SecretField(props: {
+  id: string;
+  label: string;
+  error: ApiError | null;
+  value: string;
+  placeholder: string;
+  onInput: (value: string) => void;
+}) {
+  return (
+    <Field id={props.id} label={props.label} error={props.error}>
+      {(c) => (
+        <input
+          {...c}
+          name={props.id}
+          type="password"
+          autocomplete="off"
+          spellcheck={false}
+          value={props.value}
+          onInput={(e) => props.onInput(valueOf(e))}
+          placeholder={props.placeholder}
+        />
+      )}
+    </Field>
+  );
+}
+
+/** A table in a region of its own: it scrolls sideways on a narrow screen and is reachable by keyboard. */
+export function TableWrap(props: { labelledBy: string; class: string; children: ComponentChildren }) {
+  return (
+    <div class="table-wrap" role="region" aria-labelledby={props.labelledBy} tabIndex={0}>
+      <table class={props.class}>{props.children}</table>
+    </div>
+  );
+}
+
 /** A select over fixed values; `auto` adds a first, empty choice with that label. */
 export function Choices({
   control,

@@ -1,17 +1,9 @@
 // The Usage page's data: GET /v1/usage's answer, the date range asked for (UTC days, as the ledger
 // counts them), and the numbers in words. No DOM here, so the chart and the table share it.
+import type { Counters } from '../../src/shared/usage.js';
 
 /** The ledger's counters of one day and model, or of the whole range (`total`). */
-export interface UsageCounts {
-  submitted: number;
-  succeeded: number;
-  failed: number;
-  canceled: number;
-  uncertain: number;
-  released: number;
-  units: number;
-  upstream_seconds: number;
-}
+export type UsageCounts = Counters;
 
 export interface UsageRow extends UsageCounts {
   /** YYYY-MM-DD, the UTC day the tasks were submitted. */

@@ -3,6 +3,7 @@
 // stacked per model, and a table of the same rows with the range's total.
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { AuthenticationError, type Kiln } from '../../src/client/index.js';
+import { COUNTERS, type Counter } from '../../src/shared/usage.js';
 import { UsageChart } from './usage-chart.js';
 import {
   byDayThenModel,
@@ -16,21 +17,31 @@ import {
   type UsageAnswer,
   type UsageCounts,
 } from './usage-data.js';
-import { ErrorBox, Field, describeError, type ApiError } from './ui.js';
+import { ErrorBox, Field, TableWrap, describeError, type ApiError } from './ui.js';
 
-const COUNTERS: { id: keyof UsageCounts; label: string }[] = [
-  { id: 'submitted', label: 'Submitted' },
-  { id: 'succeeded', label: 'Succeeded' },
-  { id: 'failed', label: 'Failed' },
-  { id: 'canceled', label: 'Canceled' },
-  { id: 'uncertain', label: 'Uncertain' },
-  { id: 'released', label: 'Released' },
-  { id: 'units', label: 'Units' },
-  { id: 'upstream_seconds', label: 'Upstream time' },
-];
+const LABELS: Record<Counter, string> = {
+  submitted: 'Submitted',
+  succeeded: 'Succeeded',
+  failed: 'Failed',
+  canceled: 'Canceled',
+  uncertain: 'Uncertain',
+  released: 'Released',
+  units: 'Units',
+  upstream_seconds: 'Upstream time',
+};
 
-const cell = (id: keyof UsageCounts, c: UsageCounts) =>
-  id === 'upstream_seconds' ? duration(c.upstream_seconds) : count(c[id]);
+/** A row's counter cells, in the columns' order: a day and model's, or the total's. */
+function CounterCells({ counts }: { counts: UsageCounts }) {
+  return (
+    <>
+      {COUNTERS.map((id) => (
+        <td key={id} class="num" data-counter={id}>
+          {id === 'upstream_seconds' ? duration(counts.upstream_seconds) : count(counts[id])}
+        </td>
+      ))}
+    </>
+  );
+}
 
 export function UsagePanel({ client, onUnauthorized }: { client: Kiln; onUnauthorized: () => void }) {
   const [days, setDays] = useState<RangeDays>(DEFAULT_RANGE);
@@ -107,48 +118,38 @@ export function UsagePanel({ client, onUnauthorized }: { client: Kiln; onUnautho
           </p>
           <UsageChart days={axis} rows={rows} />
           <h3 id="usage-table-title">By day and model</h3>
-          <div class="table-wrap" role="region" aria-labelledby="usage-table-title" tabIndex={0}>
-            <table class="data-table usage-table">
-              <thead>
-                <tr>
-                  <th scope="col">Day</th>
-                  <th scope="col">Model</th>
-                  {COUNTERS.map((c) => (
-                    <th key={c.id} scope="col" class="num">
-                      {c.label}
-                    </th>
-                  ))}
-                </tr>
-              </thead>
-              <tbody>
-                {rows.map((r) => (
-                  <tr key={`${r.date} ${r.model}`} data-date={r.date} data-model={r.model}>
-                    <th scope="row" class="num">
-                      {r.date}
-                    </th>
-                    <td class="model">{r.model}</td>
-                    {COUNTERS.map((c) => (
-                      <td key={c.id} class="num" data-counter={c.id}>
-                        {cell(c.id, r)}
-                      </td>
-                    ))}
-                  </tr>
-                ))}
-              </tbody>
-              <tfoot>
-                <tr class="usage-total-row">
-                  <th scope="row" colSpan={2}>
-                    Total
+          <TableWrap labelledBy="usage-table-title" class="data-table usage-table">
+            <thead>
+              <tr>
+                <th scope="col">Day</th>
+                <th scope="col">Model</th>
+                {COUNTERS.map((id) => (
+                  <th key={id} scope="col" class="num">
+                    {LABELS[id]}
                   </th>
-                  {COUNTERS.map((c) => (
-                    <td key={c.id} class="num" data-counter={c.id}>
-                      {cell(c.id, answer.total)}
-                    </td>
-                  ))}
+                ))}
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((r) => (
+                <tr key={`${r.date} ${r.model}`} data-date={r.date} data-model={r.model}>
+                  <th scope="row" class="num">
+                    {r.date}
+                  </th>
+                  <td class="model">{r.model}</td>
+                  <CounterCells counts={r} />
                 </tr>
-              </tfoot>
-            </table>
-          </div>
+              ))}
+            </tbody>
+            <tfoot>
+              <tr class="usage-total-row">
+                <th scope="row" colSpan={2}>
+                  Total
+                </th>
+                <CounterCells counts={answer.total} />
+              </tr>
+            </tfoot>
+          </TableWrap>
         </>
       )}
     </section>

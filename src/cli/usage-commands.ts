@@ -1,27 +1,10 @@
 // `kiln usage`: the caller's usage (GET /v1/usage) as a table, with the API key like the other user
 // commands. The operator's `kiln admin usage` (src/cli/admin-usage.ts) prints its rows the same way.
 import type { Command } from 'commander';
+import { COUNTERS, type Counters, type UsageRow } from '../shared/usage.js';
 import type { Ctx } from './context.js';
 
 type Make = (cmd: Command) => Ctx;
-
-const COUNTERS = [
-  'submitted',
-  'succeeded',
-  'failed',
-  'canceled',
-  'uncertain',
-  'released',
-  'units',
-  'upstream_seconds',
-] as const;
-type Counters = Record<(typeof COUNTERS)[number], number>;
-
-export interface UsageRow extends Counters {
-  date?: string;
-  owner?: string;
-  model?: string;
-}
 
 export interface UsageReport {
   object: 'usage';

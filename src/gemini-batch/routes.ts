@@ -5,7 +5,7 @@
 // these paths is answered in Google's shape (http/google-errors.ts).
 import type { RouterContext } from '@koa/router';
 import { z } from 'zod';
-import { jsonBody } from '../http/body.js';
+import { BODY_ERRORS, jsonBody } from '../http/body.js';
 import { googleErrorSchema } from '../http/google-errors.js';
 import { IdempotencyKeyHeader } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
@@ -89,15 +89,7 @@ function versionRoutes(batches: GeminiBatches, v: (typeof VERSIONS)[number]): Ro
           ),
         },
       },
-      errors: [
-        'invalid_request',
-        'model_not_found',
-        'idempotency_key_reused',
-        'request_too_large',
-        'unsupported_content_encoding',
-        'unsupported_media_type',
-        'service_unavailable',
-      ],
+      errors: ['invalid_request', 'model_not_found', 'idempotency_key_reused', ...BODY_ERRORS, 'service_unavailable'],
       handler: async (ctx, { caller, params }) => {
         const key = parseIdempotencyKey(ctx.headers['idempotency-key']);
         // The model first: an unknown one is 404 whatever the body.

@@ -4,7 +4,7 @@
 // and /v1 (the version @google/genai 3 calls by default), and answers errors in Google's shape.
 import type { Context } from 'koa';
 import { z } from 'zod';
-import { jsonBody } from '../http/body.js';
+import { BODY_ERRORS, jsonBody } from '../http/body.js';
 import { googleErrorSchema } from '../http/google-errors.js';
 import { parseInput, route, type RouteDef } from '../http/route-table.js';
 import type { Blobs } from '../blobs/stores.js';
@@ -143,9 +143,7 @@ export function geminiVideoRoutes(
           'model_not_found',
           // A malformed path (an empty model) is the neighbouring image route's 404.
           'not_found',
-          'request_too_large',
-          'unsupported_content_encoding',
-          'unsupported_media_type',
+          ...BODY_ERRORS,
           'queue_full',
           ...ADMISSION_ERRORS,
         ],

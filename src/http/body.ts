@@ -6,12 +6,19 @@ import type { Readable } from 'node:stream';
 import type { Context, Middleware } from 'koa';
 import { koaBody } from 'koa-body';
 import getRawBody from 'raw-body';
-import { KilnError } from '../shared/errors.js';
+import { KilnError, type ErrorCode } from '../shared/errors.js';
 import { LIMITS } from '../shared/limits.js';
 import { REPLAYED_HEADER } from '../shared/idempotency.js';
 import { UNFINISHED_STATUSES, type TaskStatus } from '../shared/task.js';
 
 const ALLOWED_ENCODINGS = new Set(['identity', 'gzip', 'br']);
+
+/** What reading a request body refuses (too large, an unknown coding, not JSON): operations with a body document them. */
+export const BODY_ERRORS = [
+  'request_too_large',
+  'unsupported_content_encoding',
+  'unsupported_media_type',
+] as const satisfies readonly ErrorCode[];
 
 /** The request's content coding, checked: gzip, br or none (unsupported_content_encoding otherwise). */
 function contentEncoding(ctx: Context): string {

@@ -217,6 +217,13 @@ export const redirectResponse = (what: string, location: string): ResponseDoc =>
   headers: { Location: { description: location, schema: { type: 'string' } } },
 });
 
+/** An OpenAPI link that hands the answer's `id` to another operation's `{id}` (poll it, cancel it, …). */
+export const idLink = (operationId: string, description: string) => ({
+  operationId,
+  parameters: { id: '$response.body#/id' },
+  description,
+});
+
 /** The `Idempotency-Key` request header of the submit operations, documented (their handlers check it). */
 export const IdempotencyKeyHeader = z.object({
   'Idempotency-Key': z

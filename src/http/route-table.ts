@@ -13,7 +13,7 @@ import type { OperationDoc } from './openapi.js';
 
 type Part = 'params' | 'query' | 'body';
 
-type RouteRequest = NonNullable<OperationDoc['request']> & {
+export type RouteRequest = NonNullable<OperationDoc['request']> & {
   /**
    * Parts the handler reads and checks itself, so their schemas only document them: bodies with
    * their own reader or messages (multipart, per-model limits, the contract's error codes), and

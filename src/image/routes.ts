@@ -3,8 +3,8 @@
 import { z } from 'zod';
 import { KilnError, TASK_FAILURE_CODES } from '../shared/errors.js';
 import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
-import { jsonBody, redirectTo, sendJsonText, sendSubmitted } from '../http/body.js';
-import { IdempotencyKeyHeader, redirectResponse } from '../http/openapi.js';
+import { BODY_ERRORS, jsonBody, redirectTo, sendJsonText, sendSubmitted } from '../http/body.js';
+import { IdempotencyKeyHeader, idLink, redirectResponse } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
 import { collectionRoutes, wholeNumber, type Collection } from '../tasks/routes.js';
 import { BatchWait, PREFERENCE_APPLIED, PreferHeader, sendWaitApplied, waitAsked } from '../tasks/wait-query.js';
@@ -113,26 +113,14 @@ export function imageRoutes({ tasks, pollAfterSeconds, direct }: ImageRouteDeps)
             schema: SubmitResponse,
             headers: REPLAYED,
             links: {
-              GetTask: {
-                operationId: 'getTask',
-                parameters: { id: '$response.body#/id' },
-                description: 'Poll the task',
-              },
-              GetTaskContent: {
-                operationId: 'getTaskContent',
-                parameters: { id: '$response.body#/id' },
-                description: 'Its first image, once succeeded',
-              },
+              GetTask: idLink('getTask', 'Poll the task'),
+              GetTaskContent: idLink('getTaskContent', 'Its first image, once succeeded'),
               BatchGetTasks: {
                 operationId: 'batchGetTasks',
                 requestBody: { ids: ['$response.body#/id'] },
                 description: 'Poll it in a batch',
               },
-              CancelTask: {
-                operationId: 'cancelTask',
-                parameters: { id: '$response.body#/id' },
-                description: 'Cancel it',
-              },
+              CancelTask: idLink('cancelTask', 'Cancel it'),
             },
           },
         },
@@ -149,9 +137,7 @@ export function imageRoutes({ tasks, pollAfterSeconds, direct }: ImageRouteDeps)
           // Direct form: how the task ended while the request waited (canceled, or the upstream's failure).
           ...TASK_FAILURE_CODES,
           'invalid_webhook_url',
-          'request_too_large',
-          'unsupported_content_encoding',
-          'unsupported_media_type',
+          ...BODY_ERRORS,
           'queue_full',
           ...ADMISSION_ERRORS,
         ],
@@ -204,13 +190,7 @@ export function imageRoutes({ tasks, pollAfterSeconds, direct }: ImageRouteDeps)
           headers: PREFERENCE_APPLIED,
         },
       },
-      errors: [
-        'invalid_request',
-        'rate_limited',
-        'request_too_large',
-        'unsupported_content_encoding',
-        'unsupported_media_type',
-      ],
+      errors: ['invalid_request', 'rate_limited', ...BODY_ERRORS],
       handler: async (ctx, { caller, body }) => {
         const wait = waitAsked(ctx, body.wait, 'body');
         const { json, waited } = await tasks.batchGet(caller, body.ids, wait);

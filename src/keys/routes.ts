@@ -3,14 +3,14 @@
 // routes are there (and documented) but answer not_found saying keys mode is off.
 import type { RouterContext } from '@koa/router';
 import { z } from 'zod';
-import { jsonBody } from '../http/body.js';
-import { requireOperator } from '../http/operator-token.js';
-import { parseInput, route, type RouteDef } from '../http/route-table.js';
+import { BODY_ERRORS, jsonBody } from '../http/body.js';
+import { adminRoute } from '../http/operator-token.js';
+import { parseInput, type RouteDef } from '../http/route-table.js';
 import { KilnError } from '../shared/errors.js';
 import { wholeNumber } from '../tasks/routes.js';
 import { KeyLimitsPatch, LimitsSchema } from '../usage/openapi.js';
 import { OWNER_NAME } from '../infra/callers.js';
-import { keyView, LIMITS, nowSeconds } from './record.js';
+import { keyView, LIMITS, nowSeconds, type KeyView } from './record.js';
 import type { KeyStore } from './store.js';
 
 export interface KeyAdminDeps {
@@ -19,9 +19,6 @@ export interface KeyAdminDeps {
   models: readonly { id: string }[];
   operatorToken?: string;
 }
-
-const WHAT = 'The admin endpoints';
-const TAGS = ['admin'];
 
 const Owner = z
   .string()
@@ -118,15 +115,13 @@ function found<T>(v: T | null, id: string): T {
 
 export function keyAdminRoutes({ keys, models, operatorToken }: KeyAdminDeps): RouteDef[] {
   const known = new Set(models.map((m) => m.id));
-  /** The store, once the caller is the operator: nothing about input rules before that. */
-  const storeFor = (ctx: RouterContext): KeyStore => {
-    requireOperator(ctx, operatorToken, WHAT);
+  /** The store, in keys mode (the caller is the operator already: nothing about input rules before that). */
+  const keyStore = (): KeyStore => {
     if (!keys)
       throw new KilnError(
         'not_found',
         'API keys are managed only in keys mode: this Kiln runs AUTH_MODE=passthrough (set AUTH_MODE=keys).',
       );
-    ctx.set('Cache-Control', 'no-store');
     return keys;
   };
   const readBody = async <T>(ctx: RouterContext, schema: z.ZodType<T>): Promise<T> => {
@@ -140,31 +135,28 @@ export function keyAdminRoutes({ keys, models, operatorToken }: KeyAdminDeps): R
       );
     return body;
   };
-  const idOf = (ctx: RouterContext) => parseInput(KeyId, ctx.params, 'params').id;
-  const BODY_ERRORS = [
-    'invalid_request',
-    'request_too_large',
-    'unsupported_content_encoding',
-    'unsupported_media_type',
-  ] as const;
+  /** Answers the key the path names as `act` leaves it (read, changed or revoked); not_found when there is none. */
+  const answerKey = async (ctx: RouterContext, act: (store: KeyStore, id: string) => Promise<KeyView | null>) => {
+    const store = keyStore();
+    const { id } = parseInput(KeyId, ctx.params, 'params');
+    ctx.body = found(await act(store, id), id);
+  };
   const one = { 200: { description: 'The key (never the key itself)', schema: ApiKey } };
 
   return [
-    route({
+    adminRoute(operatorToken, {
       method: 'post',
       route: '/admin/v1/keys',
       operationId: 'createApiKey',
-      tags: TAGS,
-      auth: 'operator',
       summary: 'Issue an API key (keys mode)',
       description:
         'Answers the key itself once; Kiln keeps only its SHA-256. See docs/keys.md. ' +
         'not_found: the operator token is unset, or AUTH_MODE is not keys.',
       request: { body: CreateRequest, checkedByHandler: ['body'] },
       responses: { 201: { description: 'The new key, with the key itself', schema: CreatedApiKey } },
-      errors: [...BODY_ERRORS, 'not_found'],
+      errors: ['invalid_request', ...BODY_ERRORS, 'not_found'],
       handler: async (ctx) => {
-        const store = storeFor(ctx);
+        const store = keyStore();
         const { owner, ...rest } = await readBody(ctx, CreateRequest);
         const { key, record } = await store.create(owner, rest);
         const { id, object, ...view } = keyView(record, null);
@@ -172,64 +164,47 @@ export function keyAdminRoutes({ keys, models, operatorToken }: KeyAdminDeps): R
         ctx.body = { id, object, key, ...view };
       },
     }),
-    route({
+    adminRoute(operatorToken, {
       method: 'get',
       route: '/admin/v1/keys',
       operationId: 'listApiKeys',
-      tags: TAGS,
-      auth: 'operator',
       summary: 'API keys, oldest first (revoked and expired ones included)',
       request: { query: ListQuery, checkedByHandler: ['query'] },
       responses: { 200: { description: 'A page of keys', schema: ApiKeyList } },
       errors: ['invalid_request', 'not_found'],
       handler: async (ctx) => {
-        const store = storeFor(ctx);
+        const store = keyStore();
         const q = parseInput(ListQuery, ctx.query, 'query');
         const page = await store.list(q);
         if (!page) throw new KilnError('invalid_request', `query.after: no API key with id "${q.after}".`);
         ctx.body = { object: 'list', ...page };
       },
     }),
-    route({
+    adminRoute(operatorToken, {
       method: 'get',
       route: '/admin/v1/keys/:id',
       operationId: 'getApiKey',
-      tags: TAGS,
-      auth: 'operator',
       summary: 'One API key',
       request: { params: KeyId, checkedByHandler: ['params'] },
       responses: one,
       errors: ['invalid_request', 'not_found'],
-      handler: async (ctx) => {
-        const store = storeFor(ctx);
-        const id = idOf(ctx);
-        ctx.body = found(await store.get(id), id);
-      },
+      handler: (ctx) => answerKey(ctx, (store, id) => store.get(id)),
     }),
-    route({
+    adminRoute(operatorToken, {
       method: 'patch',
       route: '/admin/v1/keys/:id',
       operationId: 'updateApiKey',
-      tags: TAGS,
-      auth: 'operator',
       summary: "Change a key's label, expiry, allowed models or limits",
       description: 'Every API process applies the change within a second.',
       request: { params: KeyId, body: UpdateRequest, checkedByHandler: ['params', 'body'] },
       responses: one,
-      errors: [...BODY_ERRORS, 'not_found'],
-      handler: async (ctx) => {
-        const store = storeFor(ctx);
-        const id = idOf(ctx);
-        const patch = await readBody(ctx, UpdateRequest);
-        ctx.body = found(await store.update(id, patch), id);
-      },
+      errors: ['invalid_request', ...BODY_ERRORS, 'not_found'],
+      handler: (ctx) => answerKey(ctx, async (store, id) => store.update(id, await readBody(ctx, UpdateRequest))),
     }),
-    route({
+    adminRoute(operatorToken, {
       method: 'post',
       route: '/admin/v1/keys/:id/revoke',
       operationId: 'revokeApiKey',
-      tags: TAGS,
-      auth: 'operator',
       summary: 'Revoke a key (idempotent)',
       description:
         'Every API process refuses the key within a second (401 `invalid_api_key`). Revoking a revoked key ' +
@@ -237,11 +212,7 @@ export function keyAdminRoutes({ keys, models, operatorToken }: KeyAdminDeps): R
       request: { params: KeyId, checkedByHandler: ['params'] },
       responses: one,
       errors: ['invalid_request', 'not_found'],
-      handler: async (ctx) => {
-        const store = storeFor(ctx);
-        const id = idOf(ctx);
-        ctx.body = found(await store.revoke(id), id);
-      },
+      handler: (ctx) => answerKey(ctx, (store, id) => store.revoke(id)),
     }),
   ];
 }

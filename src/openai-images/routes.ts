@@ -4,7 +4,7 @@
 import type { Context } from 'koa';
 import type { Caller } from '../infra/callers.js';
 import { z } from 'zod';
-import { jsonBody, sendSubmitted } from '../http/body.js';
+import { BODY_ERRORS, jsonBody, sendSubmitted } from '../http/body.js';
 import { IdempotencyKeyHeader } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
 import { KilnError, type ErrorCode } from '../shared/errors.js';
@@ -38,9 +38,7 @@ const ERRORS: ErrorCode[] = [
   'model_not_found',
   'idempotency_key_reused',
   'invalid_webhook_url',
-  'request_too_large',
-  'unsupported_content_encoding',
-  'unsupported_media_type',
+  ...BODY_ERRORS,
   'queue_full',
   ...ADMISSION_ERRORS,
   // Synchronous answers: how a task ended (canceled by its owner while the request waited).

@@ -1,8 +1,7 @@
 // Image task shapes shared by API, activities and workflows. Pure types and constants only.
-import type { ChannelTrail } from '../shared/channel-trail.js';
 import type { ErrorBody } from './errors.js';
-import type { TaskStatus } from './task.js';
-import { WEBHOOK_PENDING, type WebhookState, type WebhookTarget } from './webhook-types.js';
+import type { TaskInput, TaskRecordTail, TaskStatus } from './task.js';
+import { WEBHOOK_PENDING } from './webhook-types.js';
 
 export interface Part {
   text?: string;
@@ -16,7 +15,7 @@ export interface Candidate {
 }
 
 /** The task as stored in Redis (the read model) and returned by the workflow. */
-export interface ImageTaskRecord {
+export interface ImageTaskRecord extends TaskRecordTail {
   id: string;
   kind: 'image';
   owner: string;
@@ -28,15 +27,6 @@ export interface ImageTaskRecord {
   model_version?: string;
   candidates: Candidate[] | null;
   error: ErrorBody | null;
-  /** Why the outcome cannot be confirmed (status uncertain only; `error` stays null as the contract says). */
-  uncertain_reason?: string;
-  /** Timing extension fields: when the upstream call began (epoch s) and how many attempts were made. */
-  started_at?: number | null;
-  attempts?: number;
-  /** The channel of the model that served the task, or the last one tried. */
-  channel?: string;
-  /** Present when the task was submitted with a webhook. */
-  webhook?: WebhookState;
 }
 
 /** What the image generation request carries into the workflow (Kiln's own `output` field removed). */
@@ -49,18 +39,7 @@ export interface ImageRequest {
   systemInstruction?: { parts: { text: string }[] };
 }
 
-export interface ImageTaskInput {
-  id: string;
-  owner: string;
-  model: string;
-  created_at: number;
-  request: ImageRequest;
-  /** The caller's upstream key in passthrough mode; travels only inside encrypted payloads. */
-  credential?: string;
-  webhook?: WebhookTarget;
-  /** Set by the workflow once a channel refused the task (see src/upstreams/failover.ts). */
-  route?: ChannelTrail;
-}
+export type ImageTaskInput = TaskInput<ImageRequest>;
 
 /** The result of one upstream generation, before it is turned into a task record. */
 export interface GenerationResult {

@@ -1,8 +1,7 @@
 // Video task shapes shared by API, activities and workflows. Pure types and constants only.
-import type { ChannelTrail } from '../shared/channel-trail.js';
 import type { ErrorBody } from './errors.js';
-import type { ActivityPolicy, TaskStatus } from './task.js';
-import { WEBHOOK_PENDING, type WebhookState, type WebhookTarget } from './webhook-types.js';
+import type { ActivityPolicy, TaskInput, TaskRecordTail, TaskStatus } from './task.js';
+import { WEBHOOK_PENDING } from './webhook-types.js';
 
 /** The contract's strict rules for the pro model: any other value is refused before it can reach the upstream. */
 export const PRO_SECONDS = ['10', '15', '25'] as const;
@@ -23,7 +22,7 @@ export interface VideoResult {
 }
 
 /** The task as stored in Redis and returned by `videoTaskWorkflow`. Statuses use the image ranks. */
-export interface VideoTaskRecord {
+export interface VideoTaskRecord extends TaskRecordTail {
   id: string;
   kind: 'video';
   owner: string;
@@ -42,14 +41,6 @@ export interface VideoTaskRecord {
   /** Workflow-node tasks: every output file, in the upstream's order. */
   results?: VideoResult[];
   error: ErrorBody | null;
-  uncertain_reason?: string;
-  /** Timing extension fields: when the upstream call began (epoch s) and how many attempts were made. */
-  started_at?: number | null;
-  attempts?: number;
-  /** The channel of the model that served the task, or the last one tried. */
-  channel?: string;
-  /** Present when the task was submitted with a webhook. */
-  webhook?: WebhookState;
 }
 
 /** What a video request carries into the workflow, validated and with defaults filled in. */
@@ -62,18 +53,7 @@ export interface VideoRequest {
   nodeInfoList?: NodeInfo[];
 }
 
-export interface VideoTaskInput {
-  id: string;
-  owner: string;
-  model: string;
-  created_at: number;
-  request: VideoRequest;
-  /** The caller's upstream key in passthrough mode; travels only inside encrypted payloads. */
-  credential?: string;
-  webhook?: WebhookTarget;
-  /** Set by the workflow once a channel refused the task (see src/upstreams/failover.ts). */
-  route?: ChannelTrail;
-}
+export type VideoTaskInput = TaskInput<VideoRequest>;
 
 /** The upstream job a create call started. */
 export interface VideoJob {

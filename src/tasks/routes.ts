@@ -9,6 +9,7 @@ import type { CancelAnswer } from './cancel.js';
 import { sendJsonText, sendView } from '../http/body.js';
 import type { FastList, FastRead } from './fast-reads.js';
 import { route, type RouteDef } from '../http/route-table.js';
+import { idLink } from '../http/openapi.js';
 import {
   PREFERENCE_APPLIED,
   PreferHeader,
@@ -224,11 +225,7 @@ function cancelRoute(spec: CancelRouteSpec): RouteDef {
           },
         },
         links: {
-          Poll: {
-            operationId: spec.pollOperationId,
-            parameters: { id: '$response.body#/id' },
-            description: 'Poll the task',
-          },
+          Poll: idLink(spec.pollOperationId, 'Poll the task'),
         },
       },
       200: { description: 'The task had finished: unchanged', schema: spec.schema },

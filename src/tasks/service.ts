@@ -12,7 +12,7 @@ import { longPoll, type WaitAsk, type WaitRegistry } from './waits.js';
 import { idempotencySecret, idempotentTaskId, requestFingerprint } from '../shared/idempotency.js';
 import { KilnError } from '../shared/errors.js';
 import type { AnyTaskRecord } from '../shared/records.js';
-import { UNFINISHED_STATUSES, type ActivityPolicy } from '../shared/task.js';
+import { UNFINISHED_STATUSES, type ActivityPolicy, type TaskInput } from '../shared/task.js';
 import type { WebhookTarget } from '../shared/webhook-types.js';
 import { cancelTask, type CancelAnswer } from './cancel.js';
 import { readFromTemporal } from './fallback.js';
@@ -27,15 +27,7 @@ const FALLBACK_LOOKUPS = 100;
 
 /** The input every task kind's workflow starts with: the task, its attempt policy and the model's queue. */
 export interface BaseWorkflowInput<Q> {
-  task: {
-    id: string;
-    owner: string;
-    model: string;
-    created_at: number;
-    request: Q;
-    credential?: string;
-    webhook?: WebhookTarget;
-  };
+  task: TaskInput<Q>;
   policy: ActivityPolicy;
   activityQueue: string;
 }

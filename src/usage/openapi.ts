@@ -2,7 +2,8 @@
 // (src/keys/routes.ts): the query and bodies they are validated with, and their answers.
 import { z } from 'zod';
 import { LIMIT_NAMES, MAX_LIMIT, type LimitName } from '../config/limits.js';
-import { COUNTERS, DATE_FORMAT, dayStart, GROUPINGS, MAX_RANGE_DAYS, type Counter } from './report.js';
+import { COUNTERS, type Counter } from '../shared/usage.js';
+import { DATE_FORMAT, dayStart, GROUPINGS, MAX_RANGE_DAYS } from './report.js';
 
 export const LIMIT_TEXT: Record<LimitName, string> = {
   max_unfinished: 'Tasks submitted and not yet finished, at once.',
@@ -106,16 +107,15 @@ export const UsageQuery = z.object({
     .meta({ description: 'A row per day, per model, or per day and model (default `day`).' }),
 });
 
+/** An owner as operators name it (the routes' ownerId checks its form): a keys' owner name, or an owner id. */
+export const OperatorOwner = z.string().max(64);
+
 export const AdminUsageQuery = UsageQuery.extend({
-  owner: z
-    .string()
-    .max(64)
-    .optional()
-    .meta({
-      description:
-        "Only this owner: in keys mode the keys' owner name (`acme`), otherwise the owner id (64 hex digits) " +
-        'as other rows show it. Default: every owner that submitted since `from`.',
-    }),
+  owner: OperatorOwner.optional().meta({
+    description:
+      "Only this owner: in keys mode the keys' owner name (`acme`), otherwise the owner id (64 hex digits) " +
+      'as other rows show it. Default: every owner that submitted since `from`.',
+  }),
   format: z
     .enum(['json', 'csv'], { error: 'must be json or csv' })
     .optional()

@@ -2,6 +2,7 @@
 // counters (store.ts) grouped by day, model (and owner, for operators), and the same rows as CSV.
 // Pure functions of the ledger: the routes (routes.ts) read it and answer what these return.
 import { KilnError } from '../shared/errors.js';
+import { COUNTERS, type Counters, type UsageRow } from '../shared/usage.js';
 import { emptyCounts, isoDay, LEDGER_FIELDS, type LedgerCounts } from './store.js';
 
 export const GROUPINGS = ['day', 'model', 'day,model'] as const;
@@ -13,26 +14,6 @@ export const MAX_RANGE_DAYS = 400;
 export const DEFAULT_RANGE_DAYS = 30;
 
 const DAY_MS = 86_400_000;
-
-/** A row's counters, in the order the JSON and the CSV give them. */
-export const COUNTERS = [
-  'submitted',
-  'succeeded',
-  'failed',
-  'canceled',
-  'uncertain',
-  'released',
-  'units',
-  'upstream_seconds',
-] as const;
-export type Counter = (typeof COUNTERS)[number];
-export type Counters = Record<Counter, number>;
-
-export interface UsageRow extends Counters {
-  date?: string;
-  owner?: string;
-  model?: string;
-}
 
 export const DATE_FORMAT = /^\d{4}-\d{2}-\d{2}$/;
 

@@ -8,8 +8,8 @@
 // owner is in no metric label: requests are counted by their route template.
 import type { RouterContext } from '@koa/router';
 import { z } from 'zod';
-import { jsonBody } from '../http/body.js';
-import { requireOperator } from '../http/operator-token.js';
+import { BODY_ERRORS, jsonBody } from '../http/body.js';
+import { adminRoute } from '../http/operator-token.js';
 import { parseInput, route, type RouteDef } from '../http/route-table.js';
 import { OWNER_NAME } from '../infra/callers.js';
 import { KilnError } from '../shared/errors.js';
@@ -20,6 +20,7 @@ import {
   AdminUsage,
   AdminUsageQuery,
   OwnerLimits,
+  OperatorOwner,
   OwnerLimitsPatch,
   TaskRelease,
   Usage,
@@ -29,8 +30,6 @@ import {
 import { usageCsv, usageRange, usageRows, type GroupBy, type Ledger } from './report.js';
 import type { QuotaStore } from './store.js';
 
-const WHAT = 'The admin endpoints';
-const TAGS = ['admin'];
 /** Owners whose ledgers an admin report reads at once. */
 const OWNER_READS = 16;
 
@@ -119,7 +118,7 @@ export function usageRoutes(quota: QuotaStore): RouteDef[] {
 }
 
 const OwnerParam = z.object({
-  owner: z.string().max(64).meta({
+  owner: OperatorOwner.meta({
     description: "In keys mode the keys' owner name (`acme`); otherwise the owner id (64 hex digits).",
   }),
 });
@@ -130,15 +129,11 @@ const TaskParam = z.object({
     .meta({ description: 'The task id (`task_…` or `video_…`).' }),
 });
 const ReleaseQuery = z.object({
-  owner: z
-    .string()
-    .max(64)
-    .optional()
-    .meta({
-      description:
-        "The task's owner (as in the other admin calls), needed only once the task's record has expired from the " +
-        'read model.',
-    }),
+  owner: OperatorOwner.optional().meta({
+    description:
+      "The task's owner (as in the other admin calls), needed only once the task's record has expired from the " +
+      'read model.',
+  }),
 });
 
 /** Why a task that is known holds no units. */
@@ -151,10 +146,6 @@ function notHeldWhy(status: string | undefined, reservation: 'not_held' | 'not_f
 }
 
 export function usageAdminRoutes({ quota, store, keysMode, operatorToken }: UsageAdminDeps): RouteDef[] {
-  const operator = (ctx: RouterContext) => {
-    requireOperator(ctx, operatorToken, WHAT);
-    ctx.set('Cache-Control', 'no-store');
-  };
   const limitsOf = async (owner: string, name: string) => {
     const { limits, own } = await quota.ownerLimits(owner);
     return { object: 'owner.limits', owner: name, limits, own, defaults: quota.defaults };
@@ -165,12 +156,10 @@ export function usageAdminRoutes({ quota, store, keysMode, operatorToken }: Usag
   };
 
   return [
-    route({
+    adminRoute(operatorToken, {
       method: 'get',
       route: '/admin/v1/usage',
       operationId: 'getOwnersUsage',
-      tags: TAGS,
-      auth: 'operator',
       summary: "Every owner's usage (or one's) per UTC day and/or model, as JSON or CSV",
       description:
         'Rows per owner (and day and/or model) of the owners that submitted since `from`, or of the one asked ' +
@@ -185,7 +174,6 @@ export function usageAdminRoutes({ quota, store, keysMode, operatorToken }: Usag
       },
       errors: ['invalid_request', 'not_found', 'service_unavailable'],
       handler: async (ctx) => {
-        operator(ctx);
         const q = parseInput(AdminUsageQuery, ctx.query, 'query');
         const range = usageRange(q);
         const one = q.owner === undefined ? undefined : ownerId(q.owner, keysMode, 'query.owner');
@@ -211,44 +199,31 @@ export function usageAdminRoutes({ quota, store, keysMode, operatorToken }: Usag
         };
       },
     }),
-    route({
+    adminRoute(operatorToken, {
       method: 'get',
       route: '/admin/v1/owners/:owner/limits',
       operationId: 'getOwnerLimits',
-      tags: TAGS,
-      auth: 'operator',
       summary: "An owner's limits: those that apply, its own, and the deployment's defaults",
       request: { params: OwnerParam, checkedByHandler: ['params'] },
       responses: { 200: { description: "The owner's limits", schema: OwnerLimits } },
       errors: ['invalid_request', 'not_found', 'service_unavailable'],
       handler: async (ctx) => {
-        operator(ctx);
         const owner = ownerParam(ctx);
         ctx.body = await limitsOf(owner.id, owner.name).catch(unavailable);
       },
     }),
-    route({
+    adminRoute(operatorToken, {
       method: 'patch',
       route: '/admin/v1/owners/:owner/limits',
       operationId: 'updateOwnerLimits',
-      tags: TAGS,
-      auth: 'operator',
       summary: "Change an owner's own limits",
       description:
         "Each field: a number (the owner's own limit), null (no limit for this owner, whatever the default) or " +
         '"default" (the deployment\'s default again). The next submit is checked against them, in every API process.',
       request: { params: OwnerParam, body: OwnerLimitsPatch, checkedByHandler: ['params', 'body'] },
       responses: { 200: { description: "The owner's limits after the change", schema: OwnerLimits } },
-      errors: [
-        'invalid_request',
-        'not_found',
-        'request_too_large',
-        'unsupported_content_encoding',
-        'unsupported_media_type',
-        'service_unavailable',
-      ],
+      errors: ['invalid_request', 'not_found', ...BODY_ERRORS, 'service_unavailable'],
       handler: async (ctx) => {
-        operator(ctx);
         const owner = ownerParam(ctx);
         await jsonBody()(ctx, async () => undefined);
         const body = parseInput(OwnerLimitsPatch, ctx.request.body, 'body');
@@ -263,12 +238,10 @@ export function usageAdminRoutes({ quota, store, keysMode, operatorToken }: Usag
         ctx.body = await limitsOf(owner.id, owner.name).catch(unavailable);
       },
     }),
-    route({
+    adminRoute(operatorToken, {
       method: 'post',
       route: '/admin/v1/tasks/:id/release',
       operationId: 'releaseTaskUnits',
-      tags: TAGS,
-      auth: 'operator',
       summary: 'Release the units an uncertain task holds',
       description:
         "An `uncertain` task's units stay charged (held) until an operator, having checked the upstream, " +
@@ -290,7 +263,6 @@ export function usageAdminRoutes({ quota, store, keysMode, operatorToken }: Usag
       responses: { 200: { description: 'Released', schema: TaskRelease } },
       errors: ['invalid_request', 'not_found', 'not_held', 'service_unavailable'],
       handler: async (ctx) => {
-        operator(ctx);
         const { id } = parseInput(TaskParam, ctx.params, 'params');
         const q = parseInput(ReleaseQuery, ctx.query, 'query');
         const named = q.owner === undefined ? undefined : ownerId(q.owner, keysMode, 'query.owner');

@@ -13,6 +13,7 @@ import {
   type Limits,
   type LimitsPatch,
 } from '../config/limits.js';
+import { TASK_COUNTERS } from '../shared/usage.js';
 import { ADMIT, SETTLE } from './scripts.js';
 
 /** The ledger is kept this long, whatever the read model's retention. */
@@ -20,16 +21,7 @@ export const LEDGER_DAYS = 400;
 const LEDGER_TTL_S = LEDGER_DAYS * 86_400;
 
 /** The ledger's counters, per owner, model and UTC day of submission. */
-export const LEDGER_FIELDS = [
-  'submitted',
-  'succeeded',
-  'failed',
-  'canceled',
-  'uncertain',
-  'released',
-  'units',
-  'upstream_ms',
-] as const;
+export const LEDGER_FIELDS = [...TASK_COUNTERS, 'upstream_ms'] as const;
 export type LedgerField = (typeof LEDGER_FIELDS)[number];
 export type LedgerCounts = Record<LedgerField, number>;
 /** How a task ended, as the ledger counts it (a failed task whose code is `canceled` counts as canceled). */

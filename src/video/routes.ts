@@ -8,8 +8,8 @@ import { WebhookQuery } from '../webhooks/openapi.js';
 import type { VideoTaskService } from './service.js';
 import { KilnError } from '../shared/errors.js';
 import { parseIdempotencyKey, REPLAYED_HEADER } from '../shared/idempotency.js';
-import { jsonBody, rawBody, redirectTo, sendSubmitted } from '../http/body.js';
-import { IdempotencyKeyHeader, redirectResponse } from '../http/openapi.js';
+import { BODY_ERRORS, jsonBody, rawBody, redirectTo, sendSubmitted } from '../http/body.js';
+import { IdempotencyKeyHeader, idLink, redirectResponse } from '../http/openapi.js';
 import { route, type RouteDef } from '../http/route-table.js';
 import { collectionRoutes, wholeNumber, type Collection } from '../tasks/routes.js';
 import { Video, VideoDeleted, VideoList } from './openapi.js';
@@ -172,21 +172,9 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
             },
           },
           links: {
-            GetVideo: {
-              operationId: 'getVideo',
-              parameters: { id: '$response.body#/id' },
-              description: 'Poll the task',
-            },
-            GetVideoContent: {
-              operationId: 'getVideoContent',
-              parameters: { id: '$response.body#/id' },
-              description: 'The video, once completed',
-            },
-            CancelVideo: {
-              operationId: 'cancelVideo',
-              parameters: { id: '$response.body#/id' },
-              description: 'Cancel it',
-            },
+            GetVideo: idLink('getVideo', 'Poll the task'),
+            GetVideoContent: idLink('getVideoContent', 'The video, once completed'),
+            CancelVideo: idLink('cancelVideo', 'Cancel it'),
           },
         },
       },
@@ -195,9 +183,7 @@ export function videoRoutes({ videos, pollAfterSeconds }: VideoRouteDeps): Route
         'prompt_too_long',
         'invalid_reference_image_url',
         'invalid_reference_image_scheme',
-        'request_too_large',
-        'unsupported_content_encoding',
-        'unsupported_media_type',
+        ...BODY_ERRORS,
         'model_not_found',
         'idempotency_key_reused',
         'invalid_webhook_url',

@@ -5,7 +5,7 @@
 // The key goes in x-goog-api-key, never in a URL. Google has no cancel for these operations: a
 // canceled task stops checking and the job may run on (the provider has no `cancel`).
 import type { BlobStore } from '../../../src/blobs/local.js';
-import { UnusableUrl, type SafeFetch } from '../../../src/infra/safe-fetch.js';
+import type { SafeFetch } from '../../../src/infra/safe-fetch.js';
 import { upstreamMessage } from '../../../src/upstreams/answers.js';
 import { rpcName, rpcToCode, veoParameters } from '../../../src/shared/veo.js';
 import type { VideoCheck, VideoJob, VideoOutput } from '../../../src/shared/video-task.js';
@@ -13,6 +13,7 @@ import { fetchText, parseUpstreamJson } from '../../../src/upstreams/http.js';
 import { UpstreamFailure } from '../../../src/upstreams/failures.js';
 import { MAX_VIDEO_BYTES } from '../http.js';
 import type { VideoCall, VideoFinished, VideoProvider } from '../contract.js';
+import { downloadReference } from '../references.js';
 import { downloadVeoVideo, VeoHttpFailure } from './veo-http.js';
 
 /** A google.longrunning.Operation as the Gemini API answers it. */
@@ -28,9 +29,6 @@ export interface VeoOperation {
     };
   };
 }
-
-/** One slow reference host must not eat the whole create budget. */
-const REFERENCE_TIMEOUT_MS = 15_000;
 
 /**
  * Operation names are paths under /v1beta (`models/{model}/operations/{id}`): plain segments only,
@@ -133,20 +131,8 @@ export class GeminiVeoVideoProvider implements VideoProvider {
 
   /** The caller's reference image as Veo takes it: bytes and media type, downloaded through the SSRF guard. */
   private async reference(url: string, signal: AbortSignal): Promise<{ bytesBase64Encoded: string; mimeType: string }> {
-    const timeout = AbortSignal.timeout(REFERENCE_TIMEOUT_MS);
-    try {
-      const got = await this.fetchReference(url, AbortSignal.any([signal, timeout]));
-      return { bytesBase64Encoded: got.data.toString('base64'), mimeType: got.mediaType };
-    } catch (err) {
-      if (signal.aborted) throw err;
-      const why = timeout.aborted
-        ? `no answer within ${REFERENCE_TIMEOUT_MS} ms`
-        : err instanceof UnusableUrl
-          ? err.message
-          : 'it could not be downloaded';
-      // The caller sent it, and sending the create again will not help.
-      throw new UpstreamFailure('invalid_request', `The reference image cannot be used: ${why}.`);
-    }
+    const { data, mimeType } = await downloadReference(this.fetchReference, url, signal, 'The reference image');
+    return { bytesBase64Encoded: data, mimeType };
   }
 }
 

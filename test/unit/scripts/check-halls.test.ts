@@ -55,7 +55,7 @@ describe('check-halls', () => {
   it('this repository has no such problem, and its imports are read (type-only ones too)', () => {
     const imports = readImports(ROOT);
     expect(imports.get('src/worker/start.ts')).toContain('activities/image/index.ts');
-    expect(imports.get('src/shared/image-task.ts')).toContain('src/shared/channel-trail.ts');
+    expect(imports.get('src/shared/task.ts')).toContain('src/shared/channel-trail.ts');
     expect(checkHalls(imports)).toEqual([]);
   });
 });
