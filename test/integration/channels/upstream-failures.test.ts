@@ -88,7 +88,11 @@ async function redisDump(): Promise<string[]> {
 
 /** The attempt number of the last ActivityTaskStarted event of the task's workflow. */
 async function lastActivityAttempt(id: string): Promise<number | null | undefined> {
-  const { events } = await kiln.api.client.workflow.getHandle(id).fetchHistory();
+  const handle = kiln.api.client.workflow.getHandle(id);
+  // The activity writes the task's end before Temporal records its attempt (with the completion):
+  // the history is read once the workflow has completed, as every task's workflow does.
+  await handle.result();
+  const { events } = await handle.fetchHistory();
   const started = (events ?? []).filter((e) => e.activityTaskStartedEventAttributes);
   return started.at(-1)?.activityTaskStartedEventAttributes?.attempt;
 }
