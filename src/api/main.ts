@@ -7,6 +7,7 @@ import { ConfigError } from '../config/models.js';
 import { createLogger } from '../ops/log.js';
 import { reportListening, superviseApiProcesses } from '../ops/api-cluster.js';
 import { startIdleGc } from '../ops/idle-gc.js';
+import type { ReadModelRebuild } from '../tasks/rebuild/rebuild.js';
 
 /** Longest a stopping API waits for in-flight requests (streamed chat replies included). */
 const SHUTDOWN_GRACE_MS = 30_000;
@@ -21,6 +22,7 @@ async function main() {
   // Loaded here, not at the top: the supervisor never serves requests and stays small without it.
   const { createApi } = await import('./runtime.js');
   const api = await createApi(config, log);
+  const release = holdRebuildForDrill(api.rebuild);
   const server: Server = api.app.listen(config.port, config.host);
   server.on('listening', () => {
     log.info(
@@ -40,6 +42,7 @@ async function main() {
     // (their responses close keep-alive connections); then Redis and Temporal are closed.
     api.drain();
     idleGc.stop();
+    release();
     server.close(
       () =>
         void api.close().then(() => {
@@ -55,6 +58,21 @@ async function main() {
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+}
+
+/**
+ * Drills only (test/production/rebuild-drill.ts, which kills this process mid-rebuild): with
+ * KILN_DRILL_HOLD_REBUILD_AT=N a first rebuild run waits after its Nth page, its lock renewed, until
+ * the process is killed or stops; a resumed run (runs > 1) never waits. Unset: no hook. Returns
+ * what ends the wait.
+ */
+function holdRebuildForDrill(rebuild: ReadModelRebuild): () => void {
+  const at = Number(process.env.KILN_DRILL_HOLD_REBUILD_AT || 0);
+  if (!(at > 0)) return () => undefined;
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  rebuild.afterStep = (p) => (p.runs === 1 && p.pages >= at ? released : undefined);
+  return release;
 }
 
 main().catch((err) => {

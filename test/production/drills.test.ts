@@ -14,7 +14,7 @@ import { SEARCH_ATTRIBUTES } from '../../src/shared/task.js';
 import { dataConverter } from '../../src/temporal/client.js';
 import { startKilnDeployment, type KilnDeployment } from '../../scripts/production/kiln.js';
 import { delayed, ok } from '../integration/providers/gemini/fake-gemini.js';
-import { DRILL_OPERATOR_TOKEN, rebuildDrill } from './rebuild-drill.js';
+import { DRILL_OPERATOR_TOKEN, REBUILD_DRILL_ENV, rebuildDrill } from './rebuild-drill.js';
 import {
   call,
   control,
@@ -109,7 +109,7 @@ beforeAll(async () => {
         concurrency: 64,
       },
     ],
-    env: { KILN_OPERATOR_TOKEN: DRILL_OPERATOR_TOKEN },
+    env: { KILN_OPERATOR_TOKEN: DRILL_OPERATOR_TOKEN, ...REBUILD_DRILL_ENV },
   });
   bases = k.apis.map((a) => a.url);
   connection = await Connection.connect({ address: inject('stackEnv').TEMPORAL_ADDRESS });

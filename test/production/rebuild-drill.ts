@@ -9,6 +9,10 @@ import type { KilnDeployment } from '../../scripts/production/kiln.js';
 import { call, control, submit, waitAllTerminal, TERMINAL } from './support.js';
 
 export const DRILL_OPERATOR_TOKEN = `drill-operator-${randomBytes(16).toString('hex')}`;
+/** The page after which the first run waits (src/api/main.ts), so the drill kills its process mid-run. */
+const HOLD_AT = 3;
+/** The API processes' env this drill needs. */
+export const REBUILD_DRILL_ENV = { KILN_DRILL_HOLD_REBUILD_AT: String(HOLD_AT) };
 const PATH = '/admin/v1/read-model/rebuild';
 const RANK: Record<string, number> = { accepted: 0, queued: 1, running: 2, succeeded: 3, failed: 3, uncertain: 3 };
 
@@ -82,9 +86,9 @@ export async function rebuildDrill(k: KilnDeployment, slowModel: string): Promis
   const t0 = Date.now();
   const started = await call(bases[0], DRILL_OPERATOR_TOKEN, PATH, { json: { page_size: 20 } });
   expect(started.status, started.text).toBe(202);
-  await expect
-    .poll(async () => (await progress(bases[1])).pages, { timeout: 60_000, interval: 100 })
-    .toBeGreaterThan(2);
+  // The first run waits after its third page (of 15): however fast the machine, it is mid-run here.
+  await expect.poll(async () => (await progress(bases[1])).pages, { timeout: 60_000, interval: 100 }).toBe(HOLD_AT);
+  expect(await progress(bases[1])).toMatchObject({ state: 'running', phase: 'listing', active: true, runs: 1 });
   // The lock holder dies mid-run: the other API process takes it up once the lock has lapsed.
   await k.apis[0].kill();
   await expect

@@ -1,6 +1,7 @@
 // Helpers of the managed-keys tests (test/integration/keys/keys-admin.test.ts): the admin API with the
 // operator token, the `kiln` CLI, and every key and value a Kiln instance holds in Redis.
 import { execFile } from 'node:child_process';
+import { FRESH_MS } from '../../src/keys/key-auth.js';
 import type { RedisClient } from '../../src/tasks/store/task-store.js';
 import { http, type Kiln } from './kiln.js';
 
@@ -61,17 +62,18 @@ export async function redisDump(kiln: Kiln): Promise<string[]> {
   return out;
 }
 
-/** Runs `probe` every few ms until it answers `status`; the ms it took from `since`. */
-export async function msUntil(
-  probe: () => Promise<{ status: number }>,
-  status: number,
-  since: number,
-  limitMs = 5000,
-): Promise<number> {
-  for (;;) {
-    const r = await probe();
-    if (r.status === status) return Date.now() - since;
-    if (Date.now() - since > limitMs) throw new Error(`still ${r.status} after ${limitMs} ms`);
-    await new Promise((res) => setTimeout(res, 10));
+/**
+ * What `probe` answers once a key's revoke or update, written (its call answered) at `writtenAt`, has
+ * reached every API process: each trusts what it read of a key for FRESH_MS from when it asked
+ * (src/keys/key-auth.ts), so from `writtenAt + FRESH_MS` on no process answers from an older reading,
+ * however slow the machine. Probes meanwhile too, so a key in use (answered from memory, re-read in
+ * the background) is what gets checked.
+ */
+export async function afterAuthCache<R>(probe: () => Promise<R>, writtenAt: number): Promise<R> {
+  const due = writtenAt + FRESH_MS;
+  while (Date.now() <= due) {
+    await probe();
+    await new Promise((res) => setTimeout(res, 20));
   }
+  return probe();
 }

@@ -6,11 +6,11 @@
 // mid-call on a non-idempotent channel leaves the task uncertain without calling another channel.
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { RedisChannelState } from '../../../src/channels/redis-state.js';
 import { fail, ok, startFakeGemini, type FakeGemini } from '../providers/gemini/fake-gemini.js';
 import { eventually, imageSteps, startKiln, type Kiln } from '../../support/kiln.js';
 import { killChild, workerChild } from '../../support/worker-child.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const fakes: Record<string, FakeGemini> = {};
 const children: ChildProcess[] = [];
 let kiln: Kiln;
@@ -36,7 +36,8 @@ beforeAll(async () => {
   kiln = await startKiln({
     models: [
       model('m-cool', [
-        channel('cool', 2, { cooldownAfter: 2, cooldownMs: 1000 }),
+        // A minute, so the tasks run while it cools never outlast it; the test then ends it itself.
+        channel('cool', 2, { cooldownAfter: 2, cooldownMs: 60_000 }),
         channel('spare', 1, { cooldownAfter: 1000 }),
       ]),
       model('m-ra', [channel('ra', 2, { cooldownAfter: 1000 }), channel('spare', 1, { cooldownAfter: 1000 })]),
@@ -64,6 +65,15 @@ beforeEach(() => Object.values(fakes).forEach((f) => f.reset()));
 
 const { submit, finish, until, api } = imageSteps(() => kiln.baseUrl);
 const run = async (m: string) => (await finish(await submit(m))) as unknown as { status: string; channel: string };
+let channelState: RedisChannelState | undefined;
+/** A channel's state hash in Redis (src/channels/redis-state.ts): `until` is its cool-down's end (ms). */
+const stateKey = (model: string, ch: string) =>
+  (channelState ??= new RedisChannelState(kiln.api.redis, kiln.config.redisPrefix)).keys({ model, channel: ch }).state;
+const coolingUntil = async (model: string, ch: string) =>
+  Number(await kiln.api.redis.hget(stateKey(model, ch), 'until'));
+/** What the end of a cool-down does, brought forward: the next call probes the channel. */
+const endCooling = async (model: string, ch: string) =>
+  void (await kiln.api.redis.hset(stateKey(model, ch), 'until', Date.now() - 1));
 
 describe('health, shared by every worker', () => {
   it('a channel failing 100 % cools down, later tasks skip it without a request, then it is probed and used again', async () => {
@@ -75,9 +85,11 @@ describe('health, shared by every worker', () => {
     // Cooling down: the next tasks go straight to the spare channel.
     for (let i = 0; i < 3; i++) expect((await run('m-cool')).channel).toBe('spare');
     expect(cool.requests).toHaveLength(2);
-    // It recovers; once its cool-down (1 s plus up to half again) ends one task probes it.
+    // It recovers; once its cool-down ends (brought forward here) one task probes it.
     cool.setDefault(ok());
-    await sleep(1600);
+    const until = await coolingUntil('m-cool', 'cool');
+    expect(until).toBeGreaterThan(Date.now() + 30_000);
+    await endCooling('m-cool', 'cool');
     expect((await run('m-cool')).channel).toBe('cool');
     expect((await run('m-cool')).channel).toBe('cool');
     expect(cool.requests).toHaveLength(4);
@@ -85,11 +97,16 @@ describe('health, shared by every worker', () => {
 
   it("a 429's Retry-After cools the channel for exactly that long, whatever the count", async () => {
     const ra = fakes.ra!;
-    ra.enqueue(fail(429, 'slow down', { retryAfter: '2' }));
+    ra.enqueue(fail(429, 'slow down', { retryAfter: '60' }));
     expect((await run('m-ra')).channel).toBe('spare');
+    const answered = ra.requests[0].at;
     expect((await run('m-ra')).channel).toBe('spare');
     expect(ra.requests).toHaveLength(1);
-    await sleep(2100);
+    // Cooling until a minute after the 429 (give or take the task's own steps), not the count's 1 s.
+    const until = await coolingUntil('m-ra', 'ra');
+    expect(until).toBeGreaterThanOrEqual(answered + 60_000);
+    expect(until).toBeLessThan(Date.now() + 60_000);
+    await endCooling('m-ra', 'ra');
     expect((await run('m-ra')).channel).toBe('ra');
   });
 });
@@ -113,12 +130,12 @@ describe('capacity, cluster-wide', () => {
     const busy = [await submit('m-cap'), await submit('m-cap')];
     await cap.waitForRequests(2);
     const waiting = await submit('m-cap');
-    await sleep(1000);
-    expect((await api()(`/v1/tasks/${waiting}`)).json.status).toBe('queued');
+    expect((await until(waiting, 'queued')).status).toBe('queued');
     const asked = Date.now();
     expect((await api()(`/v1/tasks/${waiting}/cancel`, { method: 'POST' })).status).toBeLessThan(300);
     const ended = await finish(waiting);
-    expect(Date.now() - asked).toBeLessThan(3000);
+    // At once: the channel stays full until release(), so a cancel the wait ignored would never end it.
+    expect(Date.now() - asked).toBeLessThan(10_000);
     expect(ended).toMatchObject({ status: 'failed', error: { code: 'canceled' } });
     release();
     for (const id of busy) expect((await finish(id)).status).toBe('succeeded');

@@ -217,9 +217,10 @@ describe.each(BACKENDS('channels'))('channel state on %s', (_name, start) => {
     await call('refused', limits);
     expect(await state.acquire(ref, 'x', limits)).toEqual(OK);
     expect((await state.snapshot(ref, limits)).state).toBe('closed');
-    // Two more inside the window with the third: now it cools down.
-    await state.release(ref, 'x', limits, report('refused'));
-    await call('refused', limits);
+    // The third still counts: two more, each with a window of a minute (so however slowly they
+    // follow it), and it cools down.
+    await state.release(ref, 'x', LIMITS, report('refused'));
+    await call('refused', LIMITS);
     expect(await state.acquire(ref, 'y', limits)).toMatchObject({ ok: false, reason: 'cooling' });
   });
 

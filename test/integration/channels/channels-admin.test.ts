@@ -223,6 +223,8 @@ describe('with Redis down', () => {
     const m = await fetch(`${down.baseUrl}/metrics`);
     expect(m.status).toBe(200);
     expect(channelLines(await m.text()).filter((l) => !l.startsWith('#'))).toEqual([]);
-    expect(Date.now() - started).toBeLessThan(5000);
+    // Each read is bounded (2 s for the admin call, 1 s for /metrics); the bound catches one left
+    // waiting on Redis, not their speed.
+    expect(Date.now() - started).toBeLessThan(15_000);
   });
 });

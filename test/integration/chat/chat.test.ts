@@ -250,8 +250,9 @@ describe('openai provider', () => {
     fake.enqueue({ kind: 'hang' });
     const t0 = Date.now();
     const err = await caught(client().chat.completions.create({ model: 'up-slow', messages: [user('hi')] }));
+    // The channel's timeout (400 ms) ended it, not the SDK's own (20 s).
     expect(Date.now() - t0).toBeGreaterThanOrEqual(380);
-    expect(Date.now() - t0).toBeLessThan(3000);
+    expect(Date.now() - t0).toBeLessThan(10_000);
     expect(err).toBeInstanceOf(OpenAI.InternalServerError);
     expect([err.status, err.code]).toEqual([504, 'upstream_timeout']);
     expect(await (await fake.request(1)).ended).toBe('aborted');

@@ -272,7 +272,7 @@ describe.skipIf(!hasChromium)('Kiln Console: videos, workflow nodes, keys mode',
     expect(new URL(await video.evaluate((v: HTMLVideoElement) => v.src)).origin).toBe(kiln.baseUrl);
   });
 
-  it('follows unfinished tasks with long-polls and shows a finished one within about a second', async () => {
+  it('follows unfinished tasks with long-polls and shows a finished one soon after it ends', async () => {
     const sent: { url: string; prefer?: string; body: string | null }[] = [];
     const record = (r: import('playwright-core').Request) =>
       sent.push({ url: r.url(), prefer: r.headers().prefer, body: r.postData() });
@@ -284,7 +284,7 @@ describe.skipIf(!hasChromium)('Kiln Console: videos, workflow nodes, keys mode',
       const created = page.waitForResponse((r) => r.url() === `${kiln.baseUrl}/v1/videos` && r.ok());
       await page.click('#video-submit');
       const id = (await (await created).json()).id as string;
-      // The test watches the API itself: the page must show the end within about a second of it.
+      // The test watches the API itself, to time how soon after the end the page shows it.
       let doneAt = 0;
       for (const t0 = Date.now(); Date.now() - t0 < 60_000 && !doneAt;) {
         const v = await (
@@ -295,8 +295,10 @@ describe.skipIf(!hasChromium)('Kiln Console: videos, workflow nodes, keys mode',
       }
       expect(doneAt).toBeGreaterThan(0);
       const row = page.locator(`.task[data-task-id="${id}"]`);
-      await expect.poll(() => row.getAttribute('data-status'), { timeout: 5_000, interval: 50 }).toBe('succeeded');
-      expect(Date.now() - doneAt).toBeLessThan(1_500);
+      await expect.poll(() => row.getAttribute('data-status'), { timeout: 30_000, interval: 50 }).toBe('succeeded');
+      // The page's long-poll is woken by the change (about a second); a wait nothing wakes ends after
+      // 25 s. 5 s tells the two apart on a loaded machine.
+      expect(Date.now() - doneAt).toBeLessThan(5_000);
       const polls = sent.filter((r) => r.url === `${kiln.baseUrl}/v1/videos/${id}`);
       expect(polls.length).toBeGreaterThan(0);
       for (const p of polls) expect(p.prefer).toBe('wait=25');

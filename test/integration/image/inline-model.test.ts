@@ -103,17 +103,23 @@ describe('inline image model', () => {
   it('cancels a task waiting to retry its call at once, and says the upstream had the request', async () => {
     fake.setDefault(fail(503, 'overloaded'));
     const id = await steps.submit('in-idem');
-    await fake.nextRequest();
-    await new Promise((r) => setTimeout(r, 200));
-    const t0 = Date.now();
+    // The wait before the retry (1 s) is a workflow timer: cancel once it has started.
+    const handle = kiln.api.client.workflow.getHandle(id);
+    const types = async () =>
+      ((await handle.fetchHistory()).events ?? []).map((e) => String(EventType[e.eventType ?? 0]));
+    for (let t = Date.now(); !(await types()).includes('EVENT_TYPE_TIMER_STARTED');) {
+      expect(Date.now() - t, 'the retry timer never started').toBeLessThan(30_000);
+      await new Promise((r) => setTimeout(r, 20));
+    }
     const answer = await http(kiln.baseUrl, KEY_A)(`/v1/tasks/${id}/cancel`, { method: 'POST' });
     expect(answer.status).toBe(202);
     const task = await steps.finish(id);
-    expect(Date.now() - t0).toBeLessThan(1000);
     expect(task).toMatchObject({ status: 'failed', error: { code: 'canceled' } });
     expect(task.error.message).toContain('idempotent');
-    // The retry (due 1 s after the first answer) was never sent.
-    await new Promise((r) => setTimeout(r, 1200));
+    // The cancel ended the wait: the timer was canceled, not fired, so the retry was never sent.
+    await handle.result().catch(() => undefined);
+    const timers = (await types()).filter((t) => t.startsWith('EVENT_TYPE_TIMER_'));
+    expect(timers).toEqual(['EVENT_TYPE_TIMER_STARTED', 'EVENT_TYPE_TIMER_CANCELED']);
     expect(fake.requests).toHaveLength(1);
   });
 

@@ -2,6 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyStore } from '../../../src/keys/store.js';
+import { afterAuthCache } from '../../support/keys.js';
 import { startKiln, http, submitBody, type Kiln } from '../../support/kiln.js';
 
 const SUBMIT = '/v1beta/models/kiln-image-1:generateContent';
@@ -122,21 +123,15 @@ describe('issued keys (AUTH_MODE=keys)', () => {
     expectError(await http(kiln.baseUrl, key)('/v1/tasks'), 401, 'invalid_api_key');
   });
 
-  it('stops a revoked key within the 1 s auth cache', async () => {
+  it('stops a revoked key once the auth cache (FRESH_MS) has passed', async () => {
     const { key, record } = await keys.create('dave');
     const api = http(kiln.baseUrl, key);
     expect((await api(SUBMIT, { method: 'POST', json: submitBody() })).status).toBe(202);
-    const revokedAt = Date.now();
     expect(await keys.revoke(record.id)).not.toBeNull();
-    // Each API process trusts what it read of a key for under a second: the key may work until then, never after.
-    let r = await api('/v1/tasks');
-    while (r.status === 200 && Date.now() - revokedAt < 3000) {
-      await new Promise((res) => setTimeout(res, 50));
-      r = await api('/v1/tasks');
-    }
+    // Each API process trusts what it read of a key for FRESH_MS: the key may work until then, never after.
+    const r = await afterAuthCache(() => api('/v1/tasks'), Date.now());
     expectError(r, 401, 'invalid_api_key');
     expect(r.json.error.message).toMatch(/was revoked/);
-    expect(Date.now() - revokedAt).toBeLessThan(1000);
     expectError(await api(SUBMIT, { method: 'POST', json: submitBody() }), 401, 'invalid_api_key');
   }, 15_000);
 });
