@@ -52,7 +52,7 @@ export interface KindDeps<M extends CallModel<CallChannel> & { provider: string 
   /** Who canceled a task (its owner or an operator): read from Temporal. */
   origin?: CancelOrigin;
   models: M[];
-  providers: Record<M['provider'], P>;
+  providers: Partial<Record<M['provider'], P>>;
 }
 
 /** A kind's upstream calls, on the deployment's channels; `origin` unknown when none is given. */

@@ -27,6 +27,7 @@ import {
   overChannels,
 } from './task-outcome.js';
 import { startWebhookDelivery } from './webhook-delivery.js';
+import { imageJob, JobEnded } from './image-job.js';
 import { newImageRecord, type ImageTaskInput, type ImageTaskRecord } from '../src/shared/image-task.js';
 import type { ActivityPolicy } from '../src/shared/task.js';
 
@@ -84,7 +85,9 @@ export async function imageTaskWorkflow({
     }
     // The activity records `running`, then `succeeded` with its image: the read model has it
     // before the answer reaches this workflow.
-    const done = await overChannels(task, generateImage);
+    const done = policy.job
+      ? await imageJob(task, { ...policy, job: policy.job }, activityQueue)
+      : await overChannels(task, generateImage);
     record = done.record;
     // Redis failed the activity's write. The image exists: a cancel arriving now must not lose it.
     if (!done.recorded) await CancellationScope.nonCancellable(() => recordTransition(record));
@@ -94,9 +97,12 @@ export async function imageTaskWorkflow({
     const byOwner = canceledByOwner(err);
     // Non-cancellable (no command of its own): a cancel must not keep the outcome from Redis.
     record = await CancellationScope.nonCancellable(async () => {
-      const outcome = byOwner
-        ? canceled(await upstreamReach(task), IMAGE_CALL)
-        : ((await lostAfterSending(err, IMAGE_CALL, () => mayHaveReachedUpstream(task))) ?? classify(err));
+      const outcome =
+        err instanceof JobEnded
+          ? err.outcome
+          : byOwner
+            ? canceled(await upstreamReach(task), IMAGE_CALL)
+            : ((await lostAfterSending(err, IMAGE_CALL, () => mayHaveReachedUpstream(task))) ?? classify(err));
       const ended: ImageTaskRecord =
         outcome.status === 'uncertain'
           ? {

@@ -2,27 +2,29 @@
 // the worker (and tests) hand in their dependencies.
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { ImageModel } from '../../src/config/models.js';
-import type { GenerationResult, ImageTaskInput, ImageTaskRecord } from '../../src/shared/image-task.js';
+import type { ImageTaskInput, ImageTaskRecord } from '../../src/shared/image-task.js';
 import { INLINE_BUSY_FAILURE_TYPE } from '../../src/shared/errors.js';
 import { TERMINAL_STATUSES } from '../../src/shared/task.js';
 import { IMAGE_CALL } from '../../src/shared/call-wording.js';
-import { WEBHOOK_PENDING } from '../../src/shared/webhook-types.js';
+import { upstreamKey } from '../../src/shared/credentials.js';
 import { settle, type Settled } from '../read-model.js';
 import { Slots } from '../inline-slots.js';
 import { HEARTBEAT_EVERY_MS, keepTiming, kindUpstream, type KindDeps } from '../upstream-call.js';
 import { workerSlots } from '../../src/config/channels.js';
-import type { ImageProvider } from '../providers/contract.js';
+import { runsJobs, type ImageProvider } from '../providers/contract.js';
+import { imageJobActivities, providerFor, recordSucceeded, type ImageDone } from './jobs.js';
+import { runningRecord, succeededRecord } from './records.js';
 
-export type ActivityDeps = KindDeps<ImageModel, ImageProvider>;
-
-/** What generateImage answers: the task's final record, and whether the read model holds it already. */
-export interface ImageDone extends Settled {
-  /** False when the `succeeded` write failed (Redis unreachable): the workflow writes it then. */
-  recorded: boolean;
+export interface ActivityDeps extends KindDeps<ImageModel, ImageProvider> {
+  /** Configured upstream keys (`credential: {env}`), by variable name. */
+  keys?: Record<string, string>;
 }
 
+/** What generateImage answers: the task's final record, and whether the read model holds it already. */
+export type { ImageDone } from './jobs.js';
+
 export function createActivities(deps: ActivityDeps) {
-  const { store, models, providers } = deps;
+  const { store, models, providers, keys = {} } = deps;
   const upstream = kindUpstream(deps);
   // Inline models only: local activity slots on this worker, beside the channels' deployment-wide leases.
   const slots = new Map(models.filter((m) => m.inline).map((m) => [m.id, new Slots(workerSlots(m))]));
@@ -43,6 +45,8 @@ export function createActivities(deps: ActivityDeps) {
     mayHaveReachedUpstream: upstream.mayHaveReached,
     /** A local activity, asked when the owner cancels: see upstreamCalls. */
     upstreamReach: upstream.reach,
+
+    ...imageJobActivities(store, providers, keys, upstream),
 
     /**
      * One upstream generation. Marks the task running, calls the model's provider, and records
@@ -81,50 +85,20 @@ export function createActivities(deps: ActivityDeps) {
     stored: ImageTaskRecord | null,
     claim: () => Promise<void>,
   ): Promise<ImageDone> {
-    const base = { id: input.id, kind: 'image' as const, owner: input.owner, model: input.model };
-    // A task with a webhook keeps showing it (the delivery of this state has not begun).
-    const webhook = input.webhook ? { webhook: WEBHOOK_PENDING } : {};
     const timing = await upstream.timing(input, stored);
-    const running = (channel: string) =>
-      store.transition({
-        ...base,
-        status: 'running',
-        created_at: input.created_at,
-        finished_at: null,
-        candidates: null,
-        error: null,
-        ...timing,
-        channel,
-        ...webhook,
-      });
     const sent = await upstream.send(
       input,
       IMAGE_CALL,
-      running,
-      (model, signal, dispatching) => providers[model.provider].generate({ input, model, signal, dispatching }),
+      (channel) => store.transition(runningRecord(input, timing, channel)),
+      (model, signal, dispatching) => {
+        const provider = providerFor(providers, model.provider);
+        if (runsJobs(provider)) throw new Error(`${model.provider} runs jobs: its tasks take the job path`);
+        const key = upstreamKey(model, input.credential, keys);
+        return provider.generate({ input, model, signal, dispatching, ...(key ? { key } : {}) });
+      },
       { claim, stored },
     );
-    const result: GenerationResult = sent.value;
-    // The fields in the order the workflow wrote them before, so stored JSON keeps its shape.
-    const { candidates, ...rest } = result;
-    const record: ImageTaskRecord = {
-      ...base,
-      status: 'succeeded',
-      created_at: input.created_at,
-      finished_at: Math.floor(Date.now() / 1000),
-      candidates,
-      error: null,
-      ...rest,
-      ...timing,
-      channel: sent.channel,
-      ...webhook,
-    };
-    // Redis unreachable now must not cost the image (a retry would generate it again, or end a
-    // non-idempotent task uncertain): the workflow records it then, with its retries.
-    return settle(store, record).then(
-      (settled) => ({ ...settled, recorded: true }),
-      () => ({ record, recorded: false, written: false }),
-    );
+    return recordSucceeded(store, succeededRecord(input, sent.value, timing, sent.channel));
   }
 }
 

@@ -1,49 +1,63 @@
-// The provider contract: what an image or video provider implements. An image provider answers
-// within its call; a video provider runs a job (create, check, fetch, cancel) whose checks the
-// workflow spaces out on durable timers.
+// The provider contract: what an image or video provider implements. An upstream that answers
+// within its request is one call (`generate`); one that answers later is a job (create, check,
+// fetch, cancel) whose checks the workflow spaces out on durable timers. Video providers are jobs;
+// an image provider is either, whichever its upstream speaks.
 import type { ImageUpstream, VideoUpstream } from '../../src/config/models.js';
 import type { GenerationResult, ImageTaskInput } from '../../src/shared/image-task.js';
-import type { VideoCheck, VideoJob, VideoOutput, VideoResult, VideoTaskInput } from '../../src/shared/video-task.js';
+import type { JobCheck, JobOutput, UpstreamJob } from '../../src/shared/upstream-job.js';
+import type { VideoResult, VideoTaskInput } from '../../src/shared/video-task.js';
 import type { Dispatching } from '../upstream-call.js';
 
-export interface ImageCall {
-  input: ImageTaskInput;
+/** One call of a task's provider on one channel. */
+export interface ProviderCall<I, M> {
+  input: I;
   /** The model's settings with those of the channel the call goes to over them. */
-  model: ImageUpstream;
-  /** Aborts on the model's timeout or when Temporal cancels the attempt. */
-  signal: AbortSignal;
-  dispatching: Dispatching;
-}
-
-export interface ImageProvider {
-  generate(call: ImageCall): Promise<GenerationResult>;
-}
-
-export interface VideoCall {
-  input: VideoTaskInput;
-  /** The model's settings with those of the channel the call goes to over them. */
-  model: VideoUpstream;
+  model: M;
   /** The upstream key: the caller's (passthrough) or the configured one. */
   key?: string;
   /** Aborts on the model's per-call timeout or when Temporal cancels the attempt. */
   signal: AbortSignal;
 }
 
+/**
+ * A job: `create` asks for the work, `check` looks at it, `fetch` copies the finished outputs into
+ * Kiln's blob store (upstream links expire), `cancel` stops it. Only `create` may cost a second
+ * execution: `dispatching` must be awaited right before its request can reach the upstream (it
+ * makes `uncertain` decidable). `check`, `fetch` and `cancel` are reads, retried on passing faults.
+ */
+export interface JobProvider<C, F, X = object> {
+  create(call: C & { dispatching: Dispatching }): Promise<UpstreamJob>;
+  check(call: C & { job: UpstreamJob }): Promise<JobCheck>;
+  fetch(call: C & { job: UpstreamJob; outputs: JobOutput[] } & X): Promise<F>;
+  /** Stops the upstream job (the task was canceled); a provider whose upstream has no such call leaves it out. */
+  cancel?(call: C & { job: UpstreamJob }): Promise<void>;
+}
+
+export interface ImageCall extends ProviderCall<ImageTaskInput, ImageUpstream> {
+  dispatching: Dispatching;
+}
+
+/** An image upstream that answers within its request. */
+export interface ImageCallProvider {
+  generate(call: ImageCall): Promise<GenerationResult>;
+}
+
+export type ImageJobCall = ProviderCall<ImageTaskInput, ImageUpstream>;
+/** An image upstream that answers later: `fetch` answers with the images in Kiln's blob store. */
+export type ImageJobProvider = JobProvider<ImageJobCall, GenerationResult>;
+
+export type ImageProvider = ImageCallProvider | ImageJobProvider;
+
+export function runsJobs(p: ImageProvider): p is ImageJobProvider {
+  return 'create' in p;
+}
+
+export type VideoCall = ProviderCall<VideoTaskInput, VideoUpstream>;
+
 export interface VideoFinished {
   video_url?: string;
   results?: VideoResult[];
 }
 
-/** One provider speaks one upstream's create / check / fetch; the workflow waits between checks. */
-export interface VideoProvider {
-  /**
-   * `dispatching` must be awaited right before the create request can reach the upstream (it makes `uncertain`
-   * decidable).
-   */
-  create(call: VideoCall & { dispatching: Dispatching }): Promise<VideoJob>;
-  check(call: VideoCall & { job: VideoJob }): Promise<VideoCheck>;
-  /** Copies the finished outputs into Kiln's blob store, so links never expire with the upstream's. */
-  fetch(call: VideoCall & { job: VideoJob; outputs: VideoOutput[]; results: boolean }): Promise<VideoFinished>;
-  /** Stops the upstream job (the owner canceled the task); providers whose upstream has no such call leave it out. */
-  cancel?(call: VideoCall & { job: VideoJob }): Promise<void>;
-}
+/** `results`: the workflow-node form, which carries every output as `results[*].url`. */
+export type VideoProvider = JobProvider<VideoCall, VideoFinished, { results: boolean }>;

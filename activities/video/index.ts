@@ -14,6 +14,7 @@ import { TERMINAL_STATUSES } from '../../src/shared/task.js';
 import type { Closing } from '../../src/shared/closing.js';
 import { keepTiming, kindUpstream, type KindDeps } from '../upstream-call.js';
 import type { VideoCall, VideoFinished, VideoProvider } from '../providers/contract.js';
+import { providerFor } from '../image/jobs.js';
 
 export interface VideoActivityDeps extends KindDeps<VideoModel, VideoProvider> {
   /** Configured upstream keys (`credential: {env}`), by variable name. */
@@ -44,7 +45,7 @@ export function createVideoActivities(deps: VideoActivityDeps) {
     fn: (call: VideoCall, provider: VideoProvider) => Promise<T>,
   ): Promise<T> =>
     upstream.read(input, VIDEO_CALL, job.channel, (model, signal) =>
-      fn(callOf(input, model, signal), providers[model.provider]),
+      fn(callOf(input, model, signal), providerFor(providers, model.provider)),
     );
 
   return {
@@ -80,7 +81,7 @@ export function createVideoActivities(deps: VideoActivityDeps) {
           channel,
         });
       const sent = await upstream.send(input, VIDEO_CALL, running, (model, signal, dispatching) =>
-        providers[model.provider].create({ ...callOf(input, model, signal), dispatching }),
+        providerFor(providers, model.provider).create({ ...callOf(input, model, signal), dispatching }),
       );
       // The workflow keeps the timing and channel in the records it writes next (progress, outcome).
       return { ...sent.value, channel: sent.channel, timing };

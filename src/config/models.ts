@@ -11,6 +11,7 @@ import {
 } from './channels.js';
 import { PRO_SECONDS, PRO_SIZES } from '../shared/video-task.js';
 import { VEO_DEFAULT_SECONDS, veoRefusals } from '../shared/veo.js';
+import { IMAGE_PROVIDERS, imageRunsJobs, providerChecks, VIDEO_PROVIDERS } from './providers.js';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
@@ -26,7 +27,7 @@ const MiB = 1024 * 1024;
 
 const imageUpstream = {
   ...taskUpstreamFields,
-  provider: z.enum(['local', 'gemini']),
+  provider: z.enum(IMAGE_PROVIDERS),
   /** Download reference images in the activity and send them as base64 (else the URLs travel as they are). */
   inlineReferences: z.boolean().default(false),
   referenceMaxBytes: int(10 * MiB, 1),
@@ -43,7 +44,7 @@ const NodeFieldSchema = z.object({ nodeId: z.string().min(1).max(100), fieldName
 
 const videoUpstream = {
   ...taskUpstreamFields,
-  provider: z.enum(['local', 'openai-videos', 'workflow-node', 'gemini-veo']),
+  provider: z.enum(VIDEO_PROVIDERS),
   /** workflow-node: the upstream workflow and where prompt, image, seconds and size go. */
   workflowId: z.string().min(1).max(200).optional(),
   nodes: z
@@ -111,6 +112,10 @@ const ImageModelSchema = z.object({
    * the workflow task timeout (10 s) instead of the heartbeat timeout.
    */
   inline: z.boolean().default(false),
+  /** Providers that answer later (fal, replicate, dashscope): the durable timer between two checks of the job. */
+  pollIntervalMs: int(2000, 50),
+  /** Providers that answer later: whole-task budget from the workflow's start (failed / upstream_timeout past it). */
+  overallTimeoutMs: int(10 * 60_000, 1000),
 });
 
 /** Chat is synchronous (no workflow): its limits bound what one request may hold in memory. */
@@ -208,6 +213,7 @@ function resolveChannels(m: RawModel, issue: Issue): Model {
     ids.add(c.id);
     if (!c.provider) issue(at(i, 'provider'), 'each channel needs provider');
     else if (c.provider !== 'local' && !c.baseUrl) issue(at(i, 'baseUrl'), `${c.provider} needs baseUrl`);
+    if (c.provider) providerChecks(c, (f, msg) => issue(at(i, f), msg));
     if (m.kind === 'image' && m.inline) inlineChecks(c as ImageChannel, (f, msg) => issue(at(i, f), msg));
     if (m.kind === 'video')
       videoChecks(
@@ -217,6 +223,7 @@ function resolveChannels(m: RawModel, issue: Issue): Model {
         (f, msg) => issue(at(i, f), msg),
       );
   });
+  if (m.kind === 'image') jobChecks(m, channels, listed, issue);
   if (m.kind === 'video') {
     strictChecks(m, issue);
     veoChecks(videoOptions({ ...m, provider: providerOf(m, channels) } as VideoModel), channels, listed, issue);
@@ -227,6 +234,28 @@ function resolveChannels(m: RawModel, issue: Issue): Model {
 /** The model's provider: its own, else its first channel's (highest priority). */
 function providerOf(m: RawModel, channels: AnyChannel[]): string {
   return m.provider ?? [...channels].sort((a, b) => b.priority - a.priority)[0]!.provider;
+}
+
+const MAX_JOB_CHECKS = 5000;
+
+/** An image model's channels all answer within the call, or all run jobs: the workflow takes one path. */
+function jobChecks(m: Raw<typeof ImageModelSchema>, channels: AnyChannel[], listed: unknown, issue: Issue) {
+  const jobs = channels.filter((c) => imageRunsJobs(c.provider));
+  if (jobs.length && jobs.length < channels.length)
+    issue(
+      listed ? ['channels'] : ['provider'],
+      `channels whose upstream answers later (${[...new Set(jobs.map((c) => c.provider))].join(', ')}) ` +
+        'cannot share a model with channels that answer within the call',
+    );
+  if (jobs.length && m.inline) issue(['inline'], `${jobs[0]!.provider} runs jobs, which an inline model cannot`);
+  // Each check costs the workflow's history a timer and an activity: past Temporal's history limit
+  // a task could not end.
+  if (jobs.length && m.overallTimeoutMs / m.pollIntervalMs > MAX_JOB_CHECKS)
+    issue(
+      ['pollIntervalMs'],
+      `overallTimeoutMs / pollIntervalMs allows ${Math.ceil(m.overallTimeoutMs / m.pollIntervalMs)} checks of a job; ` +
+        `at most ${MAX_JOB_CHECKS}: raise pollIntervalMs or lower overallTimeoutMs`,
+    );
 }
 
 function inlineChecks(c: ImageChannel, issue: (field: string, message: string) => void) {

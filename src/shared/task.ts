@@ -53,6 +53,8 @@ export interface ActivityPolicy {
   maxAttempts: number;
   /** The upstream call runs as a local activity (image models with `inline: true`); absent otherwise. */
   inline?: boolean;
+  /** Image models whose provider answers later: the job's check interval and whole-task budget; absent otherwise. */
+  job?: { pollIntervalMs: number; overallTimeoutMs: number };
 }
 
 export const SEARCH_ATTRIBUTES = {

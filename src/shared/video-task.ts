@@ -2,6 +2,7 @@
 import type { ErrorBody } from './errors.js';
 import type { ActivityPolicy, TaskInput, TaskRecordTail, TaskStatus } from './task.js';
 import { WEBHOOK_PENDING } from './webhook-types.js';
+import type { JobCheck, JobOutput, UpstreamJob } from './upstream-job.js';
 
 /** The contract's strict rules for the pro model: any other value is refused before it can reach the upstream. */
 export const PRO_SECONDS = ['10', '15', '25'] as const;
@@ -55,25 +56,11 @@ export interface VideoRequest {
 
 export type VideoTaskInput = TaskInput<VideoRequest>;
 
-/** The upstream job a create call started. */
-export interface VideoJob {
-  upstreamId: string;
-  /** The channel that accepted the job: every later check, download and cancel goes there. */
-  channel?: string;
-  /** local provider: when the simulated render is done (epoch ms). */
-  readyAtMs?: number;
-  /** The create attempt's timing fields, for the records the workflow writes afterwards. */
-  timing?: { started_at: number; attempts: number };
-}
-
-export interface VideoOutput {
-  url: string;
-  fileType?: string;
-  nodeId?: string;
-}
-
+/** The upstream job of a video task (src/shared/upstream-job.ts). */
+export type VideoJob = UpstreamJob;
+export type VideoOutput = JobOutput;
 /** One look at the upstream job. */
-export type VideoCheck = { state: 'running'; progress?: number } | { state: 'completed'; outputs?: VideoOutput[] };
+export type VideoCheck = JobCheck;
 
 export interface VideoPolicy extends ActivityPolicy {
   /** Durable timer between two checks of the upstream job. */

@@ -21,6 +21,7 @@ import { finishedView, pollViews, taskLimiterKey, type ViewText } from './poll.j
 import { priorSubmit, replayedRecord } from './replay.js';
 import { startTask, type StartTask } from './start.js';
 import { taskSummary } from './summary.js';
+import { imageRunsJobs } from '../config/providers.js';
 
 /** Lookups in Temporal per read at most: a batch of unknown ids must not become a visibility scan. */
 const FALLBACK_LOOKUPS = 100;
@@ -186,6 +187,9 @@ export abstract class TaskService<R extends AnyTaskRecord> {
         maxAttempts: model.maxAttempts,
         // Only when set, so other tasks' input (and history) stays as it was.
         ...(model.kind === 'image' && model.inline ? { inline: true } : {}),
+        ...(model.kind === 'image' && imageRunsJobs(model.provider)
+          ? { job: { pollIntervalMs: model.pollIntervalMs, overallTimeoutMs: model.overallTimeoutMs } }
+          : {}),
       },
       activityQueue: modelTaskQueue(this.config.temporal.taskQueue, model.id),
     };

@@ -32,7 +32,7 @@ export interface ProviderDeps {
 }
 
 /** The image providers a worker runs, by the models file's `provider`. */
-export function imageProviders(deps: ProviderDeps): Record<ImageModel['provider'], ImageProvider> {
+export function imageProviders(deps: ProviderDeps): Partial<Record<ImageModel['provider'], ImageProvider>> {
   const { blobs, keys, fetchReference = referenceFetcher() } = deps;
   return {
     local: new LocalImageProvider(blobs),
@@ -41,7 +41,7 @@ export function imageProviders(deps: ProviderDeps): Record<ImageModel['provider'
 }
 
 /** The video providers a worker runs, by the models file's `provider`. */
-export function videoProviders(deps: ProviderDeps): Record<VideoModel['provider'], VideoProvider> {
+export function videoProviders(deps: ProviderDeps): Partial<Record<VideoModel['provider'], VideoProvider>> {
   const { blobs, env, fetchReference = referenceFetcher() } = deps;
   return {
     local: new LocalVideoProvider(blobs, ffmpegBinary(env)),

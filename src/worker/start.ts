@@ -67,7 +67,8 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     channels,
     origin,
     models: imageModels,
-    providers: imageProviders(providerDeps),
+    providers: available(imageModels, imageProviders(providerDeps)),
+    keys,
   });
   // The local providers draw their pictures with jimp (tens of MiB, loaded on first use): load it
   // now when a local model is configured, so no first task pays for it inside its upstream budget.
@@ -78,7 +79,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     channels,
     origin,
     models: videoModels,
-    providers: videoProviders(providerDeps),
+    providers: available(videoModels, videoProviders(providerDeps)),
     keys,
   });
   const webhooks = createWebhookActivities({
@@ -202,4 +203,15 @@ function reconciledCounter() {
     );
     counter.add(1, { kind: record.kind, how, outcome: record.status });
   };
+}
+
+/** The registry, once every channel of `models` names a provider it has: a worker fails fast otherwise. */
+function available<P>(
+  models: readonly { id: string; channels: { provider: string }[] }[],
+  registry: Partial<Record<string, P>>,
+) {
+  for (const m of models)
+    for (const c of m.channels)
+      if (!registry[c.provider]) throw new Error(`model ${m.id}: provider ${c.provider} is not built into this worker`);
+  return registry;
 }

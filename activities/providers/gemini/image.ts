@@ -10,7 +10,7 @@ import { fetchText, parseUpstreamJson } from '../../../src/upstreams/http.js';
 import { UpstreamFailure } from '../../../src/upstreams/failures.js';
 import { parseGeminiResult, type GeminiResponse } from './image-result.js';
 import { inlineReferences } from '../references.js';
-import type { ImageCall, ImageProvider } from '../contract.js';
+import type { ImageCall, ImageCallProvider } from '../contract.js';
 
 export interface GeminiDeps {
   blobs: BlobStore;
@@ -20,7 +20,7 @@ export interface GeminiDeps {
   fetchReference: SafeFetch;
 }
 
-export class GeminiImageProvider implements ImageProvider {
+export class GeminiImageProvider implements ImageCallProvider {
   constructor(private readonly deps: GeminiDeps) {}
 
   async generate({ input, model, signal, dispatching }: ImageCall): Promise<GenerationResult> {

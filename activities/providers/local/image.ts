@@ -4,9 +4,9 @@ import type { BlobStore } from '../../../src/blobs/local.js';
 import { abortableSleep } from '../../../src/shared/abortable-sleep.js';
 import type { GenerationResult } from '../../../src/shared/image-task.js';
 import { promptText } from '../../../src/shared/prompt.js';
-import type { ImageCall, ImageProvider } from '../contract.js';
+import type { ImageCall, ImageCallProvider } from '../contract.js';
 
-export class LocalImageProvider implements ImageProvider {
+export class LocalImageProvider implements ImageCallProvider {
   constructor(private readonly blobs: BlobStore) {}
 
   async generate({ input, model, signal, dispatching }: ImageCall): Promise<GenerationResult> {

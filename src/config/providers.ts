@@ -1,0 +1,51 @@
+// What the models file knows of each provider beside its name: the kinds it serves, whether its
+// image upstream answers later (a job) or within the request, and the fields a channel of it must
+// have. The worker's registry (src/worker/providers.ts) holds the code; this is the pure side the
+// API, the workflow policy and start-up checks read.
+
+export const IMAGE_PROVIDERS = ['local', 'gemini', 'openai-images', 'fal', 'replicate', 'dashscope'] as const;
+export const VIDEO_PROVIDERS = [
+  'local',
+  'openai-videos',
+  'workflow-node',
+  'gemini-veo',
+  'fal',
+  'replicate',
+  'dashscope',
+] as const;
+export type ImageProviderName = (typeof IMAGE_PROVIDERS)[number];
+export type VideoProviderName = (typeof VIDEO_PROVIDERS)[number];
+
+/** Image providers whose upstream answers later: their tasks create a job and check it on durable timers. */
+const IMAGE_JOB_PROVIDERS: ReadonlySet<string> = new Set<ImageProviderName>(['fal', 'replicate', 'dashscope']);
+
+export function imageRunsJobs(provider: string): boolean {
+  return IMAGE_JOB_PROVIDERS.has(provider);
+}
+
+/** What a provider's channel checks see: the channel's settings over its model's. */
+export interface CheckedChannel {
+  provider: string;
+  baseUrl?: string | undefined;
+  upstreamModel?: string | undefined;
+  [field: string]: unknown;
+}
+
+type ChannelCheck = (c: CheckedChannel, issue: (field: string, message: string) => void) => void;
+
+const needs =
+  (...fields: string[]): ChannelCheck =>
+  (c, issue) => {
+    for (const f of fields) if (c[f] === undefined || c[f] === '') issue(f, `${c.provider} needs ${f}`);
+  };
+
+/** A provider's own required fields, beyond `baseUrl` (which every provider but local needs). */
+const CHANNEL_CHECKS: Partial<Record<ImageProviderName | VideoProviderName, ChannelCheck>> = {
+  fal: needs('upstreamModel'),
+  replicate: needs('upstreamModel'),
+  dashscope: needs('upstreamModel'),
+};
+
+export function providerChecks(c: CheckedChannel, issue: (field: string, message: string) => void): void {
+  CHANNEL_CHECKS[c.provider as ImageProviderName]?.(c, issue);
+}

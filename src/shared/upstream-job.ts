@@ -1,0 +1,32 @@
+// A job an upstream runs after its create call answered (video tasks, and image models whose
+// provider answers later: fal, Replicate, DashScope): what the workflow keeps of it between checks.
+// Pure types: the workflow value-imports nothing from here.
+
+/** The upstream job a create call started. */
+export interface UpstreamJob {
+  upstreamId: string;
+  /** The channel that accepted the job: every later check, download and cancel goes there. */
+  channel?: string;
+  /**
+   * What the provider needs to find the job again beside its id, such as the status, result and
+   * cancel URLs fal's submit answers. Short strings only: they travel in the workflow's history.
+   */
+  refs?: Record<string, string>;
+  /** local provider: when the simulated render is done (epoch ms). */
+  readyAtMs?: number;
+  /** The create attempt's timing fields, for the records the workflow writes afterwards. */
+  timing?: { started_at: number; attempts: number };
+}
+
+/** One output of a finished job, at the upstream (copied into Kiln's blob store by `fetch`). */
+export interface JobOutput {
+  url: string;
+  fileType?: string;
+  nodeId?: string;
+}
+
+/**
+ * One look at the upstream job. A job that failed upstream is not a state: `check` throws the
+ * UpstreamFailure that names its code.
+ */
+export type JobCheck = { state: 'running'; progress?: number } | { state: 'completed'; outputs?: JobOutput[] };
