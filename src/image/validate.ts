@@ -6,6 +6,7 @@ import { referenceImages } from '../shared/prompt.js';
 import type { ImageRequest, Part } from '../shared/image-task.js';
 import { checkHttpUrl } from '../shared/http-url.js';
 import { chars, LIMITS } from '../shared/limits.js';
+import { refuseInexpressible } from './provider-options.js';
 
 /** True when a JSON value nests deeper than `max`; stops descending at that depth. */
 function deeperThan(v: unknown, max: number): boolean {
@@ -115,6 +116,7 @@ export function validateSubmit(raw: unknown, queryOutput: string | undefined, mo
     ...(body.tools ? { tools: body.tools } : {}),
     ...(body.systemInstruction ? { systemInstruction: body.systemInstruction } : {}),
   };
+  refuseInexpressible(request, model);
   const bytes = Buffer.byteLength(JSON.stringify(request));
   if (bytes > LIMITS.requestBytes) {
     throw new KilnError(
