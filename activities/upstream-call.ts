@@ -6,6 +6,8 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { routed, type Routed } from '../src/config/channels.js';
 import {
   CHANNEL_FAILOVER_FAILURE_TYPE,
+  CHANNEL_REFUSED_FAILURE_TYPE,
+  waitsOut,
   channelOf,
   movesOn,
   SUCCEEDED,
@@ -234,9 +236,17 @@ async function attemptOn<M extends CallModel<CallChannel>, T>(
     async (err, timedOut) => {
       const verdict = verdictOf(err, channel, { timedOut, canceled: ctx.cancellationSignal.aborted });
       how.judged(verdict);
+      const attempts = (task.route?.attempts ?? 0) + attempt;
       if (movesOn(verdict, { channel: channel.id, channels: model.channels, tried, pinned: how.pinned })) {
         await c.store.clearDispatched(task.id);
-        throw failover(channel.id, verdict, (task.route?.attempts ?? 0) + attempt, Date.now() - how.began);
+        throw failover(channel.id, verdict, attempts, Date.now() - how.began);
+      }
+      // Nowhere to move, but nothing was processed: the workflow waits and sends again.
+      if (waitsOut(verdict)) {
+        await c.store.clearDispatched(task.id);
+        // The task waits its turn again: `queued`, until the next attempt takes a channel.
+        await c.store.requeue(task.id);
+        throw failover(channel.id, verdict, attempts, Date.now() - how.began, CHANNEL_REFUSED_FAILURE_TYPE);
       }
       if (timedOut || !(err instanceof TransportFailure)) return;
       if (!err.dispatched) await c.store.clearDispatched(task.id);
@@ -274,12 +284,28 @@ async function read<M extends CallModel<CallChannel>, T>(
   );
 }
 
-/** The attempt's end that moves the task to another channel; the Web UI shows its message. */
-function failover(channel: string, v: Verdict, attempts: number, durationMs: number): ApplicationFailure {
-  const details: FailedOver = { channel, code: v.code, message: v.message.slice(0, 300), attempts, durationMs };
+/**
+ * The attempt's end that moves the task to another channel, or (CHANNEL_REFUSED) has it wait and
+ * come back; the Web UI shows its message.
+ */
+function failover(
+  channel: string,
+  v: Verdict,
+  attempts: number,
+  durationMs: number,
+  type = CHANNEL_FAILOVER_FAILURE_TYPE,
+): ApplicationFailure {
+  const details: FailedOver = {
+    channel,
+    code: v.code,
+    message: v.message.slice(0, 300),
+    attempts,
+    durationMs,
+    ...(v.retryAfterMs !== undefined ? { retryAfterMs: v.retryAfterMs } : {}),
+  };
   return ApplicationFailure.create({
     message: `${channel}: ${v.message}`,
-    type: CHANNEL_FAILOVER_FAILURE_TYPE,
+    type,
     nonRetryable: true,
     details: [details],
   });

@@ -22,7 +22,7 @@ export interface CallModel<C extends CallChannel> {
   channels: C[];
 }
 
-export type DispatchStore = Pick<TaskStore, 'dispatchedTo' | 'markDispatched' | 'clearDispatched' | 'get'>;
+export type DispatchStore = Pick<TaskStore, 'dispatchedTo' | 'markDispatched' | 'clearDispatched' | 'get' | 'requeue'>;
 
 /** The timing extension fields an attempt records: when the first attempt began, and this attempt's number. */
 export interface Timing {
@@ -83,6 +83,7 @@ export function patientStore(store: DispatchStore): DispatchStore {
     markDispatched: (id, attempt, channel) => patient(() => store.markDispatched(id, attempt, channel)),
     clearDispatched: (id) => patient(() => store.clearDispatched(id)),
     get: (id) => patient(() => store.get(id)),
+    requeue: (id) => patient(() => store.requeue(id)),
   };
 }
 

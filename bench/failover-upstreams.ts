@@ -46,6 +46,14 @@ export function flapping(name: string, windowMs: number, startedAt: () => number
   });
 }
 
+/** An upstream that refuses `share` of its requests at random with 503 "overloaded", Gemini's answer when busy. */
+export const overloaded = (name: string, share: number) =>
+  upstream(name, () =>
+    Math.random() < share
+      ? fail(503, 'The model is overloaded. Please try again later.')
+      : ok(undefined, { delayMs: 50 }),
+  );
+
 /** A request as one task's upstream saw it: where, when (ms after `since`) and what it was answered. */
 export interface TaskRequest {
   upstream: string;

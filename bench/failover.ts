@@ -2,11 +2,13 @@
 // server (bench/failover-upstreams.ts) that counts every request per task: `flapping` (10 s
 // windows, bad first: every other request refused 503 UNAVAILABLE; then all succeed after 50 ms),
 // `slow` (succeeds after 1.5 s), `healthy` (succeeds after 50 ms). Beside it, in the same run, the
-// baseline: a model whose only channel is another flapping fake. Tasks are submitted at a steady
+// baseline: a model whose only channel is another flapping fake, and a model whose only channel
+// refuses 30 % of its requests at random with 503 "overloaded" (refused calls wait and are sent again). Tasks are submitted at a steady
 // rate over BENCH_FAILOVER_SECONDS (default 120: 12 windows) and long-polled to their end.
-// Reports the success rate, the tasks that used more than one channel, the tasks sent twice to
-// one channel (must be 0: exits 1 otherwise), and latency against the tasks that succeeded on
-// their first attempt.
+// Reports the success rate, the tasks that used more than one channel, the tasks processed twice
+// by one channel (a second request that was not refused: must be 0), the one-channel overloaded
+// case's success (must be ≥ 99 %; exits 1 otherwise), and latency against the tasks that succeeded
+// on their first attempt.
 //
 // Starts its own redis-server, Temporal dev server, worker and API (scripts/stack.ts, tsx).
 import { execFileSync } from 'node:child_process';
@@ -17,6 +19,7 @@ import {
   countByUpstream,
   flapping,
   healthy,
+  overloaded,
   requestsByTask,
   requestSummary,
   slow,
@@ -31,6 +34,9 @@ const TASKS = Number(process.env.BENCH_FAILOVER_TASKS ?? 1000);
 const SECONDS = Number(process.env.BENCH_FAILOVER_SECONDS ?? 120);
 const BASELINE_TASKS = Number(process.env.BENCH_FAILOVER_BASELINE_TASKS ?? 300);
 const WINDOW_MS = Number(process.env.BENCH_FAILOVER_WINDOW_MS ?? 10_000);
+const OVERLOAD_TASKS = Number(process.env.BENCH_FAILOVER_OVERLOAD_TASKS ?? 200);
+const OVERLOAD_SHARE = 0.3;
+const OVERLOADED = 'bench-overloaded-one';
 const KEY = 'bench-failover-key-0000000000';
 const MODEL = 'bench-failover';
 const ALONE = 'bench-flapping-alone';
@@ -61,8 +67,9 @@ async function main() {
     healthy(),
     slow(),
     flapping('flapping-alone', WINDOW_MS, () => startedAt),
+    overloaded('overloaded', OVERLOAD_SHARE),
   ]);
-  const [flap, good, late, alone] = ups;
+  const [flap, good, late, alone, busy] = ups;
   const channel = (u: Upstream, priority: number, extra: Record<string, unknown> = {}) => ({
     id: u.name,
     provider: 'gemini',
@@ -82,6 +89,7 @@ async function main() {
       channels: [channel(flap, 1, FLAPPING_HEALTH), channel(good, 1), channel(late, 0)],
     },
     { id: ALONE, kind: 'image', channels: [channel(alone, 0, { ...FLAPPING_HEALTH, id: 'flapping' })] },
+    { id: OVERLOADED, kind: 'image', channels: [channel(busy, 0)] },
   ];
   const load = loadavg().map((l) => l.toFixed(1));
   const stack = await startStack({
@@ -131,13 +139,14 @@ async function main() {
     startedAt = Date.now();
     const schedule = (n: number, prefix: string, model: string) =>
       Array.from({ length: n }, (_, i) => sleep((i * SECONDS * 1000) / n).then(() => run(`${prefix}${i}`, model)));
-    const [ours, base] = await Promise.all([
+    const [ours, base, busyOnes] = await Promise.all([
       Promise.all(schedule(TASKS, 'f', MODEL)),
       Promise.all(schedule(BASELINE_TASKS, 'b', ALONE)),
+      Promise.all(schedule(OVERLOAD_TASKS, 'o', OVERLOADED)),
     ]);
     const wallS = (Date.now() - startedAt) / 1000;
     const reqs = requestsByTask(ups, startedAt);
-    process.exitCode = report({ main: ours, base, reqs, ups, wallS, load });
+    process.exitCode = report({ main: ours, base, busy: busyOnes, reqs, ups, wallS, load });
   } finally {
     await stack.stop();
     await Promise.all(ups.map((u) => u.fake.close()));
@@ -153,6 +162,7 @@ const pick = (v: { attempts?: number; channel?: string; error?: { code: string }
 function report(r: {
   main: Outcome[];
   base: Outcome[];
+  busy: Outcome[];
   reqs: Map<string, TaskRequest[]>;
   ups: Upstream[];
   wallS: number;
@@ -161,7 +171,9 @@ function report(r: {
   const reqsOf = (o: Outcome) => r.reqs.get(o.tag) ?? [];
   const channelsUsed = (o: Outcome) => countByUpstream(reqsOf(o)).size;
   const multi = (o: Outcome) => (o.attempts ?? 1) > 1 || channelsUsed(o) > 1;
-  const twice = (o: Outcome) => [...countByUpstream(reqsOf(o)).values()].some((n) => n >= 2);
+  // Processed twice: a channel took two requests of the task that it did not refuse.
+  const twice = (o: Outcome) =>
+    [...countByUpstream(reqsOf(o).filter((q) => q.answer !== '503')).values()].some((n) => n >= 2);
   const ok = (os: Outcome[]) => os.filter((o) => o.status === 'succeeded');
   const first = ok(r.main).filter((o) => !multi(o) && reqsOf(o).length === 1);
   const moved = r.main.filter(multi);
@@ -184,6 +196,9 @@ function report(r: {
   const rate = (os: Outcome[]) => `${fmt((100 * ok(os).length) / os.length, 1)} % (${ok(os).length})`;
   const twiceMain = r.main.filter(twice);
   const twiceBase = r.base.filter(twice);
+  const twiceBusy = r.busy.filter(twice);
+  const busyPct = (100 * ok(r.busy).length) / Math.max(1, r.busy.length);
+  const retried = r.busy.filter((o) => reqsOf(o).length > 1);
   const pctOf = (n: number, of: number) => `${n} (${fmt((100 * n) / of, 1)} %)`;
   const row = (cells: (string | number)[]) => `| ${cells.join(' | ')} |`;
   const temporal = execFileSync(binary('temporal', 'TEMPORAL_BIN'), ['--version']).toString().trim();
@@ -191,7 +206,7 @@ function report(r: {
   for (const o of ok(r.main)) served.set(o.channel ?? '?', (served.get(o.channel ?? '?') ?? 0) + 1);
   const failures = new Map<string, number>();
   for (const o of [...r.main, ...r.base].filter((x) => x.status !== 'succeeded')) {
-    const k = `${o.tag.startsWith('f') ? MODEL : ALONE}: ${o.status}${o.code ? ` ${o.code}` : ''}`;
+    const k = `${o.tag.startsWith('f') ? MODEL : o.tag.startsWith('o') ? OVERLOADED : ALONE}: ${o.status}${o.code ? ` ${o.code}` : ''}`;
     failures.set(k, (failures.get(k) ?? 0) + 1);
   }
   const successPct = (100 * ok(r.main).length) / r.main.length;
@@ -210,7 +225,7 @@ function report(r: {
       'Count',
       'Succeeded',
       'Used > 1 channel',
-      'Sent twice to one channel',
+      'Processed twice by one channel',
       'Latency p50 / p95 (ms)',
       'p95 added',
     ]),
@@ -235,6 +250,15 @@ function report(r: {
       added(moved),
     ]),
     row([
+      `\`${OVERLOADED}\`: one channel, ${OVERLOAD_SHARE * 100} % of requests 503 "overloaded"`,
+      r.busy.length,
+      `**${rate(r.busy)}** (${busyPct >= 99 ? 'met' : 'NOT met'})`,
+      `${pctOf(retried.length, Math.max(1, r.busy.length))} sent again after a refusal`,
+      `**${twiceBusy.length}**`,
+      lat(r.busy),
+      '—',
+    ]),
+    row([
       `\`${ALONE}\`: the flapping channel alone (baseline)`,
       r.base.length,
       `**${rate(r.base)}**`,
@@ -251,16 +275,19 @@ function report(r: {
   const odd = r.main.filter((o) => (o.attempts ?? 1) > 1 !== channelsUsed(o) > 1 || reqsOf(o).length === 0);
   if (odd.length)
     lines.push(`Attempts and requests disagree for ${odd.length} tasks, e.g. ${describe(odd[0], reqsOf(odd[0]))}.`);
-  for (const o of [...twiceMain, ...twiceBase].slice(0, 10)) lines.push(`SENT TWICE: ${describe(o, reqsOf(o))}`);
+  for (const o of [...twiceMain, ...twiceBase, ...twiceBusy].slice(0, 10))
+    lines.push(`PROCESSED TWICE: ${describe(o, reqsOf(o))}`);
   lines.push(
     '',
     `Summary: ${fmt(successPct, 1)} % of ${r.main.length} tasks succeeded over 3 channels ` +
       `(goal ≥ 99.5 %: ${successPct >= 99.5 ? 'met' : 'NOT met'}) against ${rate(r.base)} on the flapping channel alone; ` +
-      `${moved.length} used > 1 channel, ${twiceMain.length + twiceBase.length} sent twice to a non-idempotent channel; ` +
+      `${moved.length} used > 1 channel; one channel refusing ${OVERLOAD_SHARE * 100} % at random: ` +
+      `${fmt(busyPct, 1)} % succeeded (goal ≥ 99 %: ${busyPct >= 99 ? 'met' : 'NOT met'}); ` +
+      `${twiceMain.length + twiceBase.length + twiceBusy.length} processed twice by a non-idempotent channel; ` +
       `p95 ${added(r.main)} over first-attempt tasks.`,
   );
   console.log(lines.join('\n'));
-  return twiceMain.length + twiceBase.length > 0 ? 1 : 0;
+  return twiceMain.length + twiceBase.length + twiceBusy.length > 0 || busyPct < 99 ? 1 : 0;
 }
 
 const describe = (o: Outcome, reqs: TaskRequest[]) =>

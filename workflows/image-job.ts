@@ -23,7 +23,7 @@ export async function imageJob(task: ImageTaskInput, policy: JobPolicy, activity
   const deadlineMs = Date.now() + overallTimeoutMs;
   const upstream = proxyActivities<Activities>(cancelable(upstreamActivity(policy, activityQueue)));
   // A create that never answered is the caller's to classify (uncertain or not sent).
-  const job = await overChannels(task, upstream.createImageJob);
+  const job = await overChannels(task, upstream.createImageJob, policy.queueMs);
   try {
     for (;;) {
       const left = deadlineMs - Date.now();

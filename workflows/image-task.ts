@@ -87,7 +87,7 @@ export async function imageTaskWorkflow({
     // before the answer reaches this workflow.
     const done = policy.job
       ? await imageJob(task, { ...policy, job: policy.job }, activityQueue)
-      : await overChannels(task, generateImage);
+      : await overChannels(task, generateImage, policy.queueMs);
     record = done.record;
     // Redis failed the activity's write. The image exists: a cancel arriving now must not lose it.
     if (!done.recorded) await CancellationScope.nonCancellable(() => recordTransition(record));

@@ -6,6 +6,7 @@ import {
   CancellationScope,
   isCancellation,
   setCurrentDetails,
+  sleep,
   TimeoutFailure,
   upsertSearchAttributes,
   workflowInfo,
@@ -25,6 +26,8 @@ import type { ReachAnswer } from '../activities/upstream-call.js';
 import {
   attemptLog,
   CHANNEL_FAILOVER_FAILURE_TYPE,
+  CHANNEL_REFUSED_FAILURE_TYPE,
+  refusalWaitMs,
   trailAfter,
   type ChannelTrail,
   type FailedOver,
@@ -57,32 +60,56 @@ export function endedBefore<R>(err: unknown): R | null {
   return (cause.details?.[0] as R | undefined) ?? null;
 }
 
-/** The attempt moved the task to another channel: what happened on the one it left; null otherwise. */
-export function failedOver(err: unknown): FailedOver | null {
+/** The attempt moved the task to another channel (or was refused with none left, `type`): what happened; null otherwise. */
+export function failedOver(err: unknown, type = CHANNEL_FAILOVER_FAILURE_TYPE): FailedOver | null {
   const cause = err instanceof ActivityFailure ? err.cause : err;
-  if (!(cause instanceof ApplicationFailure) || cause.type !== CHANNEL_FAILOVER_FAILURE_TYPE) return null;
+  if (!(cause instanceof ApplicationFailure) || cause.type !== type) return null;
   return (cause.details?.[0] as FailedOver | undefined) ?? null;
 }
 
 /**
  * Runs `call` until an attempt ends other than by moving to another channel: each move goes into
  * the route the next call carries, and into the workflow's current details (the Web UI shows
- * "attempt 1 relay-a: upstream_rate_limited …").
+ * "attempt 1 relay-a: upstream_rate_limited …"). An attempt refused without processing where no
+ * channel is left to move to (busy, overloaded, rate limited, unreachable) waits on a durable timer
+ * (a capped, jittered doubling that honours Retry-After) and sends again over every channel, for
+ * at most `queueMs` from the first such refusal; then the task ends with that refusal's code.
  */
 export async function overChannels<I extends { route?: ChannelTrail }, O>(
   input: I,
   call: (input: I) => Promise<O>,
+  queueMs = 0,
 ): Promise<O> {
   const moves: FailedOver[] = [];
+  let refusedSince: number | undefined;
+  let refusals = 0;
   for (let next = input; ;) {
     try {
       return await call(next);
     } catch (err) {
       const moved = failedOver(err);
-      if (!moved) throw err;
-      moves.push(moved);
-      next = { ...next, route: trailAfter(next.route, moved) };
-      setCurrentDetails(attemptLog(moves));
+      if (moved) {
+        moves.push(moved);
+        next = { ...next, route: trailAfter(next.route, moved) };
+        setCurrentDetails(attemptLog(moves));
+        continue;
+      }
+      const refused = failedOver(err, CHANNEL_REFUSED_FAILURE_TYPE);
+      if (!refused) throw err;
+      moves.push(refused);
+      refusedSince ??= Date.now() - refused.durationMs;
+      const waitMs = refusalWaitMs(refusals++, refused.retryAfterMs, Math.random());
+      const waited = Date.now() - refusedSince;
+      if (waited + waitMs > queueMs)
+        throw ApplicationFailure.nonRetryable(
+          `${refused.message} (refused for ${waited} ms; the next try would pass the model's queue timeout, ` +
+            `${queueMs} ms)`,
+          refused.code,
+        );
+      setCurrentDetails(`${attemptLog(moves)}\nwaiting ${waitMs} ms before sending again`);
+      // Every channel may be tried again: the refusals were passing.
+      next = { ...next, route: { tried: [], attempts: refused.attempts } };
+      await sleep(waitMs);
     }
   }
 }

@@ -98,7 +98,7 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
     if (!job) {
       if (Date.now() >= deadlineMs) throw new OverallTimeout();
       try {
-        job = await overChannels(task, upstream.createVideo);
+        job = await overChannels(task, upstream.createVideo, policy.queueMs);
       } catch (err) {
         if (!canceledByOwner(err))
           outcome = await lostAfterSending(err, VIDEO_CALL, () => videoMayHaveReachedUpstream(task));

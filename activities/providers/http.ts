@@ -43,7 +43,8 @@ export async function requestJson(
 ): Promise<unknown> {
   const { res, text } = await fetchText(url, init);
   if (!res.ok) {
-    const retryAfter = res.status === 429 ? parseRetryAfter(res.headers.get('retry-after')) : undefined;
+    // A refusal's Retry-After (429, 503) sets how long the task waits before sending again.
+    const retryAfter = isRefusalStatus(res.status) ? parseRetryAfter(res.headers.get('retry-after')) : undefined;
     throw new HttpStatusFailure(
       res.status,
       `upstream answered ${res.status}: ${upstreamMessage(text, key)}`,

@@ -19,4 +19,6 @@ export interface FailedOver {
   /** Attempts made so far, this one included. */
   attempts: number;
   durationMs: number;
+  /** The upstream's Retry-After, when it gave one. */
+  retryAfterMs?: number;
 }

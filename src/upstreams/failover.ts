@@ -14,6 +14,13 @@ export type { ChannelTrail, FailedOver };
 /** ApplicationFailure type of an attempt that moves the task to another channel (details: FailedOver). */
 export const CHANNEL_FAILOVER_FAILURE_TYPE = 'channel_failover';
 
+/**
+ * ApplicationFailure type of an attempt refused without processing (busy, overloaded, rate limited,
+ * not reachable) with no other channel left to move to (details: FailedOver). The workflow waits
+ * (`refusalWaitMs`) and sends again, the task `queued` meanwhile, until the model's queue timeout.
+ */
+export const CHANNEL_REFUSED_FAILURE_TYPE = 'channel_refused';
+
 /** How a call ended, in routing's terms. */
 export interface Verdict {
   outcome: CallOutcome;
@@ -65,6 +72,32 @@ export function movesOn(
 ): boolean {
   if (!verdict.movable || at.pinned) return false;
   return at.channels.some((c) => c.id !== at.channel && !at.tried.includes(c.id));
+}
+
+/**
+ * Whether a call that ended with `verdict` and moved nowhere is worth sending again later: the
+ * request provably did not leave, or the upstream refused it without processing for a passing
+ * reason (rate limited, overloaded, unavailable). A refusal of the channel's credential or balance
+ * (auth_failed, insufficient_balance) lasts: it ends the task at once.
+ */
+export function waitsOut(verdict: Verdict): boolean {
+  if (verdict.outcome === 'not_sent') return true;
+  return verdict.outcome === 'refused' && PASSING_REFUSALS.has(verdict.code);
+}
+const PASSING_REFUSALS: ReadonlySet<string> = new Set(['upstream_rate_limited', 'upstream_error', 'upstream_timeout']);
+
+/** The first wait after a refusal, and the longest: a capped doubling, so a busy upstream is not hammered. */
+export const REFUSAL_WAIT = { firstMs: 1000, maxMs: 30_000 } as const;
+
+/**
+ * The wait before sending again after the `n`th refusal in a row (0-based): the doubling backoff,
+ * jittered over its upper half by `random` (0..1, so many refused tasks do not come back at once),
+ * and never shorter than the upstream's Retry-After.
+ */
+export function refusalWaitMs(n: number, retryAfterMs: number | undefined, random: number): number {
+  const capped = Math.min(REFUSAL_WAIT.maxMs, REFUSAL_WAIT.firstMs * 2 ** Math.min(n, 30));
+  const jittered = Math.round(capped * (0.5 + 0.5 * random));
+  return Math.max(jittered, retryAfterMs ?? 0);
 }
 
 /** The trail the next attempt carries once `moved` left a channel. */

@@ -9,7 +9,7 @@ export interface AnswerInfo {
   status?: number;
   /** An explicit refusal before any processing (429, 503, the channel's credential or balance). */
   refused?: boolean;
-  /** A 429's Retry-After. */
+  /** A refusal's Retry-After (429, 503). */
   retryAfterMs?: number;
 }
 

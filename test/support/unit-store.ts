@@ -66,6 +66,15 @@ export class MemoryStore extends TaskKeys implements TaskStore {
     return this.write(record, true);
   }
 
+  async requeue(id: string): Promise<boolean> {
+    this.check();
+    const prev = this.records.get(id);
+    if (prev?.status !== 'running') return false;
+    this.records.set(id, { ...structuredClone(prev), status: 'queued' });
+    this.writes.push(`${id} queued`);
+    return true;
+  }
+
   private async write(record: AnyTaskRecord, strict: boolean): Promise<boolean> {
     this.check();
     if (this.tombstones.has(record.id)) return false;

@@ -64,9 +64,11 @@ export class GeminiImageProvider implements ImageCallProvider {
         const code = statusToCode(res.status);
         // A 5xx reached the upstream; only an idempotent one may safely receive the request again.
         const retryable = code === 'upstream_error' && res.status >= 500 && model.idempotent;
+        const retryAfter = res.status === 503 ? parseRetryAfter(res.headers.get('retry-after')) : undefined;
         throw new UpstreamFailure(code, `upstream answered ${res.status}: ${upstreamMessage(text, key)}`, retryable, {
           status: res.status,
           refused: isRefusalStatus(res.status),
+          ...(retryAfter !== undefined ? { retryAfterMs: retryAfter * 1000 } : {}),
         });
       }
       const result = await parseGeminiResult(parseUpstreamJson<GeminiResponse>(text), this.deps.blobs);

@@ -51,6 +51,11 @@ export const scriptsOf = (client: RedisClient | ChainableCommander) => client as
 
 export const nowSeconds = () => Math.floor(Date.now() / 1000);
 
+export type WriteMode = 'forward' | 'strict' | 'requeue';
+
+/** TRANSITION's and RECORD's strict flag for each mode. */
+export const WRITE_FLAG: Record<WriteMode, string> = { forward: '0', strict: '1', requeue: '2' };
+
 export abstract class RedisTaskStore extends TaskKeys {
   readonly redis: RedisClient;
   readonly finished?: FinishedViews;
@@ -108,15 +113,24 @@ export abstract class RedisTaskStore extends TaskKeys {
     };
   }
 
-  /** A transition; `strict`: only over no record or one of a lower rank (TRANSITION's strict flag). */
-  protected abstract write(record: AnyTaskRecord, strict: boolean): Promise<boolean>;
+  /**
+   * A transition, by TRANSITION's strict flag: `forward` over a lower rank or the same unfinished
+   * state, `strict` over no record or a lower rank only, `requeue` also from running back to queued.
+   */
+  protected abstract write(record: AnyTaskRecord, mode: WriteMode): Promise<boolean>;
 
   transition(record: AnyTaskRecord): Promise<boolean> {
-    return this.write(record, false);
+    return this.write(record, 'forward');
   }
 
   restore(record: AnyTaskRecord): Promise<boolean> {
-    return this.write(record, true);
+    return this.write(record, 'strict');
+  }
+
+  async requeue(id: string): Promise<boolean> {
+    const stored = await this.get(id);
+    if (stored?.status !== 'running') return false;
+    return this.write({ ...stored, status: 'queued' }, 'requeue');
   }
 
   /** The gauge key that holds (or would hold) `id`'s reservation. */

@@ -13,6 +13,8 @@ import {
   scriptsOf,
   STALE_RESERVATION_SECONDS,
   type TaskStoreOptions,
+  WRITE_FLAG,
+  type WriteMode,
 } from './base.js';
 import { perNode, replicated } from './cluster-ops.js';
 import { pageOf, READ_REPLY, storedView, TRANSITION_REPLY } from './replies.js';
@@ -57,11 +59,11 @@ export class ClusterTaskStore extends RedisTaskStore implements TaskStore {
    * The record first, then the owner index, list item and gauge from the record as stored: if one
    * of them fails this throws, and running the transition again completes them.
    */
-  protected async write(record: AnyTaskRecord, strict: boolean): Promise<boolean> {
+  protected async write(record: AnyTaskRecord, mode: WriteMode): Promise<boolean> {
     const t = this.transitionArgs(record);
     const taskKey = this.taskKey(record.id);
     const [applied, status, storedItem, expiresAtMs] = (await replicated(this.cluster, taskKey, (p) =>
-      scriptsOf(p).kilnRecord(taskKey, ...t.args, strict ? '1' : '0'),
+      scriptsOf(p).kilnRecord(taskKey, ...t.args, WRITE_FLAG[mode]),
     )) as [number, TaskStatus | null, string, number];
     // No status: the task was deleted (a tombstone, scripts.ts DELETE_TASK); its owner's keys stay
     // unlisted (again, if this write is the repeat of one that failed after listing it: see below).
@@ -83,6 +85,7 @@ export class ClusterTaskStore extends RedisTaskStore implements TaskStore {
           STATUS_RANK[status],
           String(expiresAtMs).padStart(13, '0'),
           storedItem,
+          mode === 'requeue' && applied === TRANSITION_REPLY.applied ? '1' : '0',
         ),
       ),
       TERMINAL_STATUSES.includes(status) ? replicated(this.cluster, shard, (p) => p.zrem(shard, record.id)) : null,

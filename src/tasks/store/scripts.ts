@@ -12,6 +12,7 @@ import {
   TOMBSTONE_RANK,
   TRANSITION_REPLY,
 } from './replies.js';
+import { STATUS_RANK } from '../../shared/task.js';
 
 // Lua shared by the scripts that keep or read an owner's list items: a hash in the owner's slot,
 // id -> "<rank>:<expiry ms, 13 digits>:<item>", beside the owner index (a sorted set of
@@ -69,12 +70,14 @@ end`;
 // so nothing can read it. A write that changes the status publishes "<id> <status>" on the wait
 // channel, after the write, so a woken waiter reads the new view. A strict write ('1': a record
 // rebuilt from Temporal) never replaces a state of the same rank either: the one stored is as new
-// and knows more (a running task's progress).
+// and knows more (a running task's progress). A requeue ('2': a call refused without processing,
+// waiting to be sent again) is the one write that moves a task back: from running to queued only.
 export const TRANSITION = `${OWNER_ITEMS}
 local h = redis.call('HMGET', KEYS[1], 'r', 's')
 local cur = h[1]
 local rank = tonumber(ARGV[3])
-if cur and (tonumber(cur) > rank or (tonumber(cur) == rank and (ARGV[5] == '1' or ARGV[14] == '1'))) then return ${TRANSITION_REPLY.stale} end
+local back = ARGV[14] == '2' and cur and tonumber(cur) == ${STATUS_RANK.running} and rank == ${STATUS_RANK.queued}
+if cur and not back and (tonumber(cur) > rank or (tonumber(cur) == rank and (ARGV[5] == '1' or ARGV[14] == '1'))) then return ${TRANSITION_REPLY.stale} end
 redis.call('HSET', KEYS[1], 'j', ARGV[1], 's', ARGV[2], 'r', ARGV[3], 'v', ARGV[6], 'o', ARGV[8], 'k', ARGV[9])
 redis.call('HDEL', KEYS[1], 'l')
 if h[2] ~= ARGV[2] then redis.call('PUBLISH', ARGV[10], ARGV[11] .. ' ' .. ARGV[2]) end
@@ -144,7 +147,7 @@ end)
 return out or entries`;
 
 // Cluster mode, step 1 of a transition. KEYS: task hash. ARGV: json, status, rank, ttl, terminal
-// flag, public view, list item, owner, kind, wait channel, id, strict flag. The same forward-only
+// flag, public view, list item, owner, kind, wait channel, id, strict flag ('2': requeue). The same forward-only
 // rule (strict included) and status message as TRANSITION (on a cluster PUBLISH reaches every node's subscribers over the bus). Replies
 // {applied, stored status, stored list item, stored record's expiry in ms}: what the later steps
 // write is the stored record's, so running them again after any write, even a stale one, repairs
@@ -153,7 +156,8 @@ export const RECORD = `${OWNER_ITEMS}
 local was = redis.call('HMGET', KEYS[1], 'r', 's')
 local cur = was[1]
 local applied = ${TRANSITION_REPLY.stale}
-if not cur or tonumber(cur) < tonumber(ARGV[3]) or (tonumber(cur) == tonumber(ARGV[3]) and ARGV[5] ~= '1' and ARGV[12] ~= '1') then
+local back = ARGV[12] == '2' and cur and tonumber(cur) == ${STATUS_RANK.running} and tonumber(ARGV[3]) == ${STATUS_RANK.queued}
+if not cur or back or tonumber(cur) < tonumber(ARGV[3]) or (tonumber(cur) == tonumber(ARGV[3]) and ARGV[5] ~= '1' and ARGV[12] ~= '1') then
   redis.call('HSET', KEYS[1], 'j', ARGV[1], 's', ARGV[2], 'r', ARGV[3], 'v', ARGV[6], 'o', ARGV[8], 'k', ARGV[9])
   if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'l', ARGV[7]) end
   redis.call('EXPIRE', KEYS[1], ARGV[4])
@@ -167,13 +171,14 @@ return {applied, h[1], h[2] or '', now_ms() + pttl}`;
 
 // Cluster mode, step 2. KEYS: owner index, owner's list items (hash: id -> "<rank>:<expiry ms, 13
 // digits>:<item>"), both in the owner's slot. ARGV: index member, trim bound, ttl, id, rank,
-// expiry, item. Idempotent: the item is replaced only by a later state of the record (higher rank,
+// expiry, item, and '1' after an applied requeue (its item goes from running back to queued). Idempotent: the item is replaced only by a later state of the record (higher rank,
 // or the same rank written later), and trimmed index members take their items with them.
 export const OWNER_STEP = `${OWNER_ITEMS}
 if ARGV[7] ~= '' then
   local cur = redis.call('HGET', KEYS[2], ARGV[4])
   local rank = tonumber(ARGV[5])
-  if not cur or entry_rank(cur) < rank or (entry_rank(cur) == rank and entry_expiry(cur) < tonumber(ARGV[6])) then
+  local back = ARGV[8] == '1' and entry_rank(cur or '0') == ${STATUS_RANK.running} and rank == ${STATUS_RANK.queued}
+  if not cur or back or entry_rank(cur) < rank or (entry_rank(cur) == rank and entry_expiry(cur) < tonumber(ARGV[6])) then
     redis.call('HSET', KEYS[2], ARGV[4], entry(rank, tonumber(ARGV[6]), ARGV[7]))
   end
 end

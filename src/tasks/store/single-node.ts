@@ -3,7 +3,8 @@
 // atomic and a list page can fall back to task hashes written by older releases.
 import type { Redis } from 'ioredis';
 import type { AnyTaskRecord } from '../../shared/records.js';
-import { MISSING_TTL_MS, nowSeconds, RedisTaskStore, STALE_RESERVATION_SECONDS } from './base.js';
+import { MISSING_TTL_MS, nowSeconds, RedisTaskStore, STALE_RESERVATION_SECONDS, WRITE_FLAG } from './base.js';
+import type { WriteMode } from './base.js';
 import type { TaskStoreOptions } from './base.js';
 import { pageOf, RESERVATION, TRANSITION_REPLY } from './replies.js';
 import { LIST, PAGE, RESERVE, TRANSITION } from './scripts.js';
@@ -31,7 +32,7 @@ export class SingleNodeTaskStore extends RedisTaskStore implements TaskStore {
     return '';
   }
 
-  protected async write(record: AnyTaskRecord, strict: boolean): Promise<boolean> {
+  protected async write(record: AnyTaskRecord, mode: WriteMode): Promise<boolean> {
     const { args, member, trimBound } = this.transitionArgs(record);
     const r = await this.scripts.kilnTransition(
       this.taskKey(record.id),
@@ -41,7 +42,7 @@ export class SingleNodeTaskStore extends RedisTaskStore implements TaskStore {
       ...args,
       member,
       trimBound,
-      strict ? '1' : '0',
+      WRITE_FLAG[mode],
     );
     return r === TRANSITION_REPLY.applied;
   }

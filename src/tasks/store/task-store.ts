@@ -51,6 +51,11 @@ export interface TaskStore {
    * knows more. True when written; a caller that sees it fail runs it again, as a transition.
    */
   restore(record: AnyTaskRecord): Promise<boolean>;
+  /**
+   * Moves a running task back to queued: its upstream call was refused without processing and it
+   * waits to be sent again. The one write that moves a task backwards; false when it was not running.
+   */
+  requeue(id: string): Promise<boolean>;
   get(id: string): Promise<ImageTaskRecord | null>;
   /** The record as a transition stores it: a finished video with its `expires_at`. */
   withExpiry<R extends AnyTaskRecord>(record: R): R;

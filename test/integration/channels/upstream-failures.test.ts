@@ -28,13 +28,22 @@ beforeAll(async () => {
   kiln = await startKiln({
     env: { FAKE_KEY: CONFIGURED_KEY },
     models: [
-      // Non-idempotent: anything after dispatch without an answer is uncertain.
-      { ...gemini, id: 'g-main', upstreamModel: 'gemini-fake-image', maxAttempts: 3, idempotent: false },
+      // Non-idempotent: anything after dispatch without an answer is uncertain. queueTimeoutMs 0 (here
+      // and g-refused): a refusal ends the task at once, so each answer's mapping is read (the wait
+      // and resend: refusal-wait.test.ts).
+      {
+        ...gemini,
+        id: 'g-main',
+        upstreamModel: 'gemini-fake-image',
+        maxAttempts: 3,
+        idempotent: false,
+        queueTimeoutMs: 0,
+      },
       { ...gemini, id: 'g-idem', maxAttempts: 3, idempotent: true },
       { ...gemini, id: 'g-env', credential: { env: 'FAKE_KEY' }, maxAttempts: 1 },
       { ...gemini, id: 'g-once', maxAttempts: 1, idempotent: false },
       { ...gemini, id: 'g-slow', timeoutMs: 1000, maxAttempts: 3 },
-      { ...gemini, id: 'g-refused', baseUrl: refusedUrl, maxAttempts: 2, idempotent: false },
+      { ...gemini, id: 'g-refused', baseUrl: refusedUrl, maxAttempts: 2, idempotent: false, queueTimeoutMs: 0 },
     ],
   });
 });
@@ -268,7 +277,7 @@ describe('gemini provider: upstream error statuses', () => {
     const task = await finish(id);
     expectFailed(task, code, message);
     expect(task.error.message).toContain(String(status));
-    // A refusal is an answer: it is not resent.
+    // With no time to wait (queueTimeoutMs 0) a refusal is the task's answer: it is not resent.
     expect(fake.requests).toHaveLength(1);
   });
 });
@@ -360,14 +369,12 @@ describe('gemini provider: timeouts, dropped connections, retries', () => {
     expect(await lastActivityAttempt(id)).toBe(2);
   });
 
-  it(
-    'retries a refused connection (nothing dispatched) ' + 'and then fails with upstream_error, not uncertain',
-    async () => {
-      const id = await submit('g-refused');
-      const task = await finish(id);
-      expectFailed(task, 'upstream_error', 'ECONNREFUSED');
-      expect(await lastActivityAttempt(id)).toBe(2);
-      expect(fake.requests).toHaveLength(0);
-    },
-  );
+  it('a refused connection (nothing dispatched) with no time to wait fails with upstream_error, not uncertain', async () => {
+    const id = await submit('g-refused');
+    const task = await finish(id);
+    expectFailed(task, 'upstream_error', 'ECONNREFUSED');
+    // Not Temporal's retry: the workflow decides whether to wait and send again (queueTimeoutMs).
+    expect(await lastActivityAttempt(id)).toBe(1);
+    expect(fake.requests).toHaveLength(0);
+  });
 });

@@ -39,13 +39,16 @@ export async function startVideoKiln(): Promise<{ kiln: Kiln; fake: FakeVideos }
         seconds: ['2'],
       },
       { ...oa, id: 'v-pro', strict: true, upstreamModel: 'sora-2-pro', idempotent: false },
-      { ...oa, id: 'v-oa', upstreamModel: 'sora-2', idempotent: false, maxAttempts: 2 },
+      // queueTimeoutMs 0 (v-oa, v-node): a refusal ends the task at once, so tests read each answer's
+      // mapping (the wait and resend: test/integration/channels/refusal-wait.test.ts).
+      { ...oa, id: 'v-oa', upstreamModel: 'sora-2', idempotent: false, maxAttempts: 2, queueTimeoutMs: 0 },
       { ...oa, id: 'v-oa-idem', idempotent: true },
       { ...oa, id: 'v-oa-slow', pollIntervalMs: 300, overallTimeoutMs: 2500 },
       {
         ...quick,
         id: 'v-node',
         kind: 'video',
+        queueTimeoutMs: 0,
         provider: 'workflow-node',
         baseUrl: fake.baseUrl,
         workflowId: '1904136902449209346',

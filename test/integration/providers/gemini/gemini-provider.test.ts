@@ -19,8 +19,16 @@ beforeAll(async () => {
   const gemini = fakeGeminiModel(fake);
   kiln = await startKiln({
     models: [
-      { ...gemini, id: 'p-main', idempotent: false, maxAttempts: 3, rateLimitRetries: 2, rateLimitBackoffMs: 200 },
-      { ...gemini, id: 'p-norl', idempotent: false, rateLimitRetries: 0 },
+      {
+        ...gemini,
+        id: 'p-main',
+        idempotent: false,
+        maxAttempts: 3,
+        rateLimitRetries: 2,
+        rateLimitBackoffMs: 200,
+        queueTimeoutMs: 0,
+      },
+      { ...gemini, id: 'p-norl', idempotent: false, rateLimitRetries: 0, queueTimeoutMs: 0 },
       { ...gemini, id: 'p-idem', idempotent: true, maxAttempts: 3 },
       { ...gemini, id: 'p-cap', concurrency: 2, timeoutMs: 20_000 },
     ],

@@ -42,7 +42,9 @@ beforeAll(async () => {
     log: pino({ level: 'trace' }, sink),
     env: { REFERENCE_FETCH_ALLOW: '127.0.0.2' },
     models: [
-      { ...quick, ...veo, id: 'veo', sizes: ['1280x720', '720x1280', '1920x1080', '1080x1920'] },
+      // queueTimeoutMs 0: a refusal ends the task at once, so the mapping of each answer is read (the
+      // wait and resend: test/integration/channels/refusal-wait.test.ts).
+      { ...quick, ...veo, id: 'veo', queueTimeoutMs: 0, sizes: ['1280x720', '720x1280', '1920x1080', '1080x1920'] },
       {
         ...quick,
         id: 'veo-fo',
