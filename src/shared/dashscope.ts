@@ -82,7 +82,11 @@ export function dashscopeImageTask(
   const maxN = qwen ? 1 : WAN_MAX_N;
   if (n !== undefined) {
     if (!Number.isInteger(n) || (n as number) < 1 || (n as number) > maxN)
-      return refusal('generationConfig.candidateCount', n, Array.from({ length: maxN }, (_, i) => String(i + 1)));
+      return refusal(
+        'generationConfig.candidateCount',
+        n,
+        Array.from({ length: maxN }, (_, i) => String(i + 1)),
+      );
     parameters.n = n;
   }
   if (gc.seed !== undefined) {
@@ -149,14 +153,20 @@ export function dashscopeVideoTask(
   // Image-to-video takes a resolution tier; the picture itself sets the aspect ratio.
   const tier = i2v ? I2V_RESOLUTIONS[Math.min(width, height)] : undefined;
   if (i2v && !tier) return refusal('size', request.size, I2V_SIZES);
-  const input: Record<string, unknown> = { prompt: request.prompt, ...(request.image ? { img_url: request.image } : {}) };
+  const input: Record<string, unknown> = {
+    prompt: request.prompt,
+    ...(request.image ? { img_url: request.image } : {}),
+  };
   return {
     task: {
       path: 'video-generation/video-synthesis',
       body: {
         model: upstreamModel,
         input,
-        parameters: { ...(tier ? { resolution: tier } : { size: `${width}*${height}` }), duration: Number(request.seconds) },
+        parameters: {
+          ...(tier ? { resolution: tier } : { size: `${width}*${height}` }),
+          duration: Number(request.seconds),
+        },
       },
     },
   };

@@ -113,7 +113,10 @@ function parseError(text: string): { code?: string; message?: string } {
 export function taskFailed(code: string | undefined, message: string | undefined, key?: string): UpstreamFailure {
   const c = code ?? 'unknown';
   const text = upstreamMessage(JSON.stringify({ error: { message: message ?? 'no message' } }), key);
-  return new UpstreamFailure(codeOf(undefined, c, message ?? ''), `the upstream task failed (${c.slice(0, 60)}): ${text}`);
+  return new UpstreamFailure(
+    codeOf(undefined, c, message ?? ''),
+    `the upstream task failed (${c.slice(0, 60)}): ${text}`,
+  );
 }
 
 const api = (call: DashScopeCall) => `${call.model.baseUrl!.replace(/\/+$/, '')}/api/v1`;
@@ -125,11 +128,16 @@ function headers(call: DashScopeCall, json: boolean): Record<string, string> {
   };
 }
 
-async function send(url: string, init: RequestInit & { signal: AbortSignal }, key?: string): Promise<DashScopeTaskAnswer> {
+async function send(
+  url: string,
+  init: RequestInit & { signal: AbortSignal },
+  key?: string,
+): Promise<DashScopeTaskAnswer> {
   const { res, text } = await fetchText(url, init);
   if (!res.ok) throw new DashScopeFailure(res.status, text, key, res.headers.get('retry-after'));
   const body = parseUpstreamJson<DashScopeTaskAnswer>(text);
-  if (!body || typeof body !== 'object') throw new UpstreamFailure('upstream_error', 'upstream answered JSON that is not a task');
+  if (!body || typeof body !== 'object')
+    throw new UpstreamFailure('upstream_error', 'upstream answered JSON that is not a task');
   return body;
 }
 
@@ -176,7 +184,10 @@ export async function readTask(
     case 'CANCELED':
       throw new UpstreamFailure('upstream_error', 'the upstream task was canceled there');
     case 'UNKNOWN':
-      throw new UpstreamFailure('upstream_error', 'the upstream no longer knows the task (expired after 24 h, or never created)');
+      throw new UpstreamFailure(
+        'upstream_error',
+        'the upstream no longer knows the task (expired after 24 h, or never created)',
+      );
     default:
       throw new UpstreamFailure(
         'upstream_error',
@@ -190,7 +201,11 @@ export async function readTask(
  * refused (400 UnsupportedOperation), which Kiln reports as a job it could not stop.
  */
 export async function cancelTask(call: DashScopeCall, job: UpstreamJob): Promise<void> {
-  await send(`${taskUrl(call, job)}/cancel`, { method: 'POST', headers: headers(call, false), signal: call.signal }, call.key);
+  await send(
+    `${taskUrl(call, job)}/cancel`,
+    { method: 'POST', headers: headers(call, false), signal: call.signal },
+    call.key,
+  );
 }
 
 function taskUrl(call: DashScopeCall, job: UpstreamJob): string {

@@ -11,7 +11,12 @@ import type { ImageJobCall, ImageJobProvider } from '../contract.js';
 import type { Dispatching } from '../../upstream-call.js';
 import { cancelTask, createTask, readTask, taskFailed } from './api.js';
 
-const IMAGE_TYPES: Record<string, string> = { png: 'image/png', jpg: 'image/jpeg', jpeg: 'image/jpeg', webp: 'image/webp' };
+const IMAGE_TYPES: Record<string, string> = {
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  webp: 'image/webp',
+};
 
 export class DashScopeImageProvider implements ImageJobProvider {
   constructor(private readonly blobs: BlobStore) {}
@@ -49,7 +54,10 @@ export class DashScopeImageProvider implements ImageJobProvider {
       const type = out.fileType ?? 'png';
       const stored = await copyToBlobs(this.blobs, out.url, type, call.signal);
       candidates.push({
-        content: { role: 'model', parts: [{ inlineData: { mimeType: IMAGE_TYPES[type] ?? 'image/png', data: stored.url } }] },
+        content: {
+          role: 'model',
+          parts: [{ inlineData: { mimeType: IMAGE_TYPES[type] ?? 'image/png', data: stored.url } }],
+        },
         finishReason: 'STOP',
         index,
       });

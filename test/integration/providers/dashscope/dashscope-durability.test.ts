@@ -13,7 +13,13 @@ const children: ChildProcess[] = [];
 
 beforeAll(async () => {
   fake = await startFakeDashScope();
-  const common = { provider: 'dashscope', baseUrl: fake.baseUrl, pollIntervalMs: 100, heartbeatTimeoutMs: 1000, timeoutMs: 5000 };
+  const common = {
+    provider: 'dashscope',
+    baseUrl: fake.baseUrl,
+    pollIntervalMs: 100,
+    heartbeatTimeoutMs: 1000,
+    timeoutMs: 5000,
+  };
   kiln = await startKiln({
     workers: false,
     models: [
@@ -37,7 +43,10 @@ describe('dashscope jobs survive a worker killed with SIGKILL', () => {
     fake.setScript(script);
     const first = await worker();
     const call = http(kiln.baseUrl);
-    const image = await call('/v1beta/models/wan:generateContent', { method: 'POST', json: submitBody('a durable fox') });
+    const image = await call('/v1beta/models/wan:generateContent', {
+      method: 'POST',
+      json: submitBody('a durable fox'),
+    });
     expect(image.status, image.text).toBe(202);
     const video = await call('/v1/videos', { method: 'POST', json: { model: 'wan-t2v', prompt: 'a durable heron' } });
     expect(video.status, video.text).toBe(200);

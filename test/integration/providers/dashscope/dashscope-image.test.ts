@@ -96,7 +96,10 @@ describe('dashscope images', () => {
       contents: [
         {
           role: 'user',
-          parts: [{ text: 'make it snow' }, { inlineData: { mimeType: 'image/png', data: 'https://img.example.com/a.png' } }],
+          parts: [
+            { text: 'make it snow' },
+            { inlineData: { mimeType: 'image/png', data: 'https://img.example.com/a.png' } },
+          ],
         },
       ],
       generationConfig: { imageConfig: { output: 'url' } },
@@ -104,7 +107,10 @@ describe('dashscope images', () => {
     const task = await steps.finish(await steps.submit('wan-edit', body));
     expect(task.status).toBe('succeeded');
     expect(fake.creates()[0]!.path).toBe('/api/v1/services/aigc/image2image/image-synthesis');
-    expect(fake.creates()[0]!.body.input).toEqual({ prompt: 'make it snow', images: ['https://img.example.com/a.png'] });
+    expect(fake.creates()[0]!.body.input).toEqual({
+      prompt: 'make it snow',
+      images: ['https://img.example.com/a.png'],
+    });
   });
 
   it('refuses at submit what DashScope cannot express, naming the field and the allowed values', async () => {
@@ -116,12 +122,18 @@ describe('dashscope images', () => {
     const cases: [string, unknown, RegExp][] = [
       ['qwen', gc({ imageConfig: { aspectRatio: '21:9', output: 'url' } }), /aspectRatio "21:9".*allowed: 1:1, 16:9/],
       ['qwen', gc({ candidateCount: 2 }), /candidateCount "2".*allowed: 1/],
-      ['wan', gc({ imageConfig: { aspectRatio: '1:1', imageSize: '2K', output: 'url' }, temperature: 1 }), /temperature/],
+      [
+        'wan',
+        gc({ imageConfig: { aspectRatio: '1:1', imageSize: '2K', output: 'url' }, temperature: 1 }),
+        /temperature/,
+      ],
       ['wan', submitBody('x', { tools: [{ googleSearch: {} }] }), /tools/],
       [
         'qwen',
         submitBody('x', {
-          contents: [{ role: 'user', parts: [{ text: 'x' }, { inlineData: { data: 'https://img.example.com/a.png' } }] }],
+          contents: [
+            { role: 'user', parts: [{ text: 'x' }, { inlineData: { data: 'https://img.example.com/a.png' } }] },
+          ],
         }),
         /reference images "1".*text-to-image/,
       ],
@@ -138,18 +150,42 @@ describe('dashscope images', () => {
   it("maps DashScope's errors: create answers and tasks that ended FAILED", async () => {
     const creates: [string, DsFault, string][] = [
       ['c401', fail(401, 'InvalidApiKey', 'Invalid API-key provided.'), 'auth_failed'],
-      ['c-arrears', fail(400, 'Arrearage', 'Access denied, please make sure your account is in good standing.'), 'insufficient_balance'],
-      ['c-unpurchased', fail(403, 'AccessDenied.Unpurchased', 'Access to model denied. Please make sure you are eligible.'), 'insufficient_balance'],
-      ['c-inspect', fail(400, 'DataInspectionFailed', 'Input data may contain inappropriate content.'), 'invalid_request'],
-      ['c-ip', fail(400, 'IPInfringementSuspect', 'Input data is suspected of being involved in IP infringement.'), 'invalid_request'],
-      ['c-throttle', fail(429, 'Throttling.RateQuota', 'Requests rate limit exceeded, please try again later.'), 'upstream_rate_limited'],
+      [
+        'c-arrears',
+        fail(400, 'Arrearage', 'Access denied, please make sure your account is in good standing.'),
+        'insufficient_balance',
+      ],
+      [
+        'c-unpurchased',
+        fail(403, 'AccessDenied.Unpurchased', 'Access to model denied. Please make sure you are eligible.'),
+        'insufficient_balance',
+      ],
+      [
+        'c-inspect',
+        fail(400, 'DataInspectionFailed', 'Input data may contain inappropriate content.'),
+        'invalid_request',
+      ],
+      [
+        'c-ip',
+        fail(400, 'IPInfringementSuspect', 'Input data is suspected of being involved in IP infringement.'),
+        'invalid_request',
+      ],
+      [
+        'c-throttle',
+        fail(429, 'Throttling.RateQuota', 'Requests rate limit exceeded, please try again later.'),
+        'upstream_rate_limited',
+      ],
       ['c-param', fail(400, 'InvalidParameter', 'The size is not match the allowed size.'), 'invalid_request'],
       ['c-busy', fail(503, 'ServiceUnavailable', 'System is busy, please try again later.'), 'upstream_error'],
       ['c500', fail(500, 'InternalError', 'An internal error has occured, please try again later.'), 'upstream_error'],
     ];
     const tasks: [string, string, string][] = [
       ['t-inspect', 'failed:DataInspectionFailed:Output data may contain inappropriate content.', 'invalid_request'],
-      ['t-arrears', 'failed:Arrearage:Access denied, please make sure your account is in good standing.', 'insufficient_balance'],
+      [
+        't-arrears',
+        'failed:Arrearage:Access denied, please make sure your account is in good standing.',
+        'insufficient_balance',
+      ],
       ['t-throttle', 'failed:Throttling:Requests throttling triggered.', 'upstream_rate_limited'],
       ['t-internal', 'failed:InternalError.Algo:Algorithm process error.', 'upstream_error'],
       ['t-timeout', 'failed:InternalError.Timeout:An internal timeout error has occured.', 'upstream_timeout'],

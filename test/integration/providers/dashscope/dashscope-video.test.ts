@@ -26,7 +26,13 @@ beforeAll(async () => {
   };
   kiln = await startKiln({
     models: [
-      { ...quick, id: 'wan-t2v', upstreamModel: 'wan2.5-t2v-preview', seconds: ['5', '10'], sizes: ['1280x720', '720x1280'] },
+      {
+        ...quick,
+        id: 'wan-t2v',
+        upstreamModel: 'wan2.5-t2v-preview',
+        seconds: ['5', '10'],
+        sizes: ['1280x720', '720x1280'],
+      },
       { ...quick, id: 'wan-i2v', upstreamModel: 'wan2.5-i2v-preview', sizes: ['1920x1080', '1280x720'] },
       { ...quick, id: 'wan-brief', upstreamModel: 'wan2.2-t2v-plus', overallTimeoutMs: 1500 },
     ],
@@ -71,12 +77,19 @@ describe('dashscope videos', () => {
     const content = await sdk().videos.downloadContent(created.id);
     expect(Buffer.from(await content.arrayBuffer()).equals(fake.video)).toBe(true);
     expect(fake.downloads()).toHaveLength(1);
-    expect((await api()('/v1/models')).json.data.find((m: any) => m.id === 'wan-i2v')).toMatchObject({ seconds: ['5'] });
+    expect((await api()('/v1/models')).json.data.find((m: any) => m.id === 'wan-i2v')).toMatchObject({
+      seconds: ['5'],
+    });
   });
 
   it('image-to-video: the image as img_url and the size as its resolution tier', async () => {
     const v = await finish(
-      await createOk({ model: 'wan-i2v', prompt: 'it comes alive', size: '1920x1080', image: 'https://img.example.com/a.png' }),
+      await createOk({
+        model: 'wan-i2v',
+        prompt: 'it comes alive',
+        size: '1920x1080',
+        image: 'https://img.example.com/a.png',
+      }),
     );
     expect(v.status).toBe('completed');
     expect(fake.creates()[0]!.body).toEqual({
@@ -96,22 +109,43 @@ describe('dashscope videos', () => {
   });
 
   it('a models file whose image-to-video sizes have no resolution tier is refused at start, naming the size', () => {
-    const models = [{ id: 'x', kind: 'video', provider: 'dashscope', baseUrl: 'http://d', upstreamModel: 'wan2.2-i2v-plus', sizes: ['1792x1024'] }];
+    const models = [
+      {
+        id: 'x',
+        kind: 'video',
+        provider: 'dashscope',
+        baseUrl: 'http://d',
+        upstreamModel: 'wan2.2-i2v-plus',
+        sizes: ['1792x1024'],
+      },
+    ];
     expect(() => parseModels({ models }, 'models.json')).toThrow(/sizes: size "1792x1024" cannot be sent to dashscope/);
   });
 
   it("maps DashScope's errors: create answers and tasks that ended FAILED", async () => {
     const creates: [string, DsFault, string][] = [
       ['c401', fail(401, 'InvalidApiKey', 'Invalid API-key provided.'), 'auth_failed'],
-      ['c-arrears', fail(400, 'Arrearage', 'Access denied, please make sure your account is in good standing.'), 'insufficient_balance'],
-      ['c-inspect', fail(400, 'DataInspectionFailed', 'Input data may contain inappropriate content.'), 'invalid_request'],
+      [
+        'c-arrears',
+        fail(400, 'Arrearage', 'Access denied, please make sure your account is in good standing.'),
+        'insufficient_balance',
+      ],
+      [
+        'c-inspect',
+        fail(400, 'DataInspectionFailed', 'Input data may contain inappropriate content.'),
+        'invalid_request',
+      ],
       ['c-throttle', fail(429, 'Throttling', 'Requests throttling triggered.'), 'upstream_rate_limited'],
       ['c-param', fail(400, 'InvalidParameter', 'The duration is invalid.'), 'invalid_request'],
       ['c-busy', fail(503, 'ServiceUnavailable', 'System is busy, please try again later.'), 'upstream_error'],
     ];
     const tasks: [string, string, string][] = [
       ['t-inspect', 'failed:DataInspectionFailed:Output data may contain inappropriate content.', 'invalid_request'],
-      ['t-ip', 'failed:IPInfringementSuspect:Input data is suspected of being involved in IP infringement.', 'invalid_request'],
+      [
+        't-ip',
+        'failed:IPInfringementSuspect:Input data is suspected of being involved in IP infringement.',
+        'invalid_request',
+      ],
       ['t-internal', 'failed:InternalError:An internal error has occured.', 'upstream_error'],
     ];
     fake.onCreate = (c) => creates.find(([p]) => p === promptOf(c))?.[1];

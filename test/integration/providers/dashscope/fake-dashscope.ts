@@ -59,7 +59,8 @@ export const fail = (status: number, code: string, message: string, delayMs?: nu
   ...(delayMs ? { delayMs } : {}),
 });
 
-const CREATE = /^\/api\/v1\/services\/aigc\/(text2image|image2image|video-generation)\/(image-synthesis|video-synthesis)$/;
+const CREATE =
+  /^\/api\/v1\/services\/aigc\/(text2image|image2image|video-generation)\/(image-synthesis|video-synthesis)$/;
 const TASK = /^\/api\/v1\/tasks\/([^/]+)$/;
 const CANCEL = /^\/api\/v1\/tasks\/([^/]+)\/cancel$/;
 const OSS = /^\/oss\/([^/]+)$/;
@@ -159,7 +160,9 @@ export class FakeDashScope extends FakeServer<DsRecorded> {
       const file = m[1]!;
       return this.answer(this.downloadFaults.shift() ?? ok(), res, () => {
         if (![...this.tasks.values()].some((t) => t.files.includes(file)))
-          return void res.writeHead(404, { 'content-type': 'application/xml' }).end('<Error><Code>NoSuchKey</Code></Error>');
+          return void res
+            .writeHead(404, { 'content-type': 'application/xml' })
+            .end('<Error><Code>NoSuchKey</Code></Error>');
         const bytes = file.endsWith('.mp4') ? this.video : this.image;
         res.writeHead(200, {
           'content-type': file.endsWith('.mp4') ? 'video/mp4' : 'image/png',
