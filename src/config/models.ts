@@ -11,6 +11,7 @@ import {
 } from './channels.js';
 import { PRO_SECONDS, PRO_SIZES } from '../shared/video-task.js';
 import { VEO_DEFAULT_SECONDS, veoRefusals } from '../shared/veo.js';
+import { DASHSCOPE_DEFAULT_SECONDS, dashscopeVideoRefusals } from '../shared/dashscope.js';
 import { IMAGE_PROVIDERS, imageRunsJobs, providerChecks, VIDEO_PROVIDERS } from './providers.js';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
@@ -144,7 +145,7 @@ const VideoModelSchema = z.object({
   form: z.enum(['video', 'workflow-node']).optional(),
   /** The contract's pro rules: `seconds` only 10/15/25, `size` only 1792x1024/1024x1792. */
   strict: z.boolean().default(false),
-  /** Allowed `seconds` (the first is the default); default 4/8/12, strict models 10/15/25, gemini-veo models 8/4/6. */
+  /** Allowed `seconds` (the first is the default); default 4/8/12, strict models 10/15/25, gemini-veo models 8/4/6, dashscope models 5. */
   seconds: z
     .array(z.string().regex(/^[1-9]\d{0,3}$/, 'seconds are whole numbers as strings'))
     .min(1)
@@ -227,6 +228,7 @@ function resolveChannels(m: RawModel, issue: Issue): Model {
   if (m.kind === 'video') {
     strictChecks(m, issue);
     veoChecks(videoOptions({ ...m, provider: providerOf(m, channels) } as VideoModel), channels, listed, issue);
+    dashscopeChecks(videoOptions({ ...m, provider: providerOf(m, channels) } as VideoModel), channels, listed, issue);
   }
   return { ...m, provider: providerOf(m, channels), channels } as Model;
 }
@@ -304,6 +306,21 @@ function veoChecks(
   });
 }
 
+/** A dashscope channel takes no `nodeInfoList`, and an image-to-video one only the sizes it has a resolution for. */
+function dashscopeChecks(
+  opts: ReturnType<typeof videoOptions>,
+  channels: AnyChannel[],
+  listed: AnyChannel[] | undefined,
+  issue: Issue,
+) {
+  channels.forEach((c, i) => {
+    if (c.provider !== 'dashscope') return;
+    const at = (field: string) => (listed ? ['channels', i, 'provider'] : [field]);
+    if (opts.form === 'workflow-node') issue(at('form'), 'dashscope cannot take nodeInfoList (form workflow-node)');
+    for (const message of dashscopeVideoRefusals(opts.sizes, c.upstreamModel ?? '')) issue(at('sizes'), message);
+  });
+}
+
 function strictChecks(m: Raw<typeof VideoModelSchema>, issue: Issue) {
   const pro = { seconds: PRO_SECONDS as readonly string[], sizes: PRO_SIZES as readonly string[] };
   for (const field of ['seconds', 'sizes'] as const) {
@@ -368,7 +385,14 @@ export function videoOptions(m: VideoModel): {
 } {
   return {
     seconds:
-      m.seconds ?? (m.strict ? PRO_SECONDS : m.provider === 'gemini-veo' ? VEO_DEFAULT_SECONDS : ['4', '8', '12']),
+      m.seconds ??
+      (m.strict
+        ? PRO_SECONDS
+        : m.provider === 'gemini-veo'
+          ? VEO_DEFAULT_SECONDS
+          : m.provider === 'dashscope'
+            ? DASHSCOPE_DEFAULT_SECONDS
+            : ['4', '8', '12']),
     sizes: m.sizes ?? (m.strict ? PRO_SIZES : ['720x1280', '1280x720']),
     form: m.form ?? (m.provider === 'workflow-node' ? 'workflow-node' : 'video'),
   };

@@ -10,6 +10,8 @@ import { GeminiVeoVideoProvider } from '../../activities/providers/gemini/veo.js
 import { LocalVideoProvider } from '../../activities/providers/local/video.js';
 import { OpenAIVideoProvider } from '../../activities/providers/openai-videos/video.js';
 import type { ImageProvider, VideoProvider } from '../../activities/providers/contract.js';
+import { DashScopeImageProvider } from '../../activities/providers/dashscope/image.js';
+import { DashScopeVideoProvider } from '../../activities/providers/dashscope/video.js';
 import { GeminiImageProvider } from '../../activities/providers/gemini/image.js';
 import { LocalImageProvider } from '../../activities/providers/local/image.js';
 import { WorkflowNodeVideoProvider } from '../../activities/providers/workflow-node/video.js';
@@ -37,6 +39,7 @@ export function imageProviders(deps: ProviderDeps): Partial<Record<ImageModel['p
   return {
     local: new LocalImageProvider(blobs),
     gemini: new GeminiImageProvider({ blobs, keys, fetchReference }),
+    dashscope: new DashScopeImageProvider(blobs),
   };
 }
 
@@ -48,5 +51,6 @@ export function videoProviders(deps: ProviderDeps): Partial<Record<VideoModel['p
     'openai-videos': new OpenAIVideoProvider(blobs),
     'workflow-node': new WorkflowNodeVideoProvider(blobs),
     'gemini-veo': new GeminiVeoVideoProvider(blobs, fetchReference),
+    dashscope: new DashScopeVideoProvider(blobs),
   };
 }

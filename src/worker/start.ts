@@ -14,6 +14,7 @@ import { HEARTBEAT_EVERY_MS } from '../../activities/upstream-call.js';
 import { createWebhookActivities } from '../../activities/deliver-webhook.js';
 import { type Config } from '../config/env.js';
 import { modelTaskQueue, modelsOfKind, type AnyChannel } from '../config/models.js';
+import { imageRunsJobs } from '../config/providers.js';
 import { configuredKeys } from '../shared/credentials.js';
 import { workerSlots } from '../config/channels.js';
 import { RedisChannelState } from '../channels/redis-state.js';
@@ -139,7 +140,18 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     // One activity queue per model (image or video); its channels' capacity and rate are kept in Redis.
     ...(await Promise.all(
       [
-        ...imageModels.map((m) => ({ m, upstream: { generateImage: activities.generateImage } })),
+        ...imageModels.map((m) => ({
+          m,
+          // Models whose provider answers later run the job activities (workflows/image-job.ts).
+          upstream: imageRunsJobs(m.provider)
+            ? {
+                createImageJob: activities.createImageJob,
+                checkImageJob: activities.checkImageJob,
+                fetchImageJob: activities.fetchImageJob,
+                cancelImageJob: activities.cancelImageJob,
+              }
+            : { generateImage: activities.generateImage },
+        })),
         ...videoModels.map((m) => ({
           m,
           upstream: {
