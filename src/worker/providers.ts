@@ -12,6 +12,7 @@ import { OpenAIVideoProvider } from '../../activities/providers/openai-videos/vi
 import type { ImageProvider, VideoProvider } from '../../activities/providers/contract.js';
 import { GeminiImageProvider } from '../../activities/providers/gemini/image.js';
 import { LocalImageProvider } from '../../activities/providers/local/image.js';
+import { OpenAIImagesProvider } from '../../activities/providers/openai-images/image.js';
 import { WorkflowNodeVideoProvider } from '../../activities/providers/workflow-node/video.js';
 
 const BOOTSTRAPPED_FFMPEG = join(PROJECT_ROOT, '.tools', 'bin', 'ffmpeg');
@@ -37,6 +38,7 @@ export function imageProviders(deps: ProviderDeps): Partial<Record<ImageModel['p
   return {
     local: new LocalImageProvider(blobs),
     gemini: new GeminiImageProvider({ blobs, keys, fetchReference }),
+    'openai-images': new OpenAIImagesProvider({ blobs, fetchReference }),
   };
 }
 
