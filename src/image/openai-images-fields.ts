@@ -14,8 +14,10 @@ export const GPT_IMAGE_SIZES: Readonly<Record<string, string>> = {
   '2:3': '1024x1536',
 };
 
-export const QUALITIES = ['auto', 'low', 'medium', 'high', 'standard', 'hd'] as const;
+/** openai-node 7.57's ImageGenerateParams quality values. */
+export const QUALITIES = ['auto', 'low', 'medium', 'high', 'xhigh', 'max', 'standard', 'hd'] as const;
 export const BACKGROUNDS = ['auto', 'transparent', 'opaque'] as const;
+/** png, jpeg, webp: gif (animated, with frame fields) and svg (a document, not a picture) are not taken. */
 export const OUTPUT_FORMATS = ['png', 'jpeg', 'webp'] as const;
 
 /** imageConfig keys the provider sends; anything else there has no field to go to. */

@@ -6,7 +6,7 @@ import { LIMITS } from '../shared/limits.js';
 import { SubmitResponse } from '../image/openapi.js';
 import { ASPECT_RATIOS, MAX_N, QUALITY_TIERS } from './params.js';
 import { EDIT_LIMITS } from './multipart.js';
-import { BACKGROUNDS, OUTPUT_FORMATS } from '../image/openai-images-fields.js';
+import { BACKGROUNDS, OUTPUT_FORMATS, QUALITIES } from '../image/openai-images-fields.js';
 
 const fields = {
   model: z.string().meta({ description: 'An image model id (GET /v1/models, kind `image`)', example: 'kiln-image-1' }),
@@ -35,7 +35,7 @@ const fields = {
       example: '1024x1024',
     }),
   quality: z
-    .enum(['auto', ...Object.keys(QUALITY_TIERS)] as [string, ...string[]])
+    .enum([...new Set(['auto', ...Object.keys(QUALITY_TIERS), ...QUALITIES])] as [string, ...string[]])
     .nullable()
     .optional()
     .meta({
@@ -45,7 +45,7 @@ const fields = {
           .map(([q, t]) => `${q} ${t}`)
           .join(', ') +
         '. It overrides the tier `size` picks. On models whose provider is openai-images it is passed on as ' +
-        'imageConfig.quality (auto, low, medium, high, standard, hd).',
+        `imageConfig.quality (${QUALITIES.join(', ')}).`,
     }),
   response_format: z.enum(['url', 'b64_json']).nullable().optional().meta({
     description: '`url` (default): the image URL `GET /v1/tasks/{id}/content` redirects to; `b64_json`: the bytes',
