@@ -11,7 +11,7 @@ import {
 } from './channels.js';
 import { PRO_SECONDS, PRO_SIZES } from '../shared/video-task.js';
 import { VEO_DEFAULT_SECONDS, veoRefusals } from '../shared/veo.js';
-import { GPT_IMAGE_SIZES } from '../image/openai-images-fields.js';
+import { GPT_IMAGE_SIZES } from '../shared/openai-images.js';
 import { IMAGE_PROVIDERS, imageRunsJobs, providerChecks, VIDEO_PROVIDERS } from './providers.js';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
@@ -25,6 +25,8 @@ export class ConfigError extends Error {}
 export const INLINE_MAX_TIMEOUT_MS = 1000;
 
 const MiB = 1024 * 1024;
+
+const SIZE_KEY = /^(\d{1,2}:\d{1,2})?(@[A-Za-z0-9.]{1,16})?$/;
 
 /** The `openai-images` provider's settings (docs/providers.md): where its calls go and what they may carry. */
 const openaiImagesFields = {
@@ -52,10 +54,16 @@ const openaiImagesFields = {
    * default is gpt-image's three sizes.
    */
   sizes: z
-    .record(
-      z.string().regex(/^(\d{1,2}:\d{1,2})?(@[A-Za-z0-9.]{1,16})?$/, 'keys look like 16:9, 16:9@2K or @2K'),
-      z.string().min(1).max(32),
-    )
+    .record(z.string(), z.string().min(1).max(32))
+    .superRefine((sizes, ctx) => {
+      for (const k of Object.keys(sizes))
+        if (!SIZE_KEY.test(k))
+          ctx.addIssue({
+            code: 'custom',
+            path: [k],
+            message: `"${k.slice(0, 40)}": keys look like 16:9, 16:9@2K or @2K`,
+          });
+    })
     .default({ ...GPT_IMAGE_SIZES }),
   /**
    * openai-images: the `response_format` asked for; unset sends none (gpt-image models always

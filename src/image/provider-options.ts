@@ -6,7 +6,7 @@ import type { ImageModel } from '../config/models.js';
 import type { ImageProviderName } from '../config/providers.js';
 import type { ImageRequest } from '../shared/image-task.js';
 import { KilnError } from '../shared/errors.js';
-import { openaiImagesFields } from './openai-images-fields.js';
+import { openaiImagesFields } from '../shared/openai-images.js';
 
 /** One option a provider cannot express: the field as the caller wrote it, and what it takes instead. */
 export interface OptionRefusal {

@@ -6,7 +6,7 @@ import { LIMITS } from '../shared/limits.js';
 import { SubmitResponse } from '../image/openapi.js';
 import { ASPECT_RATIOS, MAX_N, QUALITY_TIERS } from './params.js';
 import { EDIT_LIMITS } from './multipart.js';
-import { BACKGROUNDS, OUTPUT_FORMATS, QUALITIES } from '../image/openai-images-fields.js';
+import { BACKGROUNDS, OUTPUT_FORMATS, QUALITIES } from '../shared/openai-images.js';
 
 const fields = {
   model: z.string().meta({ description: 'An image model id (GET /v1/models, kind `image`)', example: 'kiln-image-1' }),

@@ -4,7 +4,7 @@
 import type { ImageModel, Model } from '../config/models.js';
 import { KilnError, type ErrorCode } from '../shared/errors.js';
 import { chars, LIMITS } from '../shared/limits.js';
-import { BACKGROUNDS, OUTPUT_FORMATS, QUALITIES, sizeConfig } from '../image/openai-images-fields.js';
+import { BACKGROUNDS, OUTPUT_FORMATS, QUALITIES, sizeConfig } from '../shared/openai-images.js';
 
 /** Images (tasks) one request may ask for. */
 export const MAX_N = 4;

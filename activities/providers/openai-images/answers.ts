@@ -3,7 +3,7 @@
 // (`b64_json` or `url`) copied into Kiln's blob store at once, since upstream URLs expire.
 import type { APIError } from 'openai';
 import type { BlobStore } from '../../../src/blobs/local.js';
-import type { OpenAIImagesFields } from '../../../src/image/openai-images-fields.js';
+import type { OpenAIImagesFields } from '../../../src/shared/openai-images.js';
 import type { Fetched } from '../../../src/infra/safe-fetch.js';
 import { sniffImage } from '../../../src/openai-images/multipart.js';
 import type { Candidate } from '../../../src/shared/image-task.js';

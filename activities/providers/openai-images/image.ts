@@ -6,7 +6,7 @@
 import OpenAI, { APIError } from 'openai';
 import type { BlobStore } from '../../../src/blobs/local.js';
 import type { ImageUpstream } from '../../../src/config/models.js';
-import { openaiImagesFields, type OpenAIImagesFields } from '../../../src/image/openai-images-fields.js';
+import { openaiImagesFields, type OpenAIImagesFields } from '../../../src/shared/openai-images.js';
 import type { SafeFetch } from '../../../src/infra/safe-fetch.js';
 import { abortableSleep } from '../../../src/shared/abortable-sleep.js';
 import type { GenerationResult, ImageRequest } from '../../../src/shared/image-task.js';

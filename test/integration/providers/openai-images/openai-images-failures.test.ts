@@ -6,6 +6,7 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { closedPortUrl } from '../../../support/fake-server.js';
 import { eventually, http, imageSteps, startKiln, submitBody, type Kiln } from '../../../support/kiln.js';
 import {
   drop,
@@ -30,6 +31,7 @@ let kiln: Kiln;
 
 beforeAll(async () => {
   fake = await startFakeOpenAIImages();
+  const closed = await closedPortUrl();
   const base = { provider: 'openai-images', baseUrl: fake.baseUrl, upstreamModel: 'gpt-image-1', timeoutMs: 5000 };
   kiln = await startKiln({
     log: pino({ level: 'trace' }, sink),
@@ -38,6 +40,7 @@ beforeAll(async () => {
       { ...base, id: 'gpt', maxAttempts: 3, rateLimitRetries: 1, rateLimitBackoffMs: 100 },
       { ...base, id: 'gpt-idem', idempotent: true, maxAttempts: 3 },
       { ...base, id: 'gpt-slow', timeoutMs: 1500 },
+      { ...base, id: 'gpt-closed', baseUrl: closed, maxAttempts: 2 },
       {
         ...base,
         id: 'seedream',
@@ -227,6 +230,12 @@ describe('timeouts, lost answers and cancels', () => {
     expect(task).toMatchObject({ status: 'failed', error: { code: 'upstream_timeout' } });
     await new Promise((r) => setTimeout(r, 1000));
     expect(fake.calls()).toHaveLength(1);
+  });
+
+  it('a connection refused left nothing sent: retried (maxAttempts), then upstream_error, never uncertain', async () => {
+    const task = await finish(await submit('gpt-closed'));
+    expect(task).toMatchObject({ status: 'failed', error: { code: 'upstream_error' }, attempts: 2 });
+    expect(task.error.message).toMatch(/ECONNREFUSED/);
   });
 
   it('a connection dropped after the request arrived ends uncertain, with exactly one request', async () => {

@@ -4,8 +4,8 @@
 // One function serves the submit-time check (src/image/provider-options.ts), the OpenAI Images
 // surface and the provider itself, so what is accepted at submit is exactly what can be sent.
 // Pure module.
-import type { ImageRequest } from '../shared/image-task.js';
-import { promptText } from '../shared/prompt.js';
+import type { ImageRequest } from './image-task.js';
+import { promptText } from './prompt.js';
 
 /** `size` for gpt-image models (OpenAI's own): the only three it renders besides `auto`. */
 export const GPT_IMAGE_SIZES: Readonly<Record<string, string>> = {
