@@ -12,6 +12,7 @@ import {
 import { PRO_SECONDS, PRO_SIZES } from '../shared/video-task.js';
 import { VEO_DEFAULT_SECONDS, veoRefusals } from '../shared/veo.js';
 import { DASHSCOPE_DEFAULT_SECONDS, dashscopeVideoRefusals } from '../shared/dashscope.js';
+import { GPT_IMAGE_SIZES } from '../shared/openai-images.js';
 import { IMAGE_PROVIDERS, imageRunsJobs, providerChecks, VIDEO_PROVIDERS } from './providers.js';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
@@ -26,6 +27,54 @@ export const INLINE_MAX_TIMEOUT_MS = 1000;
 
 const MiB = 1024 * 1024;
 
+const SIZE_KEY = /^(\d{1,2}:\d{1,2})?(@[A-Za-z0-9.]{1,16})?$/;
+
+/** The `openai-images` provider's settings (docs/providers.md): where its calls go and what they may carry. */
+const openaiImagesFields = {
+  /**
+   * openai-images: the generations call under baseUrl. OpenAI and most relays: the default;
+   * Seedream on Volcengine Ark or BytePlus ModelArk: `/api/v3/images/generations`.
+   */
+  generationsPath: z
+    .string()
+    .regex(/^\/[^?#]*$/, 'a path starting with /')
+    .default('/v1/images/generations'),
+  /** openai-images: the edits call (multipart, with the reference images) under baseUrl. */
+  editsPath: z
+    .string()
+    .regex(/^\/[^?#]*$/, 'a path starting with /')
+    .default('/v1/images/edits'),
+  /**
+   * openai-images: how reference images travel. `edits`: files of a multipart call to editsPath
+   * (OpenAI); `image`: data URIs in the generations body's `image` field (Seedream, which has no edits call).
+   */
+  referencesIn: z.enum(['edits', 'image']).default('edits'),
+  /**
+   * openai-images: Kiln's imageConfig `aspectRatio` (or `aspectRatio@imageSize`, or `@imageSize`
+   * alone) → the upstream's `size`; a request whose ratio is not listed is refused at submit. The
+   * default is gpt-image's three sizes.
+   */
+  sizes: z
+    .record(z.string(), z.string().min(1).max(32))
+    .superRefine((sizes, ctx) => {
+      for (const k of Object.keys(sizes))
+        if (!SIZE_KEY.test(k))
+          ctx.addIssue({
+            code: 'custom',
+            path: [k],
+            message: `"${k.slice(0, 40)}": keys look like 16:9, 16:9@2K or @2K`,
+          });
+    })
+    .default({ ...GPT_IMAGE_SIZES }),
+  /**
+   * openai-images: the `response_format` asked for; unset sends none (gpt-image models always
+   * answer b64_json and refuse the field; dall-e and Seedream answer url by default).
+   */
+  responseFormat: z.enum(['url', 'b64_json']).optional(),
+  /** openai-images: the largest `n` (generationConfig.candidateCount) the upstream takes; Seedream takes no `n`: 1. */
+  maxImages: int(10, 1),
+};
+
 const imageUpstream = {
   ...taskUpstreamFields,
   provider: z.enum(IMAGE_PROVIDERS),
@@ -38,6 +87,7 @@ const imageUpstream = {
    */
   rateLimitRetries: int(2, 0),
   rateLimitBackoffMs: int(1000, 0),
+  ...openaiImagesFields,
 };
 
 /** Where a workflow-node model puts a request field: `{nodeId, fieldName}` of the upstream workflow. */

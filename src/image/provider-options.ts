@@ -7,6 +7,7 @@ import type { ImageProviderName } from '../config/providers.js';
 import type { ImageRequest } from '../shared/image-task.js';
 import { KilnError } from '../shared/errors.js';
 import { dashscopeImageTask } from '../shared/dashscope.js';
+import { openaiImagesFields } from '../shared/openai-images.js';
 
 /** One option a provider cannot express: the field as the caller wrote it, and what it takes instead. */
 export interface OptionRefusal {
@@ -17,6 +18,15 @@ export interface OptionRefusal {
 
 /** A provider's check of one parsed request; null when it can send everything asked. */
 export type ImageOptionCheck = (request: ImageRequest, model: ImageModel) => OptionRefusal | null;
+
+/** Each openai-images channel of the model must be able to send the request (their `sizes` may differ). */
+const openaiImages: ImageOptionCheck = (request, model) => {
+  for (const channel of model.channels.filter((c) => c.provider === 'openai-images')) {
+    const r = openaiImagesFields(request, channel);
+    if ('refused' in r) return r.refused;
+  }
+  return null;
+};
 
 /** Providers with options of their own to check; the others send what validateSubmit lets through. */
 const CHECKS: Partial<Record<ImageProviderName, ImageOptionCheck>> = {
@@ -29,6 +39,7 @@ const CHECKS: Partial<Record<ImageProviderName, ImageOptionCheck>> = {
     }
     return null;
   },
+  'openai-images': openaiImages,
 };
 
 /** Throws invalid_request when any channel's provider cannot express an option of `request`. */

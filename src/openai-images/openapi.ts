@@ -6,6 +6,7 @@ import { LIMITS } from '../shared/limits.js';
 import { SubmitResponse } from '../image/openapi.js';
 import { ASPECT_RATIOS, MAX_N, QUALITY_TIERS } from './params.js';
 import { EDIT_LIMITS } from './multipart.js';
+import { BACKGROUNDS, OUTPUT_FORMATS, QUALITIES } from '../shared/openai-images.js';
 
 const fields = {
   model: z.string().meta({ description: 'An image model id (GET /v1/models, kind `image`)', example: 'kiln-image-1' }),
@@ -29,11 +30,12 @@ const fields = {
       description:
         '`auto` (default: the model decides) or `WIDTHxHEIGHT` whose ratio is one of ' +
         `${ASPECT_RATIOS.join(', ')} (imageConfig.aspectRatio); its longer side picks the smallest of the ` +
-        "model's `image_sizes` tiers that covers it (1K up to 1024, 2K up to 2048, 4K up to 4096).",
+        "model's `image_sizes` tiers that covers it (1K up to 1024, 2K up to 2048, 4K up to 4096). On models " +
+        'whose provider is openai-images: `auto` or one of the sizes the channel lists (`sizes`), sent as is.',
       example: '1024x1024',
     }),
   quality: z
-    .enum(['auto', ...Object.keys(QUALITY_TIERS)] as [string, ...string[]])
+    .enum([...new Set(['auto', ...Object.keys(QUALITY_TIERS), ...QUALITIES])] as [string, ...string[]])
     .nullable()
     .optional()
     .meta({
@@ -42,12 +44,22 @@ const fields = {
         Object.entries(QUALITY_TIERS)
           .map(([q, t]) => `${q} ${t}`)
           .join(', ') +
-        '. It overrides the tier `size` picks.',
+        '. It overrides the tier `size` picks. On models whose provider is openai-images it is passed on as ' +
+        `imageConfig.quality (${QUALITIES.join(', ')}).`,
     }),
   response_format: z.enum(['url', 'b64_json']).nullable().optional().meta({
     description: '`url` (default): the image URL `GET /v1/tasks/{id}/content` redirects to; `b64_json`: the bytes',
   }),
-  background: z.literal('auto').nullable().optional().meta({ description: 'Only `auto`' }),
+  background: z
+    .enum(BACKGROUNDS)
+    .nullable()
+    .optional()
+    .meta({ description: '`auto`; `transparent` and `opaque` only on models whose provider is openai-images' }),
+  output_format: z
+    .enum(OUTPUT_FORMATS)
+    .nullable()
+    .optional()
+    .meta({ description: 'Only on models whose provider is openai-images (passed on as imageConfig.outputFormat)' }),
   stream: z.literal(false).nullable().optional().meta({ description: 'Streaming is not supported' }),
   user: z.string().nullable().optional().meta({ description: 'Accepted and not passed on' }),
   safety_identifier: z.string().nullable().optional().meta({ description: 'Accepted and not passed on' }),

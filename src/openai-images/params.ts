@@ -4,6 +4,7 @@
 import type { ImageModel, Model } from '../config/models.js';
 import { KilnError, type ErrorCode } from '../shared/errors.js';
 import { chars, LIMITS } from '../shared/limits.js';
+import { BACKGROUNDS, OUTPUT_FORMATS, QUALITIES, sizeConfig } from '../shared/openai-images.js';
 
 /** Images (tasks) one request may ask for. */
 export const MAX_N = 4;
@@ -48,19 +49,31 @@ export interface ImagesAsk {
   responseFormat: ResponseFormat;
   size?: string;
   quality?: string;
+  /** Sent on only to models whose channels all speak OpenAI's images API (provider openai-images). */
+  background?: string;
+  outputFormat?: string;
 }
 
 /** Fields taken and not passed on: advisory to OpenAI too (abuse monitoring, legacy styles, fidelity hints). */
 const ADVISORY = new Set(['user', 'safety_identifier', 'style', 'moderation', 'input_fidelity']);
 /** Fields Kiln's image models cannot honour, with what to do instead. */
 const UNSUPPORTED: Record<string, string> = {
-  output_format: 'images come in the format the model returns (usually PNG); omit output_format',
   output_compression: 'images come as the model returns them; omit output_compression',
   partial_images: 'streaming is not supported, so there are no partial images; omit partial_images',
   mask: "Kiln's image models take reference images, not masks; describe the edit in the prompt",
   markup: "Kiln's image models take reference images, not markup; describe the edit in the prompt",
 };
-const KNOWN = new Set(['model', 'prompt', 'n', 'size', 'quality', 'response_format', 'background', 'stream']);
+const KNOWN = new Set([
+  'model',
+  'prompt',
+  'n',
+  'size',
+  'quality',
+  'response_format',
+  'background',
+  'output_format',
+  'stream',
+]);
 
 /** A file sent under another name than `image`. */
 export function unsupportedFile(name: string): ParamError {
@@ -97,9 +110,6 @@ export function parseAsk(raw: Record<string, unknown>, form: boolean): ImagesAsk
       `The prompt has ${length} characters; at most ${LIMITS.promptChars} are allowed.`,
       'prompt',
     );
-  const background = text('background');
-  if (background !== undefined && background !== 'auto')
-    throw bad('background', `background must be auto (or omitted): Kiln's image models cannot honour "${background}".`);
   const stream = raw.stream;
   if (stream !== undefined && stream !== null && stream !== false && !(form && stream === 'false'))
     throw bad('stream', 'stream must be false (or omitted): streaming image generation is not supported.');
@@ -113,6 +123,8 @@ export function parseAsk(raw: Record<string, unknown>, form: boolean): ImagesAsk
     responseFormat: format,
     size: text('size'),
     quality: text('quality'),
+    background: text('background'),
+    outputFormat: text('output_format'),
   };
 }
 
@@ -139,9 +151,18 @@ const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
  * names the tier itself. Anything the model cannot render is refused, naming what it takes.
  */
 export function imageConfigOf(
-  ask: Pick<ImagesAsk, 'size' | 'quality'>,
+  ask: Pick<ImagesAsk, 'size' | 'quality' | 'background' | 'outputFormat'>,
   model: ImageModel,
-): { aspectRatio?: string; imageSize?: string } {
+): ImageConfig {
+  if (model.channels.every((c) => c.provider === 'openai-images')) return openaiImagesConfig(ask, model);
+  const { background, outputFormat } = ask;
+  if (background !== undefined && background !== 'auto')
+    throw bad('background', `background must be auto (or omitted): model ${model.id} cannot honour "${background}".`);
+  if (outputFormat !== undefined)
+    throw bad(
+      'output_format',
+      `output_format is not supported by model ${model.id}: images come in the format it returns (usually PNG); omit output_format.`,
+    );
   const tiers = model.imageSizes
     .map((t) => ({ tier: t, side: tierSide(t) }))
     .filter((t): t is { tier: string; side: number } => t.side !== null)
@@ -183,6 +204,44 @@ export function imageConfigOf(
       );
     }
     out.imageSize = tier;
+  }
+  return out;
+}
+
+type ImageConfig = { aspectRatio?: string; imageSize?: string } & Record<string, string>;
+
+/**
+ * A model on OpenAI's images API takes the fields themselves: `size` is one its channel lists (the
+ * table's entry becomes the aspect ratio it is keyed by), the others travel as imageConfig keys.
+ */
+function openaiImagesConfig(
+  ask: Pick<ImagesAsk, 'size' | 'quality' | 'background' | 'outputFormat'>,
+  model: ImageModel,
+) {
+  const out: ImageConfig = {};
+  const { sizes } = model.channels[0]!;
+  if (ask.size !== undefined && ask.size !== 'auto') {
+    const key = Object.keys(sizes).find((k) => sizes[k] === ask.size);
+    if (key === undefined)
+      throw bad(
+        'size',
+        `size must be one of auto, ${[...new Set(Object.values(sizes))].join(', ')} for model ${model.id}; got "${ask.size.slice(0, 40)}".`,
+      );
+    Object.assign(out, sizeConfig(key));
+  }
+  const passed: [string, string | undefined, readonly string[], string][] = [
+    ['quality', ask.quality, QUALITIES, 'quality'],
+    ['background', ask.background, BACKGROUNDS, 'background'],
+    ['output_format', ask.outputFormat, OUTPUT_FORMATS, 'outputFormat'],
+  ];
+  for (const [param, value, allowed, key] of passed) {
+    if (value === undefined || value === 'auto') continue;
+    if (!allowed.includes(value))
+      throw bad(
+        param,
+        `${param} must be one of ${allowed.join(', ')} for model ${model.id}; got "${value.slice(0, 40)}".`,
+      );
+    out[key] = value;
   }
   return out;
 }

@@ -14,6 +14,7 @@ import { DashScopeImageProvider } from '../../activities/providers/dashscope/ima
 import { DashScopeVideoProvider } from '../../activities/providers/dashscope/video.js';
 import { GeminiImageProvider } from '../../activities/providers/gemini/image.js';
 import { LocalImageProvider } from '../../activities/providers/local/image.js';
+import { OpenAIImagesProvider } from '../../activities/providers/openai-images/image.js';
 import { WorkflowNodeVideoProvider } from '../../activities/providers/workflow-node/video.js';
 
 const BOOTSTRAPPED_FFMPEG = join(PROJECT_ROOT, '.tools', 'bin', 'ffmpeg');
@@ -40,6 +41,7 @@ export function imageProviders(deps: ProviderDeps): Partial<Record<ImageModel['p
     local: new LocalImageProvider(blobs),
     gemini: new GeminiImageProvider({ blobs, keys, fetchReference }),
     dashscope: new DashScopeImageProvider(blobs),
+    'openai-images': new OpenAIImagesProvider({ blobs, fetchReference }),
   };
 }
 

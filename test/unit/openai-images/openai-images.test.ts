@@ -77,9 +77,8 @@ describe('parseAsk', () => {
   it('refuses what Kiln cannot honour, and unknown fields, by name', () => {
     for (const [name, value] of [
       ['mask', 'x'],
-      ['output_format', 'png'],
       ['partial_images', 2],
-      ['background', 'transparent'],
+      ['output_compression', 50],
       ['stream', true],
       ['frame_count', 3],
       ['user', 5],
@@ -91,6 +90,34 @@ describe('parseAsk', () => {
     }
     expect(parseAsk({ ...base, stream: 'false', background: 'auto' }, true).n).toBe(1);
     expect(refusal(() => parseAsk({ prompt: 'x' }, false)).body.error.param).toBe('model');
+  });
+});
+
+describe('background and output_format', () => {
+  const gpt = parseModel({ id: 'gpt', provider: 'openai-images', baseUrl: 'https://api.openai.com' }) as ImageModel;
+
+  it('are refused by name for models whose provider is not openai-images', () => {
+    expect(refusal(() => imageConfigOf({ background: 'transparent' }, model)).body.error.param).toBe('background');
+    expect(refusal(() => imageConfigOf({ outputFormat: 'png' }, model)).body.error.param).toBe('output_format');
+    expect(imageConfigOf({ background: 'auto' }, model)).toEqual({});
+  });
+
+  it('travel as imageConfig keys to an openai-images model, with quality and one of its sizes', () => {
+    const ask = { size: '1536x1024', quality: 'high', background: 'transparent', outputFormat: 'webp' };
+    expect(imageConfigOf(ask, gpt)).toEqual({
+      aspectRatio: '3:2',
+      quality: 'high',
+      background: 'transparent',
+      outputFormat: 'webp',
+    });
+    expect(imageConfigOf({ size: 'auto', quality: 'auto', background: 'auto' }, gpt)).toEqual({});
+    for (const [ask, param] of [
+      [{ size: '1792x1024' }, 'size'],
+      [{ quality: 'ultra' }, 'quality'],
+      [{ background: 'green' }, 'background'],
+      [{ outputFormat: 'svg' }, 'output_format'],
+    ] as const)
+      expect(refusal(() => imageConfigOf(ask, gpt)).body.error.param).toBe(param);
   });
 });
 
