@@ -11,6 +11,7 @@ import {
 } from './channels.js';
 import { PRO_SECONDS, PRO_SIZES } from '../shared/video-task.js';
 import { VEO_DEFAULT_SECONDS, veoRefusals } from '../shared/veo.js';
+import { falVideoRefusals } from '../shared/fal.js';
 import { IMAGE_PROVIDERS, imageRunsJobs, providerChecks, VIDEO_PROVIDERS } from './providers.js';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
@@ -227,6 +228,7 @@ function resolveChannels(m: RawModel, issue: Issue): Model {
   if (m.kind === 'video') {
     strictChecks(m, issue);
     veoChecks(videoOptions({ ...m, provider: providerOf(m, channels) } as VideoModel), channels, listed, issue);
+    falChecks(videoOptions({ ...m, provider: providerOf(m, channels) } as VideoModel), channels, listed, issue);
   }
   return { ...m, provider: providerOf(m, channels), channels } as Model;
 }
@@ -301,6 +303,21 @@ function veoChecks(
     const at = (field: string) => (listed ? ['channels', i, 'provider'] : [field]);
     if (opts.form === 'workflow-node') issue(at('form'), 'gemini-veo cannot take nodeInfoList (form workflow-node)');
     for (const r of veoRefusals(opts)) issue(at(r.field), r.message);
+  });
+}
+
+/** A fal video channel must be able to send every `size` the model accepts (as aspect_ratio and resolution). */
+function falChecks(
+  opts: ReturnType<typeof videoOptions>,
+  channels: AnyChannel[],
+  listed: AnyChannel[] | undefined,
+  issue: Issue,
+) {
+  channels.forEach((c, i) => {
+    if (c.provider !== 'fal') return;
+    const at = (field: string) => (listed ? ['channels', i, 'provider'] : [field]);
+    if (opts.form === 'workflow-node') issue(at('form'), 'fal cannot take nodeInfoList (form workflow-node)');
+    for (const r of falVideoRefusals(opts)) issue(at(r.field), r.message);
   });
 }
 

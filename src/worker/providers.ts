@@ -11,6 +11,8 @@ import { LocalVideoProvider } from '../../activities/providers/local/video.js';
 import { OpenAIVideoProvider } from '../../activities/providers/openai-videos/video.js';
 import type { ImageProvider, VideoProvider } from '../../activities/providers/contract.js';
 import { GeminiImageProvider } from '../../activities/providers/gemini/image.js';
+import { FalImageProvider } from '../../activities/providers/fal/image.js';
+import { FalVideoProvider } from '../../activities/providers/fal/video.js';
 import { LocalImageProvider } from '../../activities/providers/local/image.js';
 import { WorkflowNodeVideoProvider } from '../../activities/providers/workflow-node/video.js';
 
@@ -37,6 +39,7 @@ export function imageProviders(deps: ProviderDeps): Partial<Record<ImageModel['p
   return {
     local: new LocalImageProvider(blobs),
     gemini: new GeminiImageProvider({ blobs, keys, fetchReference }),
+    fal: new FalImageProvider({ blobs, fetchReference }),
   };
 }
 
@@ -48,5 +51,6 @@ export function videoProviders(deps: ProviderDeps): Partial<Record<VideoModel['p
     'openai-videos': new OpenAIVideoProvider(blobs),
     'workflow-node': new WorkflowNodeVideoProvider(blobs),
     'gemini-veo': new GeminiVeoVideoProvider(blobs, fetchReference),
+    fal: new FalVideoProvider(blobs),
   };
 }

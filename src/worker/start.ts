@@ -139,7 +139,17 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     // One activity queue per model (image or video); its channels' capacity and rate are kept in Redis.
     ...(await Promise.all(
       [
-        ...imageModels.map((m) => ({ m, upstream: { generateImage: activities.generateImage } })),
+        ...imageModels.map((m) => ({
+          m,
+          upstream: {
+            generateImage: activities.generateImage,
+            // Image models whose provider answers later (workflows/image-job.ts).
+            createImageJob: activities.createImageJob,
+            checkImageJob: activities.checkImageJob,
+            fetchImageJob: activities.fetchImageJob,
+            cancelImageJob: activities.cancelImageJob,
+          },
+        })),
         ...videoModels.map((m) => ({
           m,
           upstream: {
