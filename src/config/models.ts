@@ -13,6 +13,7 @@ import { PRO_SECONDS, PRO_SIZES } from '../shared/video-task.js';
 import { VEO_DEFAULT_SECONDS, veoRefusals } from '../shared/veo.js';
 import { DASHSCOPE_DEFAULT_SECONDS, dashscopeVideoRefusals } from '../shared/dashscope.js';
 import { GPT_IMAGE_SIZES } from '../shared/openai-images.js';
+import { falVideoRefusals } from '../shared/fal.js';
 import { IMAGE_PROVIDERS, imageRunsJobs, providerChecks, VIDEO_PROVIDERS } from './providers.js';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
@@ -278,7 +279,12 @@ function resolveChannels(m: RawModel, issue: Issue): Model {
   if (m.kind === 'video') {
     strictChecks(m, issue);
     veoChecks(videoOptions({ ...m, provider: providerOf(m, channels) } as VideoModel), channels, listed, issue);
-    dashscopeChecks(videoOptions({ ...m, provider: providerOf(m, channels) } as VideoModel), channels, listed, issue);
+    videoProviderChecks(
+      videoOptions({ ...m, provider: providerOf(m, channels) } as VideoModel),
+      channels,
+      listed,
+      issue,
+    );
   }
   return { ...m, provider: providerOf(m, channels), channels } as Model;
 }
@@ -356,18 +362,20 @@ function veoChecks(
   });
 }
 
-/** A dashscope channel takes no `nodeInfoList`, and an image-to-video one only the sizes it has a resolution for. */
-function dashscopeChecks(
+/** Video channels of providers with limits of their own: no `nodeInfoList`, and only the sizes they can send. */
+function videoProviderChecks(
   opts: ReturnType<typeof videoOptions>,
   channels: AnyChannel[],
   listed: AnyChannel[] | undefined,
   issue: Issue,
 ) {
   channels.forEach((c, i) => {
-    if (c.provider !== 'dashscope') return;
     const at = (field: string) => (listed ? ['channels', i, 'provider'] : [field]);
-    if (opts.form === 'workflow-node') issue(at('form'), 'dashscope cannot take nodeInfoList (form workflow-node)');
-    for (const message of dashscopeVideoRefusals(opts.sizes, c.upstreamModel ?? '')) issue(at('sizes'), message);
+    if ((c.provider === 'dashscope' || c.provider === 'fal') && opts.form === 'workflow-node')
+      issue(at('form'), `${c.provider} cannot take nodeInfoList (form workflow-node)`);
+    if (c.provider === 'dashscope')
+      for (const message of dashscopeVideoRefusals(opts.sizes, c.upstreamModel ?? '')) issue(at('sizes'), message);
+    if (c.provider === 'fal') for (const r of falVideoRefusals(opts)) issue(at(r.field), r.message);
   });
 }
 

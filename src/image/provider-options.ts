@@ -8,6 +8,7 @@ import type { ImageRequest } from '../shared/image-task.js';
 import { KilnError } from '../shared/errors.js';
 import { dashscopeImageTask } from '../shared/dashscope.js';
 import { openaiImagesFields } from '../shared/openai-images.js';
+import { falImageRefusal } from '../shared/fal.js';
 
 /** One option a provider cannot express: the field as the caller wrote it, and what it takes instead. */
 export interface OptionRefusal {
@@ -40,6 +41,7 @@ const CHECKS: Partial<Record<ImageProviderName, ImageOptionCheck>> = {
     return null;
   },
   'openai-images': openaiImages,
+  fal: (request) => falImageRefusal(request),
 };
 
 /** Throws invalid_request when any channel's provider cannot express an option of `request`. */

@@ -13,6 +13,8 @@ import type { ImageProvider, VideoProvider } from '../../activities/providers/co
 import { DashScopeImageProvider } from '../../activities/providers/dashscope/image.js';
 import { DashScopeVideoProvider } from '../../activities/providers/dashscope/video.js';
 import { GeminiImageProvider } from '../../activities/providers/gemini/image.js';
+import { FalImageProvider } from '../../activities/providers/fal/image.js';
+import { FalVideoProvider } from '../../activities/providers/fal/video.js';
 import { LocalImageProvider } from '../../activities/providers/local/image.js';
 import { OpenAIImagesProvider } from '../../activities/providers/openai-images/image.js';
 import { WorkflowNodeVideoProvider } from '../../activities/providers/workflow-node/video.js';
@@ -42,6 +44,7 @@ export function imageProviders(deps: ProviderDeps): Partial<Record<ImageModel['p
     gemini: new GeminiImageProvider({ blobs, keys, fetchReference }),
     dashscope: new DashScopeImageProvider(blobs),
     'openai-images': new OpenAIImagesProvider({ blobs, fetchReference }),
+    fal: new FalImageProvider({ blobs, fetchReference }),
   };
 }
 
@@ -54,5 +57,6 @@ export function videoProviders(deps: ProviderDeps): Partial<Record<VideoModel['p
     'workflow-node': new WorkflowNodeVideoProvider(blobs),
     'gemini-veo': new GeminiVeoVideoProvider(blobs, fetchReference),
     dashscope: new DashScopeVideoProvider(blobs),
+    fal: new FalVideoProvider(blobs),
   };
 }
