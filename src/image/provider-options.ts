@@ -6,6 +6,7 @@ import type { ImageModel } from '../config/models.js';
 import type { ImageProviderName } from '../config/providers.js';
 import type { ImageRequest } from '../shared/image-task.js';
 import { KilnError } from '../shared/errors.js';
+import { imageInputRefusal } from '../../activities/providers/replicate/input.js';
 
 /** One option a provider cannot express: the field as the caller wrote it, and what it takes instead. */
 export interface OptionRefusal {
@@ -18,7 +19,17 @@ export interface OptionRefusal {
 export type ImageOptionCheck = (request: ImageRequest, model: ImageModel) => OptionRefusal | null;
 
 /** Providers with options of their own to check; the others send what validateSubmit lets through. */
-const CHECKS: Partial<Record<ImageProviderName, ImageOptionCheck>> = {};
+const CHECKS: Partial<Record<ImageProviderName, ImageOptionCheck>> = {
+  // Each channel's own input names: the task may go to any of them.
+  replicate: (request, model) => {
+    for (const c of model.channels)
+      if (c.provider === 'replicate') {
+        const r = imageInputRefusal(request, c.inputNames);
+        if (r) return r;
+      }
+    return null;
+  },
+};
 
 /** Throws invalid_request when any channel's provider cannot express an option of `request`. */
 export function refuseInexpressible(request: ImageRequest, model: ImageModel): void {

@@ -12,6 +12,8 @@ import { OpenAIVideoProvider } from '../../activities/providers/openai-videos/vi
 import type { ImageProvider, VideoProvider } from '../../activities/providers/contract.js';
 import { GeminiImageProvider } from '../../activities/providers/gemini/image.js';
 import { LocalImageProvider } from '../../activities/providers/local/image.js';
+import { ReplicateImageProvider } from '../../activities/providers/replicate/image.js';
+import { ReplicateVideoProvider } from '../../activities/providers/replicate/video.js';
 import { WorkflowNodeVideoProvider } from '../../activities/providers/workflow-node/video.js';
 
 const BOOTSTRAPPED_FFMPEG = join(PROJECT_ROOT, '.tools', 'bin', 'ffmpeg');
@@ -37,6 +39,7 @@ export function imageProviders(deps: ProviderDeps): Partial<Record<ImageModel['p
   return {
     local: new LocalImageProvider(blobs),
     gemini: new GeminiImageProvider({ blobs, keys, fetchReference }),
+    replicate: new ReplicateImageProvider(blobs, fetchReference),
   };
 }
 
@@ -48,5 +51,6 @@ export function videoProviders(deps: ProviderDeps): Partial<Record<VideoModel['p
     'openai-videos': new OpenAIVideoProvider(blobs),
     'workflow-node': new WorkflowNodeVideoProvider(blobs),
     'gemini-veo': new GeminiVeoVideoProvider(blobs, fetchReference),
+    replicate: new ReplicateVideoProvider(blobs),
   };
 }

@@ -139,7 +139,18 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     // One activity queue per model (image or video); its channels' capacity and rate are kept in Redis.
     ...(await Promise.all(
       [
-        ...imageModels.map((m) => ({ m, upstream: { generateImage: activities.generateImage } })),
+        ...imageModels.map((m) => ({
+          m,
+          // Both paths, so a models file changed between API and worker cannot strand a task:
+          // one call (generateImage), or a job (workflows/image-job.ts) for providers that answer later.
+          upstream: {
+            generateImage: activities.generateImage,
+            createImageJob: activities.createImageJob,
+            checkImageJob: activities.checkImageJob,
+            fetchImageJob: activities.fetchImageJob,
+            cancelImageJob: activities.cancelImageJob,
+          },
+        })),
         ...videoModels.map((m) => ({
           m,
           upstream: {
