@@ -36,7 +36,7 @@ const imageUpstream = {
   ...taskUpstreamFields,
   provider: z.enum(IMAGE_PROVIDERS),
   /**
-   * replicate: where the model takes Kiln's options (activities/providers/replicate/input.ts has the
+   * replicate: where the model takes Kiln's options (src/shared/replicate-input.ts has the
    * defaults); `imageList` sends the reference images as one list under `image`.
    */
   inputNames: z
@@ -70,7 +70,7 @@ const NodeFieldSchema = z.object({ nodeId: z.string().min(1).max(100), fieldName
 const videoUpstream = {
   ...taskUpstreamFields,
   provider: z.enum(VIDEO_PROVIDERS),
-  /** replicate: where the model takes Kiln's options (activities/providers/replicate/input.ts has the defaults). */
+  /** replicate: where the model takes Kiln's options (src/shared/replicate-input.ts has the defaults). */
   inputNames: z
     .object({ prompt: inputName, image: inputName, seconds: inputName, aspectRatio: inputName, resolution: inputName })
     .strict()
@@ -298,7 +298,12 @@ function jobChecks(m: Raw<typeof ImageModelSchema>, channels: AnyChannel[], list
  * inputNames.imageSize: without one, OpenAI Images' `size` and `quality` would pick a tier the
  * channel cannot send, so the model must offer none.
  */
-function replicateImageChecks(m: Raw<typeof ImageModelSchema>, channels: ImageChannel[], listed: unknown, issue: Issue) {
+function replicateImageChecks(
+  m: Raw<typeof ImageModelSchema>,
+  channels: ImageChannel[],
+  listed: unknown,
+  issue: Issue,
+) {
   channels.forEach((c, i) => {
     if (c.provider === 'replicate' && !c.inputNames?.imageSize && m.imageSizes.length)
       issue(

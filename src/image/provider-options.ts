@@ -6,7 +6,7 @@ import type { ImageModel } from '../config/models.js';
 import type { ImageProviderName } from '../config/providers.js';
 import type { ImageRequest } from '../shared/image-task.js';
 import { KilnError } from '../shared/errors.js';
-import { imageInputRefusal } from '../../activities/providers/replicate/input.js';
+import { imageInputRefusal } from '../shared/replicate-input.js';
 
 /** One option a provider cannot express: the field as the caller wrote it, and what it takes instead. */
 export interface OptionRefusal {

@@ -1,4 +1,4 @@
-// Replicate image models as jobs: the task's request becomes a prediction's `input` (input.ts), the
+// Replicate image models as jobs: the task's request becomes a prediction's `input` (src/shared/replicate-input.ts), the
 // workflow checks the prediction on durable timers, and the finished files are copied into Kiln's
 // blob store, one candidate each, in the order of `output`.
 import type { BlobStore } from '../../../src/blobs/local.js';
@@ -10,7 +10,7 @@ import { UpstreamFailure } from '../../../src/upstreams/failures.js';
 import type { Dispatching } from '../../upstream-call.js';
 import type { ImageJobCall, ImageJobProvider } from '../contract.js';
 import { downloadReference } from '../references.js';
-import { imageInput, imageInputRefusal } from './input.js';
+import { imageInput, imageInputRefusal } from '../../../src/shared/replicate-input.js';
 import { cancelPrediction, checkPrediction, copyOutput, createPrediction } from './predictions.js';
 
 const MIME_BY_TYPE: Record<string, string> = {
@@ -87,7 +87,13 @@ export class ReplicateImageProvider implements ImageJobProvider {
         continue;
       }
       if (/^https?:/i.test(data))
-        ({ mimeType, data } = await downloadReference(this.fetchReference, data, signal, `Reference image ${n}`, maxBytes));
+        ({ mimeType, data } = await downloadReference(
+          this.fetchReference,
+          data,
+          signal,
+          `Reference image ${n}`,
+          maxBytes,
+        ));
       out.push(`data:${mimeType};base64,${data}`);
     }
     return out;

@@ -85,7 +85,9 @@ function parseProblem(text: string): Problem {
         .map((f) => [str(f?.field), str(f?.description)].filter(Boolean).join(': '))
         .filter(Boolean)
     : [];
-  const detail = fields.length ? fields.join('; ') : (str(j.detail) ?? (j.detail ? JSON.stringify(j.detail) : undefined));
+  const detail = fields.length
+    ? fields.join('; ')
+    : (str(j.detail) ?? (j.detail ? JSON.stringify(j.detail) : undefined));
   const message = [str(j.title), detail].filter(Boolean).join(': ') || text;
   const retry = typeof j.retry_after === 'number' && j.retry_after >= 0 ? j.retry_after : undefined;
   return { message, ...(retry !== undefined ? { retryAfterS: retry } : {}) };
@@ -114,7 +116,10 @@ async function prediction(url: string, init: RequestInit & { signal: AbortSignal
 /** Where a create goes: the model's predictions route for `owner/name`, else /predictions with the version. */
 export function createRoute(upstreamModel: string): { path: string; version?: string } {
   if (!REPLICATE_MODEL.test(upstreamModel))
-    throw new UpstreamFailure('invalid_request', `upstreamModel "${upstreamModel.slice(0, 80)}" is not a Replicate model`);
+    throw new UpstreamFailure(
+      'invalid_request',
+      `upstreamModel "${upstreamModel.slice(0, 80)}" is not a Replicate model`,
+    );
   const colon = upstreamModel.indexOf(':');
   if (colon >= 0) return { path: '/predictions', version: upstreamModel.slice(colon + 1) };
   if (!upstreamModel.includes('/')) return { path: '/predictions', version: upstreamModel };
@@ -180,7 +185,11 @@ export async function checkPrediction(call: ReplicateCall & { job: UpstreamJob }
 }
 
 export async function cancelPrediction(call: ReplicateCall & { job: UpstreamJob }): Promise<void> {
-  await prediction(predictionUrl(call, '/cancel'), { method: 'POST', headers: headers(call), signal: call.signal }, call.key);
+  await prediction(
+    predictionUrl(call, '/cancel'),
+    { method: 'POST', headers: headers(call), signal: call.signal },
+    call.key,
+  );
 }
 
 /** The file URLs of `output`: one URL, a list of them, or an object holding them (in its order). */
@@ -201,7 +210,10 @@ export function outputsOf(output: unknown): JobOutput[] {
 /** Models report progress only in their logs: the last tqdm bar (`76%|███   | 7568/10000`), as the SDK reads it. */
 export function progressOf(logs: unknown): number | undefined {
   if (typeof logs !== 'string') return undefined;
-  const lines = logs.slice(-8192).split(/[\r\n]+/).reverse();
+  const lines = logs
+    .slice(-8192)
+    .split(/[\r\n]+/)
+    .reverse();
   for (const line of lines) {
     const m = /^\s*(\d{1,3})%\s*\|.*?\|\s*\d+\/\d+/.exec(line);
     if (m) return Math.min(99, Number(m[1]));
@@ -210,7 +222,8 @@ export function progressOf(logs: unknown): number | undefined {
 }
 
 /** Safety checkers' wording on Replicate's models (NSFW, "flagged as sensitive" E005, content policy). */
-const CONTENT_POLICY = /nsfw|flagged as sensitive|\bE005\b|content (policy|moderation|filter)|safety (filter|checker|system)|unsafe content/i;
+const CONTENT_POLICY =
+  /nsfw|flagged as sensitive|\bE005\b|content (policy|moderation|filter)|safety (filter|checker|system)|unsafe content/i;
 
 /** A prediction that ended `failed`: a safety refusal is the caller's request (invalid_request), else upstream_error. */
 export function predictionFailed(p: Prediction, key?: string): UpstreamFailure {

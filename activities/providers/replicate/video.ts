@@ -1,12 +1,12 @@
 // Replicate video models as jobs: prompt, image, seconds and size become the prediction's `input`
-// (input.ts), the workflow checks it on durable timers (progress from the model's logs), and the
+// (src/shared/replicate-input.ts), the workflow checks it on durable timers (progress from the model's logs), and the
 // finished file is copied into Kiln's blob store.
 import type { BlobStore } from '../../../src/blobs/local.js';
 import type { VideoCheck, VideoJob, VideoOutput } from '../../../src/shared/video-task.js';
 import { UpstreamFailure } from '../../../src/upstreams/failures.js';
 import type { Dispatching } from '../../upstream-call.js';
 import type { VideoCall, VideoFinished, VideoProvider } from '../contract.js';
-import { videoInput, videoInputRefusal } from './input.js';
+import { videoInput, videoInputRefusal } from '../../../src/shared/replicate-input.js';
 import { cancelPrediction, checkPrediction, copyOutput, createPrediction } from './predictions.js';
 
 export class ReplicateVideoProvider implements VideoProvider {

@@ -50,7 +50,12 @@ export const problem = (
   detail: string,
   extra: Record<string, unknown> = {},
   headers?: Record<string, string>,
-): ReplicateFault => ({ kind: 'error', status, body: { title, detail, status, ...extra }, ...(headers ? { headers } : {}) });
+): ReplicateFault => ({
+  kind: 'error',
+  status,
+  body: { title, detail, status, ...extra },
+  ...(headers ? { headers } : {}),
+});
 
 /**
  * What successive reads of one prediction report: 'starting', 'processing', 'processing:<pct>' (a
@@ -128,7 +133,9 @@ export class FakeReplicate extends FakeServer<ReplicateRecorded> {
   }
 
   creates(): ReplicateRecorded[] {
-    return this.requests.filter((r) => r.method === 'POST' && (CREATE_BY_MODEL.test(r.path) || r.path === '/v1/predictions'));
+    return this.requests.filter(
+      (r) => r.method === 'POST' && (CREATE_BY_MODEL.test(r.path) || r.path === '/v1/predictions'),
+    );
   }
   reads(): ReplicateRecorded[] {
     return this.requests.filter((r) => r.method === 'GET' && PREDICTION.test(r.path));
@@ -210,7 +217,11 @@ export class FakeReplicate extends FakeServer<ReplicateRecorded> {
     const invalid: { type: string; field: string; description: string }[] = [];
     for (const k of Object.keys(body))
       if (!TOP_LEVEL.includes(k))
-        invalid.push({ type: 'additional_property_not_allowed', field: '', description: `Additional property ${k} is not allowed` });
+        invalid.push({
+          type: 'additional_property_not_allowed',
+          field: '',
+          description: `Additional property ${k} is not allowed`,
+        });
     if (!body.input || typeof body.input !== 'object')
       invalid.push({ type: 'required', field: '', description: 'input is required' });
     let model = byModel;
@@ -220,12 +231,20 @@ export class FakeReplicate extends FakeServer<ReplicateRecorded> {
       if (!vm) invalid.push({ type: 'required', field: 'version', description: 'version is required (a version id)' });
       model = vm?.[1] ?? 'unknown/model';
     } else if (body.version !== undefined)
-      invalid.push({ type: 'additional_property_not_allowed', field: '', description: 'Additional property version is not allowed' });
+      invalid.push({
+        type: 'additional_property_not_allowed',
+        field: '',
+        description: 'Additional property version is not allowed',
+      });
     const input = (body.input ?? {}) as Record<string, unknown>;
     const known = this.schemas.get(model!);
     for (const k of Object.keys(input))
       if (known && !known.includes(k))
-        invalid.push({ type: 'additional_property_not_allowed', field: 'input', description: `Additional property ${k} is not allowed` });
+        invalid.push({
+          type: 'additional_property_not_allowed',
+          field: 'input',
+          description: `Additional property ${k} is not allowed`,
+        });
     if (input.aspect_ratio !== undefined && !ASPECT_RATIOS.includes(String(input.aspect_ratio)))
       invalid.push({
         type: 'enum',
@@ -238,7 +257,12 @@ export class FakeReplicate extends FakeServer<ReplicateRecorded> {
       return sendJson(
         res,
         422,
-        { title: 'Input validation failed', detail: invalid.map((i) => `- ${i.field}: ${i.description}`).join('\n'), status: 422, invalid_fields: invalid },
+        {
+          title: 'Input validation failed',
+          detail: invalid.map((i) => `- ${i.field}: ${i.description}`).join('\n'),
+          status: 422,
+          invalid_fields: invalid,
+        },
         {},
         'application/problem+json',
       );

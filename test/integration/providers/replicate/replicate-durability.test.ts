@@ -3,7 +3,16 @@
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { killChild, workerChild } from '../../../support/worker-child.js';
-import { eventually, http, KEY_A, startKiln, submitBody, waitForStatus, TERMINAL, type Kiln } from '../../../support/kiln.js';
+import {
+  eventually,
+  http,
+  KEY_A,
+  startKiln,
+  submitBody,
+  waitForStatus,
+  TERMINAL,
+  type Kiln,
+} from '../../../support/kiln.js';
 import { DONE } from '../../video/video-kiln.js';
 import { startFakeReplicate, type FakeReplicate } from './fake-replicate.js';
 
@@ -13,11 +22,23 @@ const children: ChildProcess[] = [];
 
 beforeAll(async () => {
   fake = await startFakeReplicate();
-  const rep = { provider: 'replicate', baseUrl: fake.baseUrl, pollIntervalMs: 200, heartbeatTimeoutMs: 1000, timeoutMs: 5000 };
+  const rep = {
+    provider: 'replicate',
+    baseUrl: fake.baseUrl,
+    pollIntervalMs: 200,
+    heartbeatTimeoutMs: 1000,
+    timeoutMs: 5000,
+  };
   kiln = await startKiln({
     workers: false,
     models: [
-      { ...rep, id: 'flux', upstreamModel: 'black-forest-labs/flux-schnell', imageSizes: [], overallTimeoutMs: 120_000 },
+      {
+        ...rep,
+        id: 'flux',
+        upstreamModel: 'black-forest-labs/flux-schnell',
+        imageSizes: [],
+        overallTimeoutMs: 120_000,
+      },
       { ...rep, id: 'seedance', kind: 'video', upstreamModel: 'bytedance/seedance-1-pro', overallTimeoutMs: 120_000 },
     ],
   });

@@ -35,7 +35,12 @@ beforeAll(async () => {
     models: [
       { ...rep, id: 'flux', upstreamModel: 'black-forest-labs/flux-schnell' },
       { ...rep, id: 'sdxl', upstreamModel: `stability-ai/sdxl:${VERSION}`, inputDefaults: { scheduler: 'K_EULER' } },
-      { ...rep, id: 'kontext', upstreamModel: 'black-forest-labs/flux-kontext-pro', inputNames: { image: 'input_image' } },
+      {
+        ...rep,
+        id: 'kontext',
+        upstreamModel: 'black-forest-labs/flux-kontext-pro',
+        inputNames: { image: 'input_image' },
+      },
       {
         ...rep,
         id: 'seedream',
@@ -62,7 +67,10 @@ const promptOf = (r: { body: any }) => r.body?.input?.prompt as string | undefin
 const withRefs = (prompt: string, urls: string[], extra: Record<string, unknown> = {}) =>
   submitBody(prompt, {
     contents: [
-      { role: 'user', parts: [{ text: prompt }, ...urls.map((u) => ({ inlineData: { mimeType: 'image/png', data: u } }))] },
+      {
+        role: 'user',
+        parts: [{ text: prompt }, ...urls.map((u) => ({ inlineData: { mimeType: 'image/png', data: u } }))],
+      },
     ],
     ...extra,
   });
@@ -143,7 +151,9 @@ describe('replicate images', () => {
       input: { prompt: 'blend them', image_input: [dataUri, dataUri], aspect_ratio: '16:9', size: '2K' },
     });
     expect(host.requests).toHaveLength(2);
-    expect(body('three cats')).toEqual({ input: { prompt: 'three cats', aspect_ratio: '4:3', num_outputs: 3, seed: 7 } });
+    expect(body('three cats')).toEqual({
+      input: { prompt: 'three cats', aspect_ratio: '4:3', num_outputs: 3, seed: 7 },
+    });
     expect(tc.candidates.map((x: any) => x.index)).toEqual([0, 1, 2]);
     expect(new Set(tc.candidates.map((x: any) => x.content.parts[0].inlineData.data)).size).toBe(3);
   });
@@ -152,9 +162,17 @@ describe('replicate images', () => {
     const cases: [string, unknown, RegExp][] = [
       ['flux', withRefs('p', ['https://img.example/a.png']), /reference images .*inputNames\.image/],
       ['kontext', withRefs('p', ['https://img.example/a.png', 'https://img.example/b.png']), /at most 1/],
-      ['flux', submitBody('p', { generationConfig: { topP: 0.5, imageConfig: { output: 'url' } } }), /generationConfig\.topP/],
+      [
+        'flux',
+        submitBody('p', { generationConfig: { topP: 0.5, imageConfig: { output: 'url' } } }),
+        /generationConfig\.topP/,
+      ],
       ['seedream', submitBody('p', { generationConfig: { topK: 3, imageConfig: { output: 'url' } } }), /topK/],
-      ['seedream', submitBody('p', { generationConfig: { candidateCount: 2, imageConfig: { output: 'url' } } }), /candidateCount "2"/],
+      [
+        'seedream',
+        submitBody('p', { generationConfig: { candidateCount: 2, imageConfig: { output: 'url' } } }),
+        /candidateCount "2"/,
+      ],
       ['flux', submitBody('p', { tools: [{ googleSearch: {} }] }), /^tools /],
     ];
     for (const [model, body, message] of cases) {
@@ -163,25 +181,39 @@ describe('replicate images', () => {
       expect(res.json.error.message).toMatch(message);
     }
     const sdk = new OpenAI({ apiKey: KEY_A, baseURL: `${kiln.baseUrl}/v1`, maxRetries: 0 });
-    await expect(sdk.images.generate({ model: 'flux', prompt: 'p', quality: 'high' })).rejects.toThrow(/quality must be one of auto for model flux/);
+    await expect(sdk.images.generate({ model: 'flux', prompt: 'p', quality: 'high' })).rejects.toThrow(
+      /quality must be one of auto for model flux/,
+    );
     expect(fake.requests).toHaveLength(0);
   });
 
   it("maps Replicate's answers: problem details on create, failed predictions (safety filter, model error)", async () => {
     const creates: [string, ReplicateFault, string][] = [
       ['c401', problem(401, 'Unauthenticated', 'You did not pass a valid authentication token'), 'auth_failed'],
-      ['c402', problem(402, 'Insufficient credit', 'You have insufficient credit to run this model.'), 'insufficient_balance'],
+      [
+        'c402',
+        problem(402, 'Insufficient credit', 'You have insufficient credit to run this model.'),
+        'insufficient_balance',
+      ],
       [
         'c422',
         problem(422, 'Input validation failed', '- input.width: Must be less than or equal to 1440', {
-          invalid_fields: [{ type: 'less_than_equal', field: 'input.width', description: 'Must be less than or equal to 1440' }],
+          invalid_fields: [
+            { type: 'less_than_equal', field: 'input.width', description: 'Must be less than or equal to 1440' },
+          ],
         }),
         'invalid_request',
       ],
       ['c404', problem(404, 'Not found', 'The requested resource could not be found.'), 'invalid_request'],
       [
         'c429',
-        problem(429, 'Request was throttled', 'Your rate limit resets in ~5s.', { retry_after: 5 }, { 'retry-after': '5' }),
+        problem(
+          429,
+          'Request was throttled',
+          'Your rate limit resets in ~5s.',
+          { retry_after: 5 },
+          { 'retry-after': '5' },
+        ),
         'upstream_rate_limited',
       ],
       ['c503', problem(503, 'Service Unavailable', 'The service is overloaded, please try again.'), 'upstream_error'],
@@ -189,7 +221,11 @@ describe('replicate images', () => {
     ];
     const predictions: [string, string, string][] = [
       ['pnsfw', 'failed:NSFW content detected. Try running it again, or try a different prompt.', 'invalid_request'],
-      ['pe005', 'failed:The input or output was flagged as sensitive. Please try again with different inputs. (E005)', 'invalid_request'],
+      [
+        'pe005',
+        'failed:The input or output was flagged as sensitive. Please try again with different inputs. (E005)',
+        'invalid_request',
+      ],
       ['pcuda', 'failed:CUDA out of memory. Tried to allocate 2.00 GiB', 'upstream_error'],
       ['pcanceled', 'canceled', 'upstream_error'],
       ['paborted', 'aborted', 'upstream_timeout'],

@@ -91,7 +91,13 @@ describe('replicate videos', () => {
 
   it("renamed inputs: the image under the model's name, a null name not sent, the channel's defaults", async () => {
     const v = await finish(
-      await createOk({ model: 'kling', prompt: 'the cat jumps', seconds: '5', size: '720x1280', image: 'https://img.example/cat.png' }),
+      await createOk({
+        model: 'kling',
+        prompt: 'the cat jumps',
+        seconds: '5',
+        size: '720x1280',
+        image: 'https://img.example/cat.png',
+      }),
     );
     expect(v.status).toBe('completed');
     expect(fake.creates()[0]!.body).toEqual({
@@ -115,7 +121,11 @@ describe('replicate videos', () => {
   it("maps Replicate's answers: problem details on create, failed predictions", async () => {
     const creates: [string, ReplicateFault, string][] = [
       ['c401', problem(401, 'Unauthenticated', 'You did not pass a valid authentication token'), 'auth_failed'],
-      ['c402', problem(402, 'Insufficient credit', 'You have insufficient credit to run this model.'), 'insufficient_balance'],
+      [
+        'c402',
+        problem(402, 'Insufficient credit', 'You have insufficient credit to run this model.'),
+        'insufficient_balance',
+      ],
       [
         'c422',
         problem(422, 'Input validation failed', '- input.duration: duration must be one of 5, 10', {
@@ -123,7 +133,11 @@ describe('replicate videos', () => {
         }),
         'invalid_request',
       ],
-      ['c429', problem(429, 'Request was throttled', 'Your rate limit resets in ~5s.', { retry_after: 5 }), 'upstream_rate_limited'],
+      [
+        'c429',
+        problem(429, 'Request was throttled', 'Your rate limit resets in ~5s.', { retry_after: 5 }),
+        'upstream_rate_limited',
+      ],
       ['c503', problem(503, 'Service Unavailable', 'The service is overloaded.'), 'upstream_error'],
     ];
     const predictions: [string, string, string][] = [

@@ -3,9 +3,9 @@
 // default, a channel's `inputNames` renames them or sets one to null (the model has no such input),
 // and an option that cannot be sent is refused (at submit for images, before the create for video),
 // never dropped. Pure module: the API's submit check imports it too.
-import type { ImageRequest } from '../../../src/shared/image-task.js';
-import { promptText, referenceImages } from '../../../src/shared/prompt.js';
-import type { VideoRequest } from '../../../src/shared/video-task.js';
+import type { ImageRequest } from './image-task.js';
+import { promptText, referenceImages } from './prompt.js';
+import type { VideoRequest } from './video-task.js';
 
 type Name = string | null | undefined;
 
@@ -71,7 +71,7 @@ const IMAGE_CONFIG_KEYS = ['aspectRatio', 'imageSize'];
 
 const refusal = (field: string, got: unknown, allowed: readonly string[]): InputRefusal => ({
   field,
-  got: typeof got === 'string' ? got : JSON.stringify(got) ?? String(got),
+  got: typeof got === 'string' ? got : (JSON.stringify(got) ?? String(got)),
   allowed,
 });
 const unnamed = (option: string) => [`none: the channel's inputNames.${option} is null (set it to the model's input)`];
@@ -88,7 +88,8 @@ export function imageInputRefusal(request: ImageRequest, given?: ImageInputNames
   const ic = gc.imageConfig ?? {};
   for (const k of Object.keys(ic))
     if (!IMAGE_CONFIG_KEYS.includes(k)) return refusal(`imageConfig.${k}`, ic[k], IMAGE_CONFIG_KEYS);
-  if (ic.aspectRatio !== undefined && !n.aspectRatio) return refusal('aspectRatio', ic.aspectRatio, unnamed('aspectRatio'));
+  if (ic.aspectRatio !== undefined && !n.aspectRatio)
+    return refusal('aspectRatio', ic.aspectRatio, unnamed('aspectRatio'));
   if (ic.imageSize !== undefined && !n.imageSize) return refusal('imageSize', ic.imageSize, unnamed('imageSize'));
   const count = gc.candidateCount;
   if (count !== undefined && (typeof count !== 'number' || !Number.isInteger(count) || count < 1 || count > 8))
@@ -129,7 +130,8 @@ export function imageInput(
 /** What a video request cannot send to a channel with these `inputNames`; null when it can send all. */
 export function videoInputRefusal(request: VideoRequest, given?: VideoInputNames): InputRefusal | null {
   const n = names(VIDEO_INPUT_DEFAULTS, given);
-  if (request.nodeInfoList?.length) return refusal('nodeInfoList', 'given', ['none: Replicate models take inputs, not nodes']);
+  if (request.nodeInfoList?.length)
+    return refusal('nodeInfoList', 'given', ['none: Replicate models take inputs, not nodes']);
   if (request.image && !n.image) return refusal('image', request.image.slice(0, 60), unnamed('image'));
   return null;
 }
