@@ -76,9 +76,34 @@ const openaiImagesFields = {
   maxImages: int(10, 1),
 };
 
+/** replicate: a model's input name for one of Kiln's options; null when it has none (the option is refused then). */
+const inputName = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'input names are identifiers such as aspect_ratio')
+  .nullable()
+  .optional();
+
 const imageUpstream = {
   ...taskUpstreamFields,
   provider: z.enum(IMAGE_PROVIDERS),
+  /**
+   * replicate: where the model takes Kiln's options (src/shared/replicate-input.ts has the
+   * defaults); `imageList` sends the reference images as one list under `image`.
+   */
+  inputNames: z
+    .object({
+      prompt: inputName,
+      image: inputName,
+      imageList: z.boolean().optional(),
+      aspectRatio: inputName,
+      imageSize: inputName,
+      count: inputName,
+      seed: inputName,
+    })
+    .strict()
+    .optional(),
+  /** replicate: inputs sent with every prediction (the request's own options win). */
+  inputDefaults: z.record(z.string(), z.unknown()).optional(),
   /** Download reference images in the activity and send them as base64 (else the URLs travel as they are). */
   inlineReferences: z.boolean().default(false),
   referenceMaxBytes: int(10 * MiB, 1),
@@ -97,6 +122,13 @@ const NodeFieldSchema = z.object({ nodeId: z.string().min(1).max(100), fieldName
 const videoUpstream = {
   ...taskUpstreamFields,
   provider: z.enum(VIDEO_PROVIDERS),
+  /** replicate: where the model takes Kiln's options (src/shared/replicate-input.ts has the defaults). */
+  inputNames: z
+    .object({ prompt: inputName, image: inputName, seconds: inputName, aspectRatio: inputName, resolution: inputName })
+    .strict()
+    .optional(),
+  /** replicate: inputs sent with every prediction (the request's own options win). */
+  inputDefaults: z.record(z.string(), z.unknown()).optional(),
   /** workflow-node: the upstream workflow and where prompt, image, seconds and size go. */
   workflowId: z.string().min(1).max(200).optional(),
   nodes: z
@@ -275,7 +307,10 @@ function resolveChannels(m: RawModel, issue: Issue): Model {
         (f, msg) => issue(at(i, f), msg),
       );
   });
-  if (m.kind === 'image') jobChecks(m, channels, listed, issue);
+  if (m.kind === 'image') {
+    jobChecks(m, channels, listed, issue);
+    replicateImageChecks(m, channels as ImageChannel[], listed, issue);
+  }
   if (m.kind === 'video') {
     strictChecks(m, issue);
     veoChecks(videoOptions({ ...m, provider: providerOf(m, channels) } as VideoModel), channels, listed, issue);
@@ -314,6 +349,27 @@ function jobChecks(m: Raw<typeof ImageModelSchema>, channels: AnyChannel[], list
       `overallTimeoutMs / pollIntervalMs allows ${Math.ceil(m.overallTimeoutMs / m.pollIntervalMs)} checks of a job; ` +
         `at most ${MAX_JOB_CHECKS}: raise pollIntervalMs or lower overallTimeoutMs`,
     );
+}
+
+/**
+ * An image model's `imageSizes` tiers reach a replicate channel only through its
+ * inputNames.imageSize: without one, OpenAI Images' `size` and `quality` would pick a tier the
+ * channel cannot send, so the model must offer none.
+ */
+function replicateImageChecks(
+  m: Raw<typeof ImageModelSchema>,
+  channels: ImageChannel[],
+  listed: unknown,
+  issue: Issue,
+) {
+  channels.forEach((c, i) => {
+    if (c.provider === 'replicate' && !c.inputNames?.imageSize && m.imageSizes.length)
+      issue(
+        listed ? ['channels', i, 'inputNames'] : ['imageSizes'],
+        'a replicate channel without inputNames.imageSize cannot send the tiers of imageSizes: set imageSizes to [] ' +
+          "or inputNames.imageSize to the model's resolution input",
+      );
+  });
 }
 
 function inlineChecks(c: ImageChannel, issue: (field: string, message: string) => void) {

@@ -40,9 +40,18 @@ const needs =
   };
 
 /** A provider's own required fields, beyond `baseUrl` (which every provider but local needs). */
+/** Replicate's model references: `owner/name` (its predictions route), `owner/name:version` or a bare version id. */
+export const REPLICATE_MODEL = /^(?:[A-Za-z0-9][\w.-]{0,99}\/[\w.-]{1,100}(?::[0-9a-f]{64})?|[0-9a-f]{64})$/;
+
+const replicateCheck: ChannelCheck = (c, issue) => {
+  needs('upstreamModel')(c, issue);
+  if (typeof c.upstreamModel === 'string' && c.upstreamModel !== '' && !REPLICATE_MODEL.test(c.upstreamModel))
+    issue('upstreamModel', 'replicate takes owner/name, owner/name:version or a 64-hex version id');
+};
+
 const CHANNEL_CHECKS: Partial<Record<ImageProviderName | VideoProviderName, ChannelCheck>> = {
   fal: needs('upstreamModel'),
-  replicate: needs('upstreamModel'),
+  replicate: replicateCheck,
   dashscope: needs('upstreamModel'),
 };
 

@@ -9,6 +9,7 @@ import { KilnError } from '../shared/errors.js';
 import { dashscopeImageTask } from '../shared/dashscope.js';
 import { openaiImagesFields } from '../shared/openai-images.js';
 import { falImageRefusal } from '../shared/fal.js';
+import { imageInputRefusal } from '../shared/replicate-input.js';
 
 /** One option a provider cannot express: the field as the caller wrote it, and what it takes instead. */
 export interface OptionRefusal {
@@ -42,6 +43,15 @@ const CHECKS: Partial<Record<ImageProviderName, ImageOptionCheck>> = {
   },
   'openai-images': openaiImages,
   fal: (request) => falImageRefusal(request),
+  // Each replicate channel's own input names: the task may go to any of them.
+  replicate: (request, model) => {
+    for (const c of model.channels)
+      if (c.provider === 'replicate') {
+        const r = imageInputRefusal(request, c.inputNames);
+        if (r) return r;
+      }
+    return null;
+  },
 };
 
 /** Throws invalid_request when any channel's provider cannot express an option of `request`. */

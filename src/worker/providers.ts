@@ -17,6 +17,8 @@ import { FalImageProvider } from '../../activities/providers/fal/image.js';
 import { FalVideoProvider } from '../../activities/providers/fal/video.js';
 import { LocalImageProvider } from '../../activities/providers/local/image.js';
 import { OpenAIImagesProvider } from '../../activities/providers/openai-images/image.js';
+import { ReplicateImageProvider } from '../../activities/providers/replicate/image.js';
+import { ReplicateVideoProvider } from '../../activities/providers/replicate/video.js';
 import { WorkflowNodeVideoProvider } from '../../activities/providers/workflow-node/video.js';
 
 const BOOTSTRAPPED_FFMPEG = join(PROJECT_ROOT, '.tools', 'bin', 'ffmpeg');
@@ -45,6 +47,7 @@ export function imageProviders(deps: ProviderDeps): Partial<Record<ImageModel['p
     dashscope: new DashScopeImageProvider(blobs),
     'openai-images': new OpenAIImagesProvider({ blobs, fetchReference }),
     fal: new FalImageProvider({ blobs, fetchReference }),
+    replicate: new ReplicateImageProvider(blobs, fetchReference),
   };
 }
 
@@ -58,5 +61,6 @@ export function videoProviders(deps: ProviderDeps): Partial<Record<VideoModel['p
     'gemini-veo': new GeminiVeoVideoProvider(blobs, fetchReference),
     dashscope: new DashScopeVideoProvider(blobs),
     fal: new FalVideoProvider(blobs),
+    replicate: new ReplicateVideoProvider(blobs),
   };
 }

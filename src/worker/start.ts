@@ -14,7 +14,6 @@ import { HEARTBEAT_EVERY_MS } from '../../activities/upstream-call.js';
 import { createWebhookActivities } from '../../activities/deliver-webhook.js';
 import { type Config } from '../config/env.js';
 import { modelTaskQueue, modelsOfKind, type AnyChannel } from '../config/models.js';
-import { imageRunsJobs } from '../config/providers.js';
 import { configuredKeys } from '../shared/credentials.js';
 import { workerSlots } from '../config/channels.js';
 import { RedisChannelState } from '../channels/redis-state.js';
@@ -142,15 +141,15 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
       [
         ...imageModels.map((m) => ({
           m,
-          // Models whose provider answers later run the job activities (workflows/image-job.ts).
-          upstream: imageRunsJobs(m.provider)
-            ? {
-                createImageJob: activities.createImageJob,
-                checkImageJob: activities.checkImageJob,
-                fetchImageJob: activities.fetchImageJob,
-                cancelImageJob: activities.cancelImageJob,
-              }
-            : { generateImage: activities.generateImage },
+          // Both paths, so a models file changed between API and worker cannot strand a task:
+          // one call (generateImage), or a job (workflows/image-job.ts) for providers that answer later.
+          upstream: {
+            generateImage: activities.generateImage,
+            createImageJob: activities.createImageJob,
+            checkImageJob: activities.checkImageJob,
+            fetchImageJob: activities.fetchImageJob,
+            cancelImageJob: activities.cancelImageJob,
+          },
         })),
         ...videoModels.map((m) => ({
           m,
