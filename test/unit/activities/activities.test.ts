@@ -1,5 +1,6 @@
 // The upstream activities in MockActivityEnvironment, with an in-memory read model and fake
 // providers: the dispatch mark and heartbeats, which failures end a task (and how), which are retried.
+import { CHANNEL_REFUSED_FAILURE_TYPE } from '../../../src/upstreams/failover.js';
 import { describe, expect, it } from 'vitest';
 import { ApplicationFailure } from '@temporalio/activity';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -224,18 +225,17 @@ describe('generateImage', () => {
     },
   );
 
-  it('a transport failure before dispatch clears the mark and is retried', async () => {
+  it('a transport failure before dispatch clears the mark and hands the wait to the workflow', async () => {
     const store = new MemoryStore();
     const task = imageTask('img-once');
     await store.markDispatched(task.id, 1);
     const { acts } = image(async () => {
       throw new TransportFailure('connection refused', false);
     }, store);
-    const err = await activityEnv()
-      .env.run(acts.generateImage, task)
-      .catch((e: unknown) => e);
-    // Not an ApplicationFailure: Temporal retries it.
-    expect(err).toBeInstanceOf(TransportFailure);
+    const f = await failureOf(activityEnv().env.run(acts.generateImage, task));
+    // Nothing left: the workflow waits on a timer and sends again (workflows/task-outcome.ts, overChannels).
+    expect(f).toMatchObject({ type: CHANNEL_REFUSED_FAILURE_TYPE, nonRetryable: true });
+    expect(f.message).toContain('connection refused');
     expect(await store.wasDispatched(task.id)).toBe(false);
   });
 
