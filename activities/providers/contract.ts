@@ -31,7 +31,17 @@ export interface JobProvider<C, F, X = object> {
   fetch(call: C & { job: UpstreamJob; outputs: JobOutput[] } & X): Promise<F>;
   /** Stops the upstream job (the task was canceled); a provider whose upstream has no such call leaves it out. */
   cancel?(call: C & { job: UpstreamJob }): Promise<void>;
+  /**
+   * Finds the job a create sent, by the id Kiln gave it (`kilnJobId(input)`: ComfyUI's `prompt_id`,
+   * Kling's `external_task_id`), when the create's answer was lost or its worker died after sending.
+   * `found`: the job, which the task goes on with (no second create); `absent`: the upstream
+   * answered and has no such request. Throws when the upstream cannot be asked. Providers whose
+   * upstream takes no id of the caller's leave it out: a lost answer then ends the task `uncertain`.
+   */
+  lookup?(call: C): Promise<Lookup>;
 }
+
+export type Lookup = { found: UpstreamJob } | { absent: true };
 
 export interface ImageCall extends ProviderCall<ImageTaskInput, ImageUpstream> {
   dispatching: Dispatching;

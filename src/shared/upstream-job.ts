@@ -30,3 +30,13 @@ export interface JobOutput {
  * UpstreamFailure that names its code.
  */
 export type JobCheck = { state: 'running'; progress?: number } | { state: 'completed'; outputs?: JobOutput[] };
+
+/**
+ * The id Kiln gives the upstream request of a task's job, for upstreams that take one of the
+ * caller's (ComfyUI's `prompt_id`, Kling's `external_task_id`): the task id (`task_<32 hex>`,
+ * `video_<32 hex>`), so every attempt and every worker names the same request, and a lost answer
+ * can be looked up. A provider whose upstream wants another shape maps it deterministically.
+ */
+export function kilnJobId(task: { id: string }): string {
+  return task.id;
+}
