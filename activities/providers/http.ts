@@ -29,6 +29,8 @@ export const MAX_VIDEO_BYTES = 512 * 1024 * 1024;
 
 const MIME_BY_TYPE: Record<string, string> = {
   mp4: 'video/mp4',
+  webm: 'video/webm',
+  mov: 'video/quicktime',
   png: 'image/png',
   jpg: 'image/jpeg',
   jpeg: 'image/jpeg',

@@ -2,6 +2,7 @@
 // Anything missing or malformed stops start-up with a message that names what to set.
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { dirname, resolve } from 'node:path';
 import { hkdfSync } from 'node:crypto';
 import { z } from 'zod';
 import { configuredKeys } from '../shared/credentials.js';
@@ -268,7 +269,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     } catch (err) {
       throw new ConfigError(`MODELS_FILE ${e.MODELS_FILE}: ${(err as Error).message}`);
     }
-    models = parseModels(raw, `MODELS_FILE ${e.MODELS_FILE}`);
+    models = parseModels(raw, `MODELS_FILE ${e.MODELS_FILE}`, dirname(resolve(e.MODELS_FILE)));
   }
   const secret = Buffer.from(e.KILN_SECRET, 'utf8');
   const derive = (info: string) => Buffer.from(hkdfSync('sha256', secret, Buffer.alloc(0), info, 32));

@@ -15,6 +15,8 @@ import { DASHSCOPE_DEFAULT_SECONDS, dashscopeVideoRefusals } from '../shared/das
 import { GPT_IMAGE_SIZES } from '../shared/openai-images.js';
 import { falVideoRefusals } from '../shared/fal.js';
 import { IMAGE_PROVIDERS, imageRunsJobs, providerChecks, VIDEO_PROVIDERS } from './providers.js';
+import { comfyuiChannelIssues, workflowProblem, type ComfyWorkflow } from '../shared/comfyui.js';
+import { readWorkflowFiles } from './workflow-files.js';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
@@ -83,6 +85,49 @@ const inputName = z
   .nullable()
   .optional();
 
+/** Where a workflow-node or comfyui model puts a request field: `{nodeId, fieldName}` of the upstream workflow. */
+const NodeFieldSchema = z.object({
+  nodeId: z.string().min(1).max(100),
+  fieldName: z.string().min(1).max(100),
+  /** comfyui: a number is multiplied by this (seconds → frames at `scale` frames per second). */
+  scale: z.number().positive().optional(),
+});
+
+/**
+ * Where prompt, reference image, seconds and size go; comfyui also takes width and height (the
+ * size as two numbers), seed and count (images per task).
+ */
+const NodesSchema = z
+  .object({
+    prompt: NodeFieldSchema.optional(),
+    image: NodeFieldSchema.optional(),
+    seconds: NodeFieldSchema.optional(),
+    size: NodeFieldSchema.optional(),
+    width: NodeFieldSchema.optional(),
+    height: NodeFieldSchema.optional(),
+    seed: NodeFieldSchema.optional(),
+    count: NodeFieldSchema.optional(),
+  })
+  .default({});
+
+/** The `comfyui` provider's settings (docs/providers.md, "ComfyUI"). */
+const comfyuiFields = {
+  /** comfyui: the API-format workflow, a path relative to the models file (or absolute); read once at start. */
+  workflowFile: z.string().min(1).optional(),
+  /** comfyui: the workflow itself (what start-up reads from workflowFile). */
+  workflow: z
+    .record(z.string(), z.looseObject({ class_type: z.string(), inputs: z.record(z.string(), z.unknown()) }))
+    .superRefine((w, ctx) => {
+      const p = workflowProblem(w);
+      if (p) ctx.addIssue({ code: 'custom', message: p });
+    })
+    .transform((w) => w as ComfyWorkflow)
+    .optional(),
+  /** comfyui, form workflow-node: the inputs the caller's nodeInfoList may set, as `nodeId.fieldName`. */
+  allowedInputs: z.array(z.string().min(3).max(201)).max(256).optional(),
+  nodes: NodesSchema,
+};
+
 const imageUpstream = {
   ...taskUpstreamFields,
   provider: z.enum(IMAGE_PROVIDERS),
@@ -114,10 +159,8 @@ const imageUpstream = {
   rateLimitRetries: int(2, 0),
   rateLimitBackoffMs: int(1000, 0),
   ...openaiImagesFields,
+  ...comfyuiFields,
 };
-
-/** Where a workflow-node model puts a request field: `{nodeId, fieldName}` of the upstream workflow. */
-const NodeFieldSchema = z.object({ nodeId: z.string().min(1).max(100), fieldName: z.string().min(1).max(100) });
 
 const videoUpstream = {
   ...taskUpstreamFields,
@@ -129,16 +172,9 @@ const videoUpstream = {
     .optional(),
   /** replicate: inputs sent with every prediction (the request's own options win). */
   inputDefaults: z.record(z.string(), z.unknown()).optional(),
-  /** workflow-node: the upstream workflow and where prompt, image, seconds and size go. */
+  /** workflow-node: the upstream workflow; `nodes` says where prompt, image, seconds and size go. */
   workflowId: z.string().min(1).max(200).optional(),
-  nodes: z
-    .object({
-      prompt: NodeFieldSchema.optional(),
-      image: NodeFieldSchema.optional(),
-      seconds: NodeFieldSchema.optional(),
-      size: NodeFieldSchema.optional(),
-    })
-    .default({}),
+  ...comfyuiFields,
   /** local: frames per second and longest side of the rendered MP4 (kept small; `size` stays as asked). */
   localFps: int(8, 1),
   localMaxSide: int(320, 16),
@@ -307,6 +343,12 @@ function resolveChannels(m: RawModel, issue: Issue): Model {
         (f, msg) => issue(at(i, f), msg),
       );
   });
+  const comfy = m.kind === 'video' ? videoOptions({ ...m, provider: providerOf(m, channels) } as VideoModel) : null;
+  channels.forEach((c, i) => {
+    if (c.provider !== 'comfyui' || m.kind === 'chat') return;
+    const kind = comfy ? { kind: 'video' as const, ...comfy } : { kind: 'image' as const };
+    for (const r of comfyuiChannelIssues(c as ImageChannel | VideoChannel, kind)) issue(at(i, r.field), r.message);
+  });
   if (m.kind === 'image') {
     jobChecks(m, channels, listed, issue);
     replicateImageChecks(m, channels as ImageChannel[], listed, issue);
@@ -443,6 +485,18 @@ function strictChecks(m: Raw<typeof VideoModelSchema>, issue: Issue) {
   }
 }
 
+/** A ComfyUI box runs one prompt at a time: its channels default to `concurrency: 1`. */
+function comfyuiDefaults(raw: unknown): unknown {
+  const one = (c: unknown) => {
+    const o = c as Record<string, unknown> | null;
+    return o && typeof o === 'object' && o.provider === 'comfyui' && o.concurrency === undefined
+      ? { ...o, concurrency: 1 }
+      : c;
+  };
+  const m = one(raw) as { channels?: unknown };
+  return Array.isArray(m?.channels) ? { ...m, channels: m.channels.map(one) } : m;
+}
+
 // A model without `kind` is an image model, as in the first models files.
 const ModelSchema = z
   .preprocess(
@@ -450,7 +504,7 @@ const ModelSchema = z
       const withKind = v && typeof v === 'object' && !('kind' in v) ? { ...v, kind: 'image' } : v;
       const kind = (withKind as { kind?: unknown } | null)?.kind;
       return typeof kind === 'string' && kind in UPSTREAM_KEYS
-        ? inheritUpstreamSettings(withKind, UPSTREAM_KEYS[kind as Model['kind']])
+        ? comfyuiDefaults(inheritUpstreamSettings(withKind, UPSTREAM_KEYS[kind as Model['kind']]))
         : withKind;
     },
     z.discriminatedUnion('kind', [ImageModelSchema, ChatModelSchema, VideoModelSchema]),
@@ -459,15 +513,32 @@ const ModelSchema = z
 
 const ModelsFileSchema = z.object({ models: z.array(ModelSchema).min(1) });
 
-/** One model from its models-file entry (tests and the built-in defaults). */
-export function parseModel(raw: unknown): Model {
-  const parsed = ModelSchema.safeParse(raw);
+/** Issues of reading `workflowFile`s, as the message of a ConfigError. */
+function withFiles<T>(raw: T, baseDir: string, read: (raw: unknown, issue: Issue) => unknown, lead = ''): unknown {
+  const issues: string[] = [];
+  const out = read(raw, (path, message) => issues.push(`${path.join('.')}: ${message}`));
+  if (issues.length) throw new ConfigError(`${lead}${issues.join('; ')}`);
+  return out;
+}
+
+/** One model from its models-file entry (tests and the built-in defaults); `baseDir` for its workflowFile. */
+export function parseModel(raw: unknown, baseDir = process.cwd()): Model {
+  const read = withFiles(raw, baseDir, (r, issue) => readWorkflowFiles(r, baseDir, issue));
+  const parsed = ModelSchema.safeParse(read);
   if (!parsed.success)
     throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
   return parsed.data;
 }
 
-export function parseModels(json: unknown, source: string): Model[] {
+/** The models file's models; `baseDir` (the file's directory) is where relative workflowFile paths start. */
+export function parseModels(raw: unknown, source: string, baseDir = process.cwd()): Model[] {
+  const models = (raw as { models?: unknown } | null)?.models;
+  const json = Array.isArray(models)
+    ? {
+        ...(raw as object),
+        models: withFiles(models, baseDir, (r, issue) => readWorkflowFiles(r, baseDir, issue, ['models']), `${source}: `),
+      }
+    : raw;
   const parsed = ModelsFileSchema.safeParse(json);
   if (!parsed.success) {
     throw new ConfigError(

@@ -10,6 +10,7 @@ import { dashscopeImageTask } from '../shared/dashscope.js';
 import { openaiImagesFields } from '../shared/openai-images.js';
 import { falImageRefusal } from '../shared/fal.js';
 import { imageInputRefusal } from '../shared/replicate-input.js';
+import { comfyuiImageRefusal } from '../shared/comfyui.js';
 
 /** One option a provider cannot express: the field as the caller wrote it, and what it takes instead. */
 export interface OptionRefusal {
@@ -48,6 +49,15 @@ const CHECKS: Partial<Record<ImageProviderName, ImageOptionCheck>> = {
     for (const c of model.channels)
       if (c.provider === 'replicate') {
         const r = imageInputRefusal(request, c.inputNames);
+        if (r) return r;
+      }
+    return null;
+  },
+  // Each box's workflow and node mapping: the task may go to any of them.
+  comfyui: (request, model) => {
+    for (const c of model.channels)
+      if (c.provider === 'comfyui') {
+        const r = comfyuiImageRefusal(request, c);
         if (r) return r;
       }
     return null;

@@ -7,6 +7,7 @@ import type { NodeInfo, VideoRequest } from '../shared/video-task.js';
 import { checkHttpUrl } from '../shared/http-url.js';
 import { chars, LIMITS } from '../shared/limits.js';
 import { optionalText } from '../tasks/openapi.js';
+import { comfyuiVideoRefusal } from '../shared/comfyui.js';
 
 const NodeInfoSchema = z.object({
   nodeId: z.string().min(1).max(100),
@@ -85,11 +86,18 @@ export function validateVideo(body: VideoBody, model: VideoModel): VideoRequest 
       `nodeInfoList is only accepted by workflow-node models; ${model.id} is not one.`,
     );
   }
-  return {
+  const request: VideoRequest = {
     prompt,
     seconds,
     size,
     ...(image !== undefined ? { image } : {}),
     ...(body.nodeInfoList ? { nodeInfoList: body.nodeInfoList as NodeInfo[] } : {}),
   };
+  // A comfyui box's stored workflow takes only its own nodes' inputs, and only those the model allows.
+  for (const c of model.channels) {
+    if (c.provider !== 'comfyui') continue;
+    const r = comfyuiVideoRefusal(request, c);
+    if (r) throw new KilnError('invalid_request', `${r.field}: ${r.message} (model ${model.id}).`);
+  }
+  return request;
 }

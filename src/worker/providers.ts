@@ -20,6 +20,8 @@ import { OpenAIImagesProvider } from '../../activities/providers/openai-images/i
 import { ReplicateImageProvider } from '../../activities/providers/replicate/image.js';
 import { ReplicateVideoProvider } from '../../activities/providers/replicate/video.js';
 import { WorkflowNodeVideoProvider } from '../../activities/providers/workflow-node/video.js';
+import { ComfyImageProvider } from '../../activities/providers/comfyui/image.js';
+import { ComfyVideoProvider } from '../../activities/providers/comfyui/video.js';
 
 const BOOTSTRAPPED_FFMPEG = join(PROJECT_ROOT, '.tools', 'bin', 'ffmpeg');
 
@@ -48,6 +50,7 @@ export function imageProviders(deps: ProviderDeps): Partial<Record<ImageModel['p
     'openai-images': new OpenAIImagesProvider({ blobs, fetchReference }),
     fal: new FalImageProvider({ blobs, fetchReference }),
     replicate: new ReplicateImageProvider(blobs, fetchReference),
+    comfyui: new ComfyImageProvider({ blobs, fetchReference }),
   };
 }
 
@@ -62,5 +65,6 @@ export function videoProviders(deps: ProviderDeps): Partial<Record<VideoModel['p
     dashscope: new DashScopeVideoProvider(blobs),
     fal: new FalVideoProvider(blobs),
     replicate: new ReplicateVideoProvider(blobs),
+    comfyui: new ComfyVideoProvider({ blobs, fetchReference }),
   };
 }
