@@ -7,17 +7,9 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { TINY_PNG } from '../gemini/fake-gemini.js';
 import { NODE_ERROR_BODY, startFakeComfy, type FakeComfy } from './fake-comfyui.js';
+import { IMAGE_NODES, IMAGE_WORKFLOW } from './workflows.js';
 import { eventually, imageSteps, KEY_A, startKiln, submitBody, type Kiln } from '../../../support/kiln.js';
 
-export const IMAGE_WORKFLOW = new URL('./workflows/image.json', import.meta.url).pathname;
-export const IMAGE_NODES = {
-  prompt: { nodeId: '6', fieldName: 'text' },
-  image: { nodeId: '5', fieldName: 'image' },
-  width: { nodeId: '3', fieldName: 'width' },
-  height: { nodeId: '3', fieldName: 'height' },
-  count: { nodeId: '3', fieldName: 'batch_size' },
-  seed: { nodeId: '4', fieldName: 'seed' },
-};
 const SECRET = 'comfy-proxy-SECRET-77';
 let fake: FakeComfy;
 let kiln: Kiln;
@@ -113,7 +105,9 @@ describe('comfyui images', () => {
 
   it('refuses at submit what the workflow cannot take, naming the field; nothing reaches the box', async () => {
     const withRef = submitBody('a ref', {
-      contents: [{ parts: [{ text: 'a ref' }, { inlineData: { mimeType: 'image/png', data: 'https://example.test/a.png' } }] }],
+      contents: [
+        { parts: [{ text: 'a ref' }, { inlineData: { mimeType: 'image/png', data: 'https://example.test/a.png' } }] },
+      ],
     });
     const cases: [string, unknown, RegExp][] = [
       ['comfy-bare', withRef, /reference images "1" .*allowed: 0 \(no nodes.image\)/],

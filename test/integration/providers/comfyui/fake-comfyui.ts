@@ -113,8 +113,9 @@ export class FakeComfy extends FakeServer<ComfyRecorded> {
   execMs = 50;
   onPrompt: ((body: any) => PromptFault | undefined) | undefined;
   scriptFor: ((body: any) => PromptScript | undefined) | undefined;
-  /** Status of GET /system_stats (a box whose health check fails). */
+  /** Status of GET /system_stats (a box whose health check fails), and how long it takes. */
   statsStatus = 200;
+  statsDelayMs = 0;
   video = Buffer.concat([Buffer.from('\x00\x00\x00\x18ftypmp42'), randomBytes(2048)]);
   private pending: Item[] = [];
   private running: { item: Item; script: PromptScript; timer?: NodeJS.Timeout } | null = null;
@@ -122,8 +123,8 @@ export class FakeComfy extends FakeServer<ComfyRecorded> {
   private counter = 0;
   private host = '127.0.0.1';
 
-  constructor(readonly name = 'fake comfyui') {
-    super(name);
+  constructor(readonly boxName = 'fake comfyui') {
+    super(boxName);
   }
 
   override async start(host = '127.0.0.1', port = 0): Promise<this> {
@@ -151,6 +152,7 @@ export class FakeComfy extends FakeServer<ComfyRecorded> {
     this.onPrompt = undefined;
     this.scriptFor = undefined;
     this.statsStatus = 200;
+    this.statsDelayMs = 0;
   }
 
   prompts = () => this.requests.filter((r) => r.method === 'POST' && r.path === '/prompt');
@@ -169,12 +171,12 @@ export class FakeComfy extends FakeServer<ComfyRecorded> {
 
   /** Lets every held prompt finish. */
   release(): void {
+    this.scriptFor = undefined;
     const r = this.running;
     if (r && r.script.run === 'hold') {
       r.script = { run: 'ok' };
       this.finish(r.item, r.script);
     }
-    this.scriptFor = undefined;
   }
 
   protected handle(req: IncomingMessage, res: ServerResponse): void {
@@ -218,7 +220,7 @@ export class FakeComfy extends FakeServer<ComfyRecorded> {
     if (this.key && req.headers.authorization !== `Bearer ${this.key}`)
       return sendJson(res, 401, { error: 'Unauthorized' });
     const m = `${rec.method} ${rec.path}`;
-    if (m === 'GET /system_stats') return this.stats(res);
+    if (m === 'GET /system_stats') return void setTimeout(() => this.stats(res), this.statsDelayMs);
     if (m === 'POST /prompt') return this.prompt(res, body);
     if (m === 'GET /queue')
       return sendJson(res, 200, {
@@ -287,13 +289,20 @@ export class FakeComfy extends FakeServer<ComfyRecorded> {
   private validate(prompt: Record<string, any>): unknown {
     for (const [id, n] of Object.entries(prompt)) {
       if (!n?.class_type)
-        return this.promptError('invalid_prompt', 'Cannot execute because a node is missing the class_type property.', id);
+        return this.promptError(
+          'invalid_prompt',
+          'Cannot execute because a node is missing the class_type property.',
+          id,
+        );
       if (!KNOWN.has(n.class_type))
         return this.promptError('invalid_prompt', `Cannot execute because node ${n.class_type} does not exist.`, id);
     }
     const outputs = Object.keys(prompt).filter((k) => prompt[k].class_type in OUTPUT_NODES);
     if (!outputs.length)
-      return { error: { type: 'prompt_no_outputs', message: 'Prompt has no outputs', details: '', extra_info: {} }, node_errors: {} };
+      return {
+        error: { type: 'prompt_no_outputs', message: 'Prompt has no outputs', details: '', extra_info: {} },
+        node_errors: {},
+      };
     for (const [id, n] of Object.entries(prompt))
       if (n.class_type === 'CLIPTextEncode' && (n.inputs?.text === undefined || n.inputs.text === ''))
         return NODE_ERROR_BODY(id, 'CLIPTextEncode', 'text');
