@@ -50,6 +50,8 @@ export type PromptFault =
   | { kind: 'drop-after' }
   /** Destroys the socket before anything is queued. */
   | { kind: 'drop-before' }
+  /** Queues the prompt and never answers: the socket closes when the box is stopped. */
+  | { kind: 'hang-after' }
   | { kind: 'error'; status: number; body: unknown };
 
 /** How one prompt runs: finishes, fails at a node, or runs until `release`. */
@@ -282,6 +284,7 @@ export class FakeComfy extends FakeServer<ComfyRecorded> {
     this.pending.push(item);
     this.pump();
     if (fault.kind === 'drop-after') return void res.socket?.destroy();
+    if (fault.kind === 'hang-after') return;
     sendJson(res, 200, { prompt_id: id, number: item[0], node_errors: {} });
   }
 
