@@ -1,6 +1,7 @@
 // ComfyUI jobs survive their worker: a worker process killed with SIGKILL while a box runs an image
 // and a video prompt; another worker picks the tasks up, checks the same prompts by their ids and
-// finishes them, and the box never sees a second POST /prompt (each prompt runs once).
+// finishes them, and the box never sees a second POST /prompt (each prompt runs once). A worker
+// killed after its POST left but before the answer: the next attempt looks the prompt up first.
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeComfy, type FakeComfy } from './fake-comfyui.js';
@@ -69,5 +70,32 @@ describe('comfyui durability', () => {
         .sort(),
     ).toEqual([img.json.id, vid.json.id].sort());
     expect([...fake.executions().values()]).toEqual([1, 1]);
+  }, 90_000);
+
+  it('a worker killed after sending, before the answer: the next one looks the prompt up, no second POST', async () => {
+    fake.reset();
+    // The first test's surviving worker must not be the one that takes this create.
+    for (const c of children.splice(0)) await killChild(c);
+    const api = http(kiln.baseUrl);
+    // The box queues the prompt and owes the answer; the worker dies waiting for it.
+    fake.onPrompt = () => ({ kind: 'hang-after' });
+    const first = await workerChild(kiln.env, (c) => children.push(c));
+    const img = await api('/v1beta/models/c-img:generateContent', {
+      method: 'POST',
+      json: submitBody('sent, unanswered'),
+    });
+    expect(img.status).toBe(202);
+    await waitForStatus(
+      async () => ({ json: { status: String(fake.prompts().length) } }),
+      (n) => n === '1',
+    );
+    await killChild(first);
+    fake.onPrompt = undefined;
+    await workerChild(kiln.env, (c) => children.push(c));
+    const image = await waitForStatus(() => api(`/v1/tasks/${img.json.id}`), TERMINAL, 45_000);
+    expect(image.status, JSON.stringify(image)).toBe('succeeded');
+    expect(fake.prompts()).toHaveLength(1);
+    expect(fake.lookups().length).toBeGreaterThanOrEqual(1);
+    expect([...fake.executions().entries()]).toEqual([[img.json.id, 1]]);
   }, 90_000);
 });
