@@ -536,7 +536,12 @@ export function parseModels(raw: unknown, source: string, baseDir = process.cwd(
   const json = Array.isArray(models)
     ? {
         ...(raw as object),
-        models: withFiles(models, baseDir, (r, issue) => readWorkflowFiles(r, baseDir, issue, ['models']), `${source}: `),
+        models: withFiles(
+          models,
+          baseDir,
+          (r, issue) => readWorkflowFiles(r, baseDir, issue, ['models']),
+          `${source}: `,
+        ),
       }
     : raw;
   const parsed = ModelsFileSchema.safeParse(json);

@@ -3,7 +3,15 @@
 // have. The worker's registry (src/worker/providers.ts) holds the code; this is the pure side the
 // API, the workflow policy and start-up checks read.
 
-export const IMAGE_PROVIDERS = ['local', 'gemini', 'openai-images', 'fal', 'replicate', 'dashscope', 'comfyui'] as const;
+export const IMAGE_PROVIDERS = [
+  'local',
+  'gemini',
+  'openai-images',
+  'fal',
+  'replicate',
+  'dashscope',
+  'comfyui',
+] as const;
 export const VIDEO_PROVIDERS = [
   'local',
   'openai-videos',
@@ -18,7 +26,12 @@ export type ImageProviderName = (typeof IMAGE_PROVIDERS)[number];
 export type VideoProviderName = (typeof VIDEO_PROVIDERS)[number];
 
 /** Image providers whose upstream answers later: their tasks create a job and check it on durable timers. */
-const IMAGE_JOB_PROVIDERS: ReadonlySet<string> = new Set<ImageProviderName>(['fal', 'replicate', 'dashscope', 'comfyui']);
+const IMAGE_JOB_PROVIDERS: ReadonlySet<string> = new Set<ImageProviderName>([
+  'fal',
+  'replicate',
+  'dashscope',
+  'comfyui',
+]);
 
 export function imageRunsJobs(provider: string): boolean {
   return IMAGE_JOB_PROVIDERS.has(provider);

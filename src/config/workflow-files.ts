@@ -37,7 +37,12 @@ function withWorkflow(entry: unknown, baseDir: string, path: (string | number)[]
  * The models file's models with each `workflowFile` (a model's or a channel's) read into `workflow`;
  * `baseDir` is where relative paths start (the models file's directory).
  */
-export function readWorkflowFiles(models: unknown, baseDir: string, issue: Issue, at: (string | number)[] = []): unknown {
+export function readWorkflowFiles(
+  models: unknown,
+  baseDir: string,
+  issue: Issue,
+  at: (string | number)[] = [],
+): unknown {
   const one = (m: unknown, path: (string | number)[]) => {
     const model = withWorkflow(m, baseDir, path, issue);
     const channels = (model as { channels?: unknown } | null)?.channels;

@@ -76,7 +76,8 @@ export function isLink(v: unknown): boolean {
 export function fieldProblem(workflow: ComfyWorkflow, nodeId: string, fieldName: string): string | null {
   const node = Object.hasOwn(workflow, nodeId) ? workflow[nodeId] : undefined;
   if (!node) return `node "${nodeId}" is not in the workflow`;
-  if (!Object.hasOwn(node.inputs, fieldName)) return `node "${nodeId}" (${node.class_type}) has no input "${fieldName}"`;
+  if (!Object.hasOwn(node.inputs, fieldName))
+    return `node "${nodeId}" (${node.class_type}) has no input "${fieldName}"`;
   if (isLink(node.inputs[fieldName]))
     return `input "${fieldName}" of node "${nodeId}" (${node.class_type}) is a link to another node, not a value`;
   return null;

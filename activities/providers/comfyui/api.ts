@@ -65,7 +65,10 @@ interface ComfyError {
 
 /** A 400's words: the first node error (node id, class, input, message), else the prompt's own error. */
 function refusalMessage(status: number, text: string, key?: string): string {
-  let body: { error?: ComfyError | string; node_errors?: Record<string, { class_type?: string; errors?: ComfyError[] }> };
+  let body: {
+    error?: ComfyError | string;
+    node_errors?: Record<string, { class_type?: string; errors?: ComfyError[] }>;
+  };
   try {
     body = JSON.parse(text) as typeof body;
   } catch {
@@ -107,7 +110,9 @@ export async function healthy(call: ComfyCall): Promise<void> {
     );
   } catch (err) {
     if (call.signal.aborted || err instanceof UpstreamFailure) throw err;
-    const why = timeout.aborted ? `no answer within ${HEALTH_TIMEOUT_MS} ms` : (causeCode(err) ?? (err as Error).message);
+    const why = timeout.aborted
+      ? `no answer within ${HEALTH_TIMEOUT_MS} ms`
+      : (causeCode(err) ?? (err as Error).message);
     throw new TransportFailure(`the ComfyUI box is not reachable (GET /system_stats: ${why}); nothing was sent`, false);
   }
 }
@@ -175,7 +180,8 @@ export function historyFailure(entry: HistoryEntry, key?: string): UpstreamFailu
       `ComfyUI failed the prompt at ${at(error)}${type}: ${upstreamMessage(String(error.exception_message ?? ''), key)}`,
     );
   }
-  if (interrupted) return new UpstreamFailure('upstream_error', `the prompt was interrupted on the box at ${at(interrupted)}`);
+  if (interrupted)
+    return new UpstreamFailure('upstream_error', `the prompt was interrupted on the box at ${at(interrupted)}`);
   return new UpstreamFailure('upstream_error', 'ComfyUI reports the prompt failed without an execution error');
 }
 

@@ -28,7 +28,12 @@ export interface ComfyJobCall extends ComfyCall {
   model: ComfyCall['model'] & { workflow?: ComfyWorkflow | undefined; referenceMaxBytes?: number };
 }
 
-const EXT: Record<string, string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp', 'image/gif': 'gif' };
+const EXT: Record<string, string> = {
+  'image/png': 'png',
+  'image/jpeg': 'jpg',
+  'image/webp': 'webp',
+  'image/gif': 'gif',
+};
 
 /**
  * Steps before the prompt is sent touch the box too (the health check, the reference upload): a
@@ -56,7 +61,13 @@ export async function uploadReference(
   ref: { data: string; mimeType?: string },
 ): Promise<string> {
   const got = /^https?:\/\//i.test(ref.data)
-    ? await downloadReference(fetchReference, ref.data, call.signal, 'The reference image', call.model.referenceMaxBytes)
+    ? await downloadReference(
+        fetchReference,
+        ref.data,
+        call.signal,
+        'The reference image',
+        call.model.referenceMaxBytes,
+      )
     : { mimeType: ref.mimeType ?? 'image/png', data: ref.data };
   const name = `${call.input.id}.${EXT[got.mimeType] ?? 'png'}`;
   return beforeSend(() => uploadImage(call, Buffer.from(got.data, 'base64'), got.mimeType, name));
@@ -106,8 +117,9 @@ function checkOf(call: ComfyCall, place: Place, id: string): JobCheck {
  */
 export async function checkPrompt(call: ComfyCall, job: UpstreamJob): Promise<JobCheck> {
   const id = job.upstreamId;
-  const place =
-    (await inHistory(call, id)) ?? (await inQueue(call, id)) ?? (await inHistory(call, id)) ?? { at: 'none' as const };
+  const place = (await inHistory(call, id)) ??
+    (await inQueue(call, id)) ??
+    (await inHistory(call, id)) ?? { at: 'none' as const };
   return checkOf(call, place, id);
 }
 
