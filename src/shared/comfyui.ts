@@ -114,9 +114,11 @@ export function comfyuiChannelIssues(
   const n = c.nodes;
   if (!n.width !== !n.height)
     out.push({ field: 'nodes', message: 'nodes.width and nodes.height go together (the size is sent as both)' });
+  // The prompt is never dropped: a model that takes one says where it goes (the workflow-node form
+  // takes a placeholder and nodeInfoList instead).
+  if (!n.prompt && (model.kind === 'image' || model.form !== 'workflow-node'))
+    out.push({ field: 'nodes', message: `a comfyui ${model.kind} model needs nodes.prompt: the model accepts prompt` });
   if (model.kind === 'video') {
-    if (model.form !== 'workflow-node' && !n.prompt)
-      out.push({ field: 'nodes', message: 'a comfyui video model needs nodes.prompt: the model accepts prompt' });
     if (model.form === 'workflow-node' && !c.allowedInputs)
       out.push({
         field: 'allowedInputs',

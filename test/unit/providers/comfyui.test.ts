@@ -65,7 +65,10 @@ describe('comfyui workflows', () => {
     expect(comfyuiChannelIssues({ workflow: WF, nodes: {} }, { ...video, form: 'workflow-node' })).toEqual([
       { field: 'allowedInputs', message: expect.stringMatching(/needs allowedInputs/) },
     ]);
-    expect(comfyuiChannelIssues({ workflow: WF, nodes: {} }, { kind: 'image' })).toEqual([]);
+    expect(comfyuiChannelIssues({ workflow: WF, nodes: {} }, { kind: 'image' })).toEqual([
+      { field: 'nodes', message: 'a comfyui image model needs nodes.prompt: the model accepts prompt' },
+    ]);
+    expect(comfyuiChannelIssues({ workflow: WF, nodes: { prompt: nodes.prompt } }, { kind: 'image' })).toEqual([]);
   });
 
   it('refuses nodeInfoList entries by node, field, allow-list and type', () => {
