@@ -13,7 +13,7 @@ import { parseModel, parseModels } from '../../../../src/config/models.js';
 import { TINY_PNG } from '../gemini/fake-gemini.js';
 import { startFakeComfy, type FakeComfy } from './fake-comfyui.js';
 import { VIDEO_NODES, VIDEO_WORKFLOW } from './workflows.js';
-import { KEY_A, startKiln, type Kiln } from '../../../support/kiln.js';
+import { eventually, KEY_A, startKiln, type Kiln } from '../../../support/kiln.js';
 import { videoApi } from '../../video/video-kiln.js';
 
 let fake: FakeComfy;
@@ -146,12 +146,18 @@ describe('comfyui videos', () => {
     expect(fake.interrupts().map((r) => r.body)).toEqual([{ prompt_id: id }]);
   });
 
-  it('a job past overallTimeoutMs fails upstream_timeout, with one prompt', async () => {
+  it('a job past overallTimeoutMs fails upstream_timeout, and the box is asked to stop it', async () => {
     fake.scriptFor = () => ({ run: 'hold' });
     const id = await v().createOk({ model: 'cv-short', prompt: 'a stuck render' });
     const done = await v().finish(id);
     expect(done).toMatchObject({ status: 'failed', error: { code: 'upstream_timeout' } });
     expect(fake.prompts()).toHaveLength(1);
+    await eventually(
+      async () => fake.interrupts().length,
+      (n) => n === 1,
+    );
+    expect(fake.deletes().map((r) => r.body)).toEqual([{ delete: [id] }]);
+    expect(fake.interrupts().map((r) => r.body)).toEqual([{ prompt_id: id }]);
   });
 
   it('the models file: a missing or invalid workflowFile, and nodes or allowedInputs the workflow lacks, stop start-up', () => {
