@@ -54,6 +54,8 @@ export default defineConfig({
           // A real ComfyUI (scripts/comfyui/start.ts) on the CPU; installed by scripts/comfyui/install.sh.
           name: 'comfyui',
           include: ['test/comfyui/**/*.test.ts'],
+          // Kiln's drills (kiln-comfyui.test.ts) run a real Kiln: Temporal and Redis as the integration tier's.
+          globalSetup: ['test/support/global-setup.ts'],
           fileParallelism: false,
           testTimeout: 120_000,
           // A cold start (first import of torch from disk) took 85 s on 2 busy cores.
