@@ -7,6 +7,7 @@ import type { NodeInfo, VideoRequest } from '../shared/video-task.js';
 import { checkHttpUrl } from '../shared/http-url.js';
 import { chars, LIMITS } from '../shared/limits.js';
 import { optionalText } from '../tasks/openapi.js';
+import { refuseInexpressibleVideo } from './provider-options.js';
 
 const NodeInfoSchema = z.object({
   nodeId: z.string().min(1).max(100),
@@ -85,11 +86,13 @@ export function validateVideo(body: VideoBody, model: VideoModel): VideoRequest 
       `nodeInfoList is only accepted by workflow-node models; ${model.id} is not one.`,
     );
   }
-  return {
+  const request: VideoRequest = {
     prompt,
     seconds,
     size,
     ...(image !== undefined ? { image } : {}),
     ...(body.nodeInfoList ? { nodeInfoList: body.nodeInfoList as NodeInfo[] } : {}),
   };
+  refuseInexpressibleVideo(request, model);
+  return request;
 }
