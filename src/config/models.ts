@@ -12,6 +12,7 @@ import {
 import { PRO_SECONDS, PRO_SIZES } from '../shared/video-task.js';
 import { VEO_DEFAULT_SECONDS, veoRefusals } from '../shared/veo.js';
 import { DASHSCOPE_DEFAULT_SECONDS, dashscopeVideoRefusals } from '../shared/dashscope.js';
+import { KLING_DEFAULT_SECONDS, klingVideoRefusals } from '../shared/kling.js';
 import { GPT_IMAGE_SIZES } from '../shared/openai-images.js';
 import { falVideoRefusals } from '../shared/fal.js';
 import { IMAGE_PROVIDERS, imageRunsJobs, providerChecks, VIDEO_PROVIDERS } from './providers.js';
@@ -228,7 +229,7 @@ const VideoModelSchema = z.object({
   form: z.enum(['video', 'workflow-node']).optional(),
   /** The contract's pro rules: `seconds` only 10/15/25, `size` only 1792x1024/1024x1792. */
   strict: z.boolean().default(false),
-  /** Allowed `seconds` (the first is the default); default 4/8/12, strict models 10/15/25, gemini-veo models 8/4/6, dashscope models 5. */
+  /** Allowed `seconds` (the first is the default); default 4/8/12, strict models 10/15/25, gemini-veo models 8/4/6, dashscope models 5, kling models 5/10. */
   seconds: z
     .array(z.string().regex(/^[1-9]\d{0,3}$/, 'seconds are whole numbers as strings'))
     .min(1)
@@ -427,11 +428,12 @@ function videoProviderChecks(
 ) {
   channels.forEach((c, i) => {
     const at = (field: string) => (listed ? ['channels', i, 'provider'] : [field]);
-    if ((c.provider === 'dashscope' || c.provider === 'fal') && opts.form === 'workflow-node')
+    if ((c.provider === 'dashscope' || c.provider === 'fal' || c.provider === 'kling') && opts.form === 'workflow-node')
       issue(at('form'), `${c.provider} cannot take nodeInfoList (form workflow-node)`);
     if (c.provider === 'dashscope')
       for (const message of dashscopeVideoRefusals(opts.sizes, c.upstreamModel ?? '')) issue(at('sizes'), message);
     if (c.provider === 'fal') for (const r of falVideoRefusals(opts)) issue(at(r.field), r.message);
+    if (c.provider === 'kling') for (const r of klingVideoRefusals(opts)) issue(at(r.field), r.message);
   });
 }
 
@@ -506,7 +508,9 @@ export function videoOptions(m: VideoModel): {
           ? VEO_DEFAULT_SECONDS
           : m.provider === 'dashscope'
             ? DASHSCOPE_DEFAULT_SECONDS
-            : ['4', '8', '12']),
+            : m.provider === 'kling'
+              ? KLING_DEFAULT_SECONDS
+              : ['4', '8', '12']),
     sizes: m.sizes ?? (m.strict ? PRO_SIZES : ['720x1280', '1280x720']),
     form: m.form ?? (m.provider === 'workflow-node' ? 'workflow-node' : 'video'),
   };
