@@ -82,6 +82,8 @@ export class FakeKling extends FakeServer<KlingRecorded> {
   secretKey = 'SKfake-secret-4567';
   onCreate: ((call: KlingRecorded) => KlingFault | undefined) | undefined;
   scriptFor: ((call: KlingRecorded) => KlingScript | undefined) | undefined;
+  /** A fault for every matching query (a lookup that keeps failing, say); undefined: the queue's next. */
+  onQuery: ((call: KlingRecorded) => KlingFault | undefined) | undefined;
   private script: KlingScript = ['submitted', 'processing', 'succeed'];
   private createFaults: KlingFault[] = [];
   private readFaults: KlingFault[] = [];
@@ -117,6 +119,12 @@ export class FakeKling extends FakeServer<KlingRecorded> {
     this.script = ['submitted', 'processing', 'succeed'];
     this.onCreate = undefined;
     this.scriptFor = undefined;
+    this.onQuery = undefined;
+  }
+
+  /** How many tasks Kling holds (since the fake started): a create it received makes one. */
+  taskCount(): number {
+    return this.tasks.size;
   }
 
   creates(): KlingRecorded[] {
@@ -164,16 +172,12 @@ export class FakeKling extends FakeServer<KlingRecorded> {
     const authError = this.authError(call.headers.authorization);
     if (authError) return klingError(res, 401, authError[0], authError[1]);
     m = CREATE.exec(path);
-    if (method === 'POST' && m) {
-      const f = this.onCreate?.(call) ?? this.createFaults.shift() ?? ok();
-      if (f.kind === 'drop' && f.create && !invalidCreate(call.body, m[1]!)) this.make(call, m[1]!);
-      return this.answer(f, res, () => this.create(call, m![1]!, res));
-    }
+    if (method === 'POST' && m) return this.create(call, m[1]!, res);
     m = QUERY.exec(path);
-    if (method === 'GET' && m)
-      return this.answer(this.readFaults.shift() ?? ok(), res, () =>
-        this.query(m![1]!, decodeURIComponent(m![2]!), res),
-      );
+    if (method === 'GET' && m) {
+      const f = this.onQuery?.(call) ?? this.readFaults.shift() ?? ok();
+      return this.answer(f, res, () => this.query(m![1]!, decodeURIComponent(m![2]!), res));
+    }
     klingError(res, 404, 1202, `no route ${method} ${path}`);
   }
 
@@ -225,26 +229,33 @@ export class FakeKling extends FakeServer<KlingRecorded> {
     return task;
   }
 
+  /**
+   * A valid create becomes a task as soon as it arrives (before a delayed answer, which a killed
+   * worker never reads); a dropped one only when the fault says Kling received it.
+   */
   private create(call: KlingRecorded, kind: string, res: ServerResponse): void {
+    const f = this.onCreate?.(call) ?? this.createFaults.shift() ?? ok();
     const why = invalidCreate(call.body, kind);
-    if (why) return klingError(res, 400, 1201, why);
-    const external = call.body.external_task_id;
-    const known = external ? this.byExternal(external) : undefined;
+    const external = call.body?.external_task_id;
     // external_task_id is unique per account: the fake refuses a second create with the same one.
-    if (known) return klingError(res, 400, 1201, `external_task_id ${external} already exists`);
-    const t = this.make(call, kind);
-    const now = Date.now();
-    sendJson(res, 200, {
-      code: 0,
-      message: 'SUCCEED',
-      request_id: randomUUID(),
-      data: {
-        task_id: t.id,
-        task_status: 'submitted',
-        task_info: t.external ? { external_task_id: t.external } : {},
-        created_at: now,
-        updated_at: now,
-      },
+    const dup = external && this.byExternal(external) ? `external_task_id ${external} already exists` : null;
+    const made =
+      !why && !dup && (f.kind === 'ok' || (f.kind === 'drop' && f.create)) ? this.make(call, kind) : undefined;
+    this.answer(f, res, () => {
+      if (!made) return klingError(res, 400, 1201, why ?? dup ?? 'invalid request');
+      const now = Date.now();
+      sendJson(res, 200, {
+        code: 0,
+        message: 'SUCCEED',
+        request_id: randomUUID(),
+        data: {
+          task_id: made.id,
+          task_status: 'submitted',
+          task_info: made.external ? { external_task_id: made.external } : {},
+          created_at: now,
+          updated_at: now,
+        },
+      });
     });
   }
 
