@@ -1,8 +1,5 @@
 // A Kling create whose answer never came back, found again by the external_task_id Kiln gave it
-// (its task id). The lookup kernel (the workflow side of `lookup`, issue 41) lands on main in a
-// commit "Lookup kernel: …"; until this branch has it, LOOKUP_KERNEL stays false and only today's
-// behaviour is tested (the lost answer ends `uncertain` after one create). The kernel's tests are
-// written against the issue's rules and are NOT run before then: flip LOOKUP_KERNEL after merging.
+// (its task id), through the lookup kernel (activities/lookup.ts):
 //   - found (Kling made the task): the task goes on with it, one create, not uncertain;
 //   - absent (Kling never received the create): created once more, Kling holds one task;
 //   - Kling unreachable for the lookups: `uncertain` after a bound, still one create;
@@ -14,10 +11,21 @@ import { eventually, startKiln, type Kiln } from '../../../support/kiln.js';
 import { killChild, workerChild } from '../../../support/worker-child.js';
 import { videoApi } from '../../video/video-kiln.js';
 
-/** Whether this branch has main's "Lookup kernel:" commit (see the header). */
-const LOOKUP_KERNEL = false;
-
 let fake: FakeKling;
+/** `timeoutMs` bounds one attempt, lookups included: the patient one outlasts the lookup's retries (about 8 s). */
+const kling = (id: string, timeoutMs: number) => ({
+  id,
+  kind: 'video',
+  provider: 'kling',
+  baseUrl: fake.baseUrl,
+  upstreamModel: 'kling-v2-1-master',
+  credential: { env: 'KLING_KEYS' },
+  pollIntervalMs: 100,
+  heartbeatTimeoutMs: 1000,
+  timeoutMs,
+  maxAttempts: 3,
+  queueTimeoutMs: 0,
+});
 let kiln: Kiln;
 const children: ChildProcess[] = [];
 
@@ -26,21 +34,7 @@ beforeAll(async () => {
   kiln = await startKiln({
     workers: false,
     env: { KLING_KEYS: `${fake.accessKey}:${fake.secretKey}` },
-    models: [
-      {
-        id: 'kling',
-        kind: 'video',
-        provider: 'kling',
-        baseUrl: fake.baseUrl,
-        upstreamModel: 'kling-v2-1-master',
-        credential: { env: 'KLING_KEYS' },
-        pollIntervalMs: 100,
-        heartbeatTimeoutMs: 1000,
-        timeoutMs: 5000,
-        maxAttempts: 3,
-        queueTimeoutMs: 0,
-      },
-    ],
+    models: [kling('kling', 5000), kling('kling-patient', 20_000)],
   });
   await worker();
 });
@@ -55,17 +49,7 @@ const worker = () => workerChild(kiln.env, (c) => children.push(c));
 const v = () => videoApi(kiln);
 const isLookup = (path: string) => /^\/v1\/videos\/\w+\/video_/.test(path);
 
-describe.runIf(!LOOKUP_KERNEL)('kling lost create answers, before the lookup kernel', () => {
-  it('a create whose answer is lost ends uncertain, with exactly one create', async () => {
-    fake.enqueueCreate(drop(true));
-    const done = await v().finish(await v().createOk({ model: 'kling', prompt: 'a dropped create' }));
-    expect(done).toMatchObject({ status: 'failed', error: { code: 'uncertain' } });
-    await new Promise((r) => setTimeout(r, 1000));
-    expect(fake.creates()).toHaveLength(1);
-  });
-});
-
-describe.runIf(LOOKUP_KERNEL)('kling lost create answers, looked up by external_task_id', () => {
+describe('kling lost create answers, looked up by external_task_id', () => {
   it('found: the task goes on with the task Kling made; one create, not uncertain', async () => {
     const before = fake.taskCount();
     fake.enqueueCreate(drop(true));
@@ -92,7 +76,7 @@ describe.runIf(LOOKUP_KERNEL)('kling lost create answers, looked up by external_
   it('Kling unreachable for the lookups: uncertain after a bound, with one create', async () => {
     fake.enqueueCreate(drop(true));
     fake.onQuery = (q) => (isLookup(q.path) ? fail(500, 5000, 'Server internal error') : undefined);
-    const done = await v().finish(await v().createOk({ model: 'kling', prompt: 'lookups fail' }), 90_000);
+    const done = await v().finish(await v().createOk({ model: 'kling-patient', prompt: 'lookups fail' }), 90_000);
     expect(done).toMatchObject({ status: 'failed', error: { code: 'uncertain' } });
     expect(fake.creates()).toHaveLength(1);
     expect(fake.lookups().length).toBeGreaterThanOrEqual(1);

@@ -2,7 +2,7 @@
 // fake Kling: text-to-video and image-to-video as Kling takes them (duration, aspect_ratio, mode,
 // external_task_id = Kiln's task id), the JWT signed from the configured access and secret keys,
 // the video copied into Kiln's blob store, every error class, a cancel (Kling has no cancel call:
-// Kiln stops checking), the job's budget, and a lost create answer.
+// Kiln stops checking), the job's budget and a retried download (lost create answers: kling-lookup.test.ts).
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { drop, fail, startFakeKling, type FakeKling, type KlingFault } from './fake-kling.js';
