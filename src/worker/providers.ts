@@ -12,6 +12,7 @@ import { OpenAIVideoProvider } from '../../activities/providers/openai-videos/vi
 import type { ImageProvider, VideoProvider } from '../../activities/providers/contract.js';
 import { DashScopeImageProvider } from '../../activities/providers/dashscope/image.js';
 import { DashScopeVideoProvider } from '../../activities/providers/dashscope/video.js';
+import { KlingVideoProvider } from '../../activities/providers/kling/video.js';
 import { GeminiImageProvider } from '../../activities/providers/gemini/image.js';
 import { FalImageProvider } from '../../activities/providers/fal/image.js';
 import { FalVideoProvider } from '../../activities/providers/fal/video.js';
@@ -64,5 +65,6 @@ export function videoProviders(deps: ProviderDeps): Partial<Record<VideoModel['p
     fal: new FalVideoProvider(blobs),
     replicate: new ReplicateVideoProvider(blobs),
     minimax: new MinimaxVideoProvider(blobs),
+    kling: new KlingVideoProvider(blobs),
   };
 }
