@@ -6,6 +6,7 @@ import { KilnError } from '../shared/errors.js';
 import type { NodeInfo, VideoRequest } from '../shared/video-task.js';
 import { checkHttpUrl } from '../shared/http-url.js';
 import { chars, LIMITS } from '../shared/limits.js';
+import { runwayVideoTask } from '../shared/runway.js';
 import { optionalText } from '../tasks/openapi.js';
 
 const NodeInfoSchema = z.object({
@@ -85,11 +86,28 @@ export function validateVideo(body: VideoBody, model: VideoModel): VideoRequest 
       `nodeInfoList is only accepted by workflow-node models; ${model.id} is not one.`,
     );
   }
-  return {
+  const request: VideoRequest = {
     prompt,
     seconds,
     size,
     ...(image !== undefined ? { image } : {}),
     ...(body.nodeInfoList ? { nodeInfoList: body.nodeInfoList as NodeInfo[] } : {}),
   };
+  providerChecks(request, model);
+  return request;
+}
+
+/** What a channel's provider cannot take of this request (an image, the prompt's length). */
+function providerChecks(request: VideoRequest, model: VideoModel): void {
+  for (const c of model.channels) {
+    if (c.provider !== 'runway') continue;
+    const upstreamModel = c.upstreamModel ?? model.id;
+    const r = runwayVideoTask(request, upstreamModel);
+    if ('refusal' in r)
+      throw new KilnError(
+        'invalid_request',
+        `${r.refusal.field} "${r.refusal.got}" cannot be sent to ${model.id} (runway ${upstreamModel}); ` +
+          `allowed: ${r.refusal.allowed.join(', ')}.`,
+      );
+  }
 }
