@@ -13,7 +13,7 @@ import { PRO_SECONDS, PRO_SIZES } from '../shared/video-task.js';
 import { GPT_IMAGE_SIZES } from '../shared/openai-images.js';
 import { IMAGE_PROVIDERS, imageRunsJobs, providerChecks, VIDEO_PROVIDERS } from './providers.js';
 import { veoRefusals } from '../shared/veo.js';
-import { VIDEO_MAKERS, videoMakerRefusals, type VideoOffer } from './video-makers.js';
+import { makerSeconds, VIDEO_MAKERS, videoMakerRefusals, type VideoOffer } from './video-makers.js';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 
@@ -490,7 +490,11 @@ export function modelTaskQueue(baseQueue: string, modelId: string): string {
 export function videoOptions(m: VideoModel): VideoOffer {
   const maker = VIDEO_MAKERS[m.provider];
   return {
-    seconds: m.seconds ?? (m.strict ? PRO_SECONDS : (maker?.seconds ?? ['4', '8', '12'])),
+    seconds:
+      m.seconds ??
+      (m.strict
+        ? PRO_SECONDS
+        : (makerSeconds(m.provider, m.upstreamModel ?? m.channels?.[0]?.upstreamModel) ?? ['4', '8', '12'])),
     sizes: m.sizes ?? (m.strict ? PRO_SIZES : (maker?.sizes ?? ['720x1280', '1280x720'])),
     form: m.form ?? (m.provider === 'workflow-node' ? 'workflow-node' : 'video'),
   };

@@ -14,6 +14,7 @@ export const VIDEO_PROVIDERS = [
   'dashscope',
   'minimax',
   'kling',
+  'runway',
 ] as const;
 export type ImageProviderName = (typeof IMAGE_PROVIDERS)[number];
 export type VideoProviderName = (typeof VIDEO_PROVIDERS)[number];
@@ -65,6 +66,7 @@ const CHANNEL_CHECKS: Partial<Record<ImageProviderName | VideoProviderName, Chan
   // The model's name decides what a channel can send (its resolutions, durations, whether it takes an image).
   minimax: needs('upstreamModel'),
   kling: klingCheck,
+  runway: needs('upstreamModel'),
 };
 
 export function providerChecks(c: CheckedChannel, issue: (field: string, message: string) => void): void {

@@ -8,6 +8,7 @@ import { DASHSCOPE_DEFAULT_SECONDS, dashscopeVideoRefusals } from '../shared/das
 import { falVideoRefusals } from '../shared/fal.js';
 import { KLING_DEFAULT_SECONDS, klingVideoRefusals } from '../shared/kling.js';
 import { MINIMAX_DEFAULT_SECONDS, MINIMAX_DEFAULT_SIZES, minimaxVideoRefusals } from '../shared/minimax.js';
+import { runwayDefaultSeconds, runwayVideoRefusals } from '../shared/runway.js';
 
 /** A video model's options as the checks read them (src/config/models.ts, `videoOptions`). */
 export interface VideoOffer {
@@ -22,7 +23,8 @@ export interface VideoRefusal {
 }
 
 interface VideoMaker {
-  seconds?: readonly string[];
+  /** The model's `seconds` when the file lists none; a function of the channel's `upstreamModel` where it differs by model. */
+  seconds?: readonly string[] | ((upstreamModel: string | undefined) => readonly string[]);
   sizes?: readonly string[];
   /** What a channel of this provider (its `upstreamModel`) cannot send of the model's offer. */
   refusals?: (offer: VideoOffer, upstreamModel: string) => VideoRefusal[];
@@ -42,7 +44,14 @@ export const VIDEO_MAKERS: Partial<Record<VideoProviderName, VideoMaker>> = {
     refusals: (o, model) => minimaxVideoRefusals(o, model),
   },
   kling: { seconds: KLING_DEFAULT_SECONDS, refusals: (o) => klingVideoRefusals(o) },
+  runway: { seconds: runwayDefaultSeconds, refusals: (o, model) => runwayVideoRefusals(o, model) },
 };
+
+/** The default `seconds` of a model of `provider`, if the provider has its own. */
+export function makerSeconds(provider: string, upstreamModel: string | undefined): readonly string[] | undefined {
+  const s = VIDEO_MAKERS[provider as VideoProviderName]?.seconds;
+  return typeof s === 'function' ? s(upstreamModel) : s;
+}
 
 /** Everything a channel of `provider` cannot send of the model's offer (none for providers not listed). */
 export function videoMakerRefusals(provider: string, offer: VideoOffer, upstreamModel: string): VideoRefusal[] {

@@ -8,6 +8,7 @@ import type { VideoProviderName } from '../config/providers.js';
 import { KilnError } from '../shared/errors.js';
 import { minimaxVideoBody, type MinimaxRefusal } from '../shared/minimax.js';
 import type { VideoRequest } from '../shared/video-task.js';
+import { runwayVideoTask } from '../shared/runway.js';
 
 type VideoOptionCheck = (request: VideoRequest, model: VideoModel) => MinimaxRefusal | null;
 
@@ -21,6 +22,15 @@ const CHECKS: Partial<Record<VideoProviderName, VideoOptionCheck>> = {
         c.upstreamModel ?? model.upstreamModel ?? model.id,
         videoOptions(model).sizes,
       );
+      if ('refusal' in r) return r.refusal;
+    }
+    return null;
+  },
+  // Each runway channel's model decides whether it needs (or takes) an image and how long a prompt may be.
+  runway: (request, model) => {
+    for (const c of model.channels) {
+      if (c.provider !== 'runway') continue;
+      const r = runwayVideoTask(request, c.upstreamModel ?? model.id);
       if ('refusal' in r) return r.refusal;
     }
     return null;

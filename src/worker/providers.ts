@@ -21,6 +21,7 @@ import { LocalImageProvider } from '../../activities/providers/local/image.js';
 import { OpenAIImagesProvider } from '../../activities/providers/openai-images/image.js';
 import { ReplicateImageProvider } from '../../activities/providers/replicate/image.js';
 import { ReplicateVideoProvider } from '../../activities/providers/replicate/video.js';
+import { RunwayVideoProvider } from '../../activities/providers/runway/video.js';
 import { WorkflowNodeVideoProvider } from '../../activities/providers/workflow-node/video.js';
 
 const BOOTSTRAPPED_FFMPEG = join(PROJECT_ROOT, '.tools', 'bin', 'ffmpeg');
@@ -66,5 +67,6 @@ export function videoProviders(deps: ProviderDeps): Partial<Record<VideoModel['p
     replicate: new ReplicateVideoProvider(blobs),
     minimax: new MinimaxVideoProvider(blobs),
     kling: new KlingVideoProvider(blobs),
+    runway: new RunwayVideoProvider(blobs),
   };
 }
