@@ -14,6 +14,7 @@ import { VEO_DEFAULT_SECONDS, veoRefusals } from '../shared/veo.js';
 import { DASHSCOPE_DEFAULT_SECONDS, dashscopeVideoRefusals } from '../shared/dashscope.js';
 import { GPT_IMAGE_SIZES } from '../shared/openai-images.js';
 import { falVideoRefusals } from '../shared/fal.js';
+import { SEEDANCE_DEFAULT_SECONDS, seedanceVideoRefusals } from '../shared/seedance.js';
 import { IMAGE_PROVIDERS, imageRunsJobs, providerChecks, VIDEO_PROVIDERS } from './providers.js';
 
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
@@ -228,7 +229,7 @@ const VideoModelSchema = z.object({
   form: z.enum(['video', 'workflow-node']).optional(),
   /** The contract's pro rules: `seconds` only 10/15/25, `size` only 1792x1024/1024x1792. */
   strict: z.boolean().default(false),
-  /** Allowed `seconds` (the first is the default); default 4/8/12, strict models 10/15/25, gemini-veo models 8/4/6, dashscope models 5. */
+  /** Allowed `seconds` (the first is the default); default 4/8/12, strict models 10/15/25, gemini-veo models 8/4/6, dashscope models 5, seedance models 5/10. */
   seconds: z
     .array(z.string().regex(/^[1-9]\d{0,3}$/, 'seconds are whole numbers as strings'))
     .min(1)
@@ -427,11 +428,16 @@ function videoProviderChecks(
 ) {
   channels.forEach((c, i) => {
     const at = (field: string) => (listed ? ['channels', i, 'provider'] : [field]);
-    if ((c.provider === 'dashscope' || c.provider === 'fal') && opts.form === 'workflow-node')
+    if (
+      (c.provider === 'dashscope' || c.provider === 'fal' || c.provider === 'seedance') &&
+      opts.form === 'workflow-node'
+    )
       issue(at('form'), `${c.provider} cannot take nodeInfoList (form workflow-node)`);
     if (c.provider === 'dashscope')
       for (const message of dashscopeVideoRefusals(opts.sizes, c.upstreamModel ?? '')) issue(at('sizes'), message);
     if (c.provider === 'fal') for (const r of falVideoRefusals(opts)) issue(at(r.field), r.message);
+    if (c.provider === 'seedance')
+      for (const r of seedanceVideoRefusals(opts, c.upstreamModel ?? '')) issue(at(r.field), r.message);
   });
 }
 
@@ -506,7 +512,9 @@ export function videoOptions(m: VideoModel): {
           ? VEO_DEFAULT_SECONDS
           : m.provider === 'dashscope'
             ? DASHSCOPE_DEFAULT_SECONDS
-            : ['4', '8', '12']),
+            : m.provider === 'seedance'
+              ? SEEDANCE_DEFAULT_SECONDS
+              : ['4', '8', '12']),
     sizes: m.sizes ?? (m.strict ? PRO_SIZES : ['720x1280', '1280x720']),
     form: m.form ?? (m.provider === 'workflow-node' ? 'workflow-node' : 'video'),
   };

@@ -12,6 +12,7 @@ export const VIDEO_PROVIDERS = [
   'fal',
   'replicate',
   'dashscope',
+  'seedance',
 ] as const;
 export type ImageProviderName = (typeof IMAGE_PROVIDERS)[number];
 export type VideoProviderName = (typeof VIDEO_PROVIDERS)[number];
@@ -53,6 +54,7 @@ const CHANNEL_CHECKS: Partial<Record<ImageProviderName | VideoProviderName, Chan
   fal: needs('upstreamModel'),
   replicate: replicateCheck,
   dashscope: needs('upstreamModel'),
+  seedance: needs('upstreamModel'),
 };
 
 export function providerChecks(c: CheckedChannel, issue: (field: string, message: string) => void): void {

@@ -19,6 +19,7 @@ import { LocalImageProvider } from '../../activities/providers/local/image.js';
 import { OpenAIImagesProvider } from '../../activities/providers/openai-images/image.js';
 import { ReplicateImageProvider } from '../../activities/providers/replicate/image.js';
 import { ReplicateVideoProvider } from '../../activities/providers/replicate/video.js';
+import { SeedanceVideoProvider } from '../../activities/providers/seedance/video.js';
 import { WorkflowNodeVideoProvider } from '../../activities/providers/workflow-node/video.js';
 
 const BOOTSTRAPPED_FFMPEG = join(PROJECT_ROOT, '.tools', 'bin', 'ffmpeg');
@@ -62,5 +63,6 @@ export function videoProviders(deps: ProviderDeps): Partial<Record<VideoModel['p
     dashscope: new DashScopeVideoProvider(blobs),
     fal: new FalVideoProvider(blobs),
     replicate: new ReplicateVideoProvider(blobs),
+    seedance: new SeedanceVideoProvider(blobs),
   };
 }
