@@ -24,6 +24,7 @@ import { channelPicker, type ChannelPicker } from '../src/upstreams/channel-pick
 import type { ChannelState } from '../src/channels/state.js';
 import type { TaskStore } from '../src/tasks/store/task-store.js';
 import { storeRetry } from './retrying.js';
+import { createOrFind, LookupFailed, type Found } from './lookup.js';
 import { TransportFailure, UpstreamFailure } from '../src/upstreams/failures.js';
 import { HEARTBEAT_EVERY_MS, underBudget } from './upstream-budget.js';
 import {
@@ -80,7 +81,7 @@ export function upstreamCalls<M extends CallModel<CallChannel>>(
       wording: CallWording,
       started: (channel: string) => Promise<unknown>,
       call: (model: Routed<M, ChannelOf<M>>, signal: AbortSignal, dispatching: Dispatching) => Promise<T>,
-      opts: SendOptions = {},
+      opts: SendOptions<M, T> = {},
     ) => send(c, task, wording, started, call, opts),
     read: <T>(
       task: TaskRef,
@@ -91,11 +92,16 @@ export function upstreamCalls<M extends CallModel<CallChannel>>(
   };
 }
 
-interface SendOptions {
+interface SendOptions<M extends CallModel<CallChannel>, T> {
   /** Takes a slot of the model's on this worker; runs before a channel is taken. */
   claim?: () => Promise<void>;
   /** The task's record, when the caller has just read it. */
   stored?: AnyTaskRecord | null;
+  /**
+   * How to look the request up on a channel whose provider finds a create by Kiln's id (lookup.ts);
+   * undefined where it cannot. A lost answer is then looked up instead of ending the task uncertain.
+   */
+  finder?: (model: Routed<M, ChannelOf<M>>, signal: AbortSignal) => (() => Promise<Found<T>>) | undefined;
 }
 
 /**
@@ -112,10 +118,11 @@ async function send<M extends CallModel<CallChannel>, T>(
   wording: CallWording,
   started: (channel: string) => Promise<unknown>,
   call: (model: Routed<M, ChannelOf<M>>, signal: AbortSignal, dispatching: Dispatching) => Promise<T>,
-  opts: SendOptions,
+  opts: SendOptions<M, T>,
 ): Promise<{ value: T; channel: string }> {
   const model = modelOf(c, task.model);
-  const pinned = await resendTarget(c, model, task, wording, opts.stored);
+  const findable = (ch: ChannelOf<M>) => !!opts.finder?.(routed(model, ch), new AbortController().signal);
+  const { pinned, findFirst } = await resendTarget(c, model, task, wording, opts.stored, findable);
   await opts.claim?.();
   const channel = await takeChannel(c, model, task, pinned);
   let verdict: Verdict = SUCCEEDED;
@@ -124,6 +131,8 @@ async function send<M extends CallModel<CallChannel>, T>(
     await patient(() => started(channel.id));
     const value = await attemptOn(c, model, channel, task, wording, call, {
       pinned: pinned !== undefined,
+      findFirst,
+      ...(opts.finder ? { finder: opts.finder } : {}),
       judged: (v) => (verdict = v),
       began,
     });
@@ -140,7 +149,8 @@ async function send<M extends CallModel<CallChannel>, T>(
  * The checks before a send, against the read model (an operator's reset starts the call over at
  * attempt 1, as does a local activity whose worker died, so every attempt asks): an ended task is
  * not sent again, and a request that may have reached a channel is resent only there, and only
- * when that channel is idempotent. Returns that channel, or undefined for a first send.
+ * when that channel is idempotent, or when its provider can look the request up by Kiln's id (then
+ * it is looked up first). Returns that channel, or undefined for a first send.
  */
 async function resendTarget<M extends CallModel<CallChannel>>(
   c: Calls<M>,
@@ -148,7 +158,8 @@ async function resendTarget<M extends CallModel<CallChannel>>(
   task: TaskRef,
   wording: CallWording,
   known: AnyTaskRecord | null | undefined,
-): Promise<ChannelOf<M> | undefined> {
+  findable: (channel: ChannelOf<M>) => boolean,
+): Promise<{ pinned?: ChannelOf<M>; findFirst: boolean }> {
   const { attempt, isLocal } = Context.current().info;
   const stored = known !== undefined ? known : ((await c.store.get(task.id)) as AnyTaskRecord | null);
   if (stored && TERMINAL_STATUSES.includes(stored.status)) {
@@ -171,14 +182,15 @@ async function resendTarget<M extends CallModel<CallChannel>>(
   // lost with the worker. Only an attempt after a `running` write can find it set.
   const mayHaveSent = attempt > 1 || isLocal || stored?.status === 'running';
   const sentTo = mayHaveSent ? await c.store.dispatchedTo(task.id) : null;
-  if (sentTo === null) return undefined;
-  const pinned = channelOf(model, sentTo);
+  if (sentTo === null) return { findFirst: false };
+  const pinned = channelOf(model, sentTo) as ChannelOf<M> | undefined;
+  if (pinned && !pinned.idempotent && findable(pinned)) return { pinned, findFirst: true };
   if (!pinned?.idempotent)
     throw ApplicationFailure.nonRetryable(
       notResent(wording, 'the attempt ended before its answer arrived'),
       UNCERTAIN_FAILURE_TYPE,
     );
-  return pinned as ChannelOf<M>;
+  return { pinned, findFirst: false };
 }
 
 /** A channel with room for this call, its lease taken; an inline call that finds none ends at once. */
@@ -218,7 +230,13 @@ async function attemptOn<M extends CallModel<CallChannel>, T>(
   task: TaskRef,
   wording: CallWording,
   call: (model: Routed<M, ChannelOf<M>>, signal: AbortSignal, dispatching: Dispatching) => Promise<T>,
-  how: { pinned: boolean; began: number; judged: (v: Verdict) => void },
+  how: {
+    pinned: boolean;
+    findFirst: boolean;
+    finder?: SendOptions<M, T>['finder'];
+    began: number;
+    judged: (v: Verdict) => void;
+  },
 ): Promise<T> {
   const ctx = Context.current();
   const { attempt } = ctx.info;
@@ -228,12 +246,19 @@ async function attemptOn<M extends CallModel<CallChannel>, T>(
     upstream,
     wording,
     { dispatched: false },
-    (signal, beat) =>
-      call(upstream, signal, async () => {
+    (signal, beat) => {
+      const dispatching = async () => {
         beat({ dispatched: true, channel: channel.id });
         await c.store.markDispatched(task.id, attempt, channel.id);
-      }),
+      };
+      const find = how.finder?.(upstream, signal);
+      const create = () => call(upstream, signal, dispatching);
+      return find ? createOrFind({ create, find, signal, findFirst: how.findFirst }) : create();
+    },
     async (err, timedOut) => {
+      // Whether the upstream has the request could not be asked: it may, and it is not sent again.
+      if (err instanceof LookupFailed && !timedOut)
+        throw ApplicationFailure.nonRetryable(notResent(wording, err.message), UNCERTAIN_FAILURE_TYPE);
       const verdict = verdictOf(err, channel, { timedOut, canceled: ctx.cancellationSignal.aborted });
       how.judged(verdict);
       const attempts = (task.route?.attempts ?? 0) + attempt;

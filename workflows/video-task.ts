@@ -6,6 +6,7 @@ import {
   ContinueAsNew,
   continueAsNew,
   defineQuery,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -137,6 +138,9 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
     // The owner canceled (POST /v1/videos/{id}/cancel): timers and activities of this scope stop at once.
     if (!ended && canceledByOwner(err)) outcome = await cancelOutcome(input, job);
     if (err instanceof OverallTimeout) {
+      // The upstream is asked to stop the job (best effort), so it bills no further work. Patched:
+      // a history recorded before this step replays without it.
+      if (job && patched('cancel-job-on-timeout')) await cancelOutcome(input, job);
       outcome = {
         status: 'failed',
         error: {

@@ -10,7 +10,13 @@ import type { JobCheck, JobOutput, UpstreamJob } from '../../src/shared/upstream
 import type { TaskStore } from '../../src/tasks/store/task-store.js';
 import { settle, type Settled } from '../read-model.js';
 import type { kindUpstream } from '../upstream-call.js';
-import { runsJobs, type ImageJobCall, type ImageJobProvider, type ImageProvider } from '../providers/contract.js';
+import {
+  runsJobs,
+  type ImageJobCall,
+  type ImageJobProvider,
+  type ImageProvider,
+  type Lookup,
+} from '../providers/contract.js';
 import { runningRecord, succeededRecord } from './records.js';
 
 /** What an attempt that ends the task answers: its final record, and whether the read model holds it. */
@@ -40,6 +46,21 @@ export function recordSucceeded(store: TaskStore, record: ImageTaskRecord): Prom
     (settled) => ({ ...settled, recorded: true }),
     () => ({ record, recorded: false, written: false }),
   );
+}
+
+/**
+ * The lookup of a create on a channel whose provider can find one by Kiln's id (activities/lookup.ts);
+ * undefined for the others.
+ */
+export function finderOf<M extends { provider: string }, C>(
+  providers: Partial<Record<string, object>>,
+  callOf: (model: M, signal: AbortSignal) => C,
+) {
+  return (model: M, signal: AbortSignal) => {
+    const p = providers[model.provider] as { lookup?: (call: C) => Promise<Lookup> } | undefined;
+    if (!p?.lookup) return undefined;
+    return () => p.lookup!(callOf(model, signal));
+  };
 }
 
 export function imageJobActivities(
@@ -77,6 +98,7 @@ export function imageJobActivities(
         (channel) => store.transition(runningRecord(input, timing, channel)),
         (model, signal, dispatching) =>
           jobProvider(model.provider).create({ ...callOf(input, model, signal), dispatching }),
+        { finder: finderOf(providers, (model, signal) => callOf(input, model, signal)) },
       );
       return { ...sent.value, channel: sent.channel, timing };
     },

@@ -14,7 +14,7 @@ import { TERMINAL_STATUSES } from '../../src/shared/task.js';
 import type { Closing } from '../../src/shared/closing.js';
 import { keepTiming, kindUpstream, type KindDeps } from '../upstream-call.js';
 import type { VideoCall, VideoFinished, VideoProvider } from '../providers/contract.js';
-import { providerFor } from '../image/jobs.js';
+import { finderOf, providerFor } from '../image/jobs.js';
 
 export interface VideoActivityDeps extends KindDeps<VideoModel, VideoProvider> {
   /** Configured upstream keys (`credential: {env}`), by variable name. */
@@ -80,8 +80,13 @@ export function createVideoActivities(deps: VideoActivityDeps) {
           ...timing,
           channel,
         });
-      const sent = await upstream.send(input, VIDEO_CALL, running, (model, signal, dispatching) =>
-        providerFor(providers, model.provider).create({ ...callOf(input, model, signal), dispatching }),
+      const sent = await upstream.send(
+        input,
+        VIDEO_CALL,
+        running,
+        (model, signal, dispatching) =>
+          providerFor(providers, model.provider).create({ ...callOf(input, model, signal), dispatching }),
+        { finder: finderOf(providers, (model, signal) => callOf(input, model, signal)) },
       );
       // The workflow keeps the timing and channel in the records it writes next (progress, outcome).
       return { ...sent.value, channel: sent.channel, timing };

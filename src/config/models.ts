@@ -14,6 +14,7 @@ import { VEO_DEFAULT_SECONDS, veoRefusals } from '../shared/veo.js';
 import { DASHSCOPE_DEFAULT_SECONDS, dashscopeVideoRefusals } from '../shared/dashscope.js';
 import { GPT_IMAGE_SIZES } from '../shared/openai-images.js';
 import { falVideoRefusals } from '../shared/fal.js';
+import { MINIMAX_DEFAULT_SECONDS, MINIMAX_DEFAULT_SIZES, minimaxVideoRefusals } from '../shared/minimax.js';
 import { SEEDANCE_DEFAULT_SECONDS, seedanceVideoRefusals } from '../shared/seedance.js';
 import { IMAGE_PROVIDERS, imageRunsJobs, providerChecks, VIDEO_PROVIDERS } from './providers.js';
 
@@ -229,12 +230,12 @@ const VideoModelSchema = z.object({
   form: z.enum(['video', 'workflow-node']).optional(),
   /** The contract's pro rules: `seconds` only 10/15/25, `size` only 1792x1024/1024x1792. */
   strict: z.boolean().default(false),
-  /** Allowed `seconds` (the first is the default); default 4/8/12, strict models 10/15/25, gemini-veo models 8/4/6, dashscope models 5, seedance models 5/10. */
+  /** Allowed `seconds` (the first is the default); default 4/8/12, strict models 10/15/25, gemini-veo models 8/4/6, dashscope models 5, minimax models 6, seedance models 5/10. */
   seconds: z
     .array(z.string().regex(/^[1-9]\d{0,3}$/, 'seconds are whole numbers as strings'))
     .min(1)
     .optional(),
-  /** Allowed `size` (the first is the default); default 720x1280/1280x720, strict models the pro sizes. */
+  /** Allowed `size` (the first is the default); default 720x1280/1280x720, strict models the pro sizes, minimax models 1366x768/1920x1080. */
   sizes: z
     .array(z.string().regex(/^[1-9]\d{1,4}x[1-9]\d{1,4}$/, 'sizes look like 1280x720'))
     .min(1)
@@ -429,13 +430,15 @@ function videoProviderChecks(
   channels.forEach((c, i) => {
     const at = (field: string) => (listed ? ['channels', i, 'provider'] : [field]);
     if (
-      (c.provider === 'dashscope' || c.provider === 'fal' || c.provider === 'seedance') &&
+      (c.provider === 'dashscope' || c.provider === 'fal' || c.provider === 'minimax' || c.provider === 'seedance') &&
       opts.form === 'workflow-node'
     )
       issue(at('form'), `${c.provider} cannot take nodeInfoList (form workflow-node)`);
     if (c.provider === 'dashscope')
       for (const message of dashscopeVideoRefusals(opts.sizes, c.upstreamModel ?? '')) issue(at('sizes'), message);
     if (c.provider === 'fal') for (const r of falVideoRefusals(opts)) issue(at(r.field), r.message);
+    if (c.provider === 'minimax')
+      for (const r of minimaxVideoRefusals(opts, c.upstreamModel ?? '')) issue(at(r.field), r.message);
     if (c.provider === 'seedance')
       for (const r of seedanceVideoRefusals(opts, c.upstreamModel ?? '')) issue(at(r.field), r.message);
   });
@@ -512,10 +515,13 @@ export function videoOptions(m: VideoModel): {
           ? VEO_DEFAULT_SECONDS
           : m.provider === 'dashscope'
             ? DASHSCOPE_DEFAULT_SECONDS
-            : m.provider === 'seedance'
-              ? SEEDANCE_DEFAULT_SECONDS
-              : ['4', '8', '12']),
-    sizes: m.sizes ?? (m.strict ? PRO_SIZES : ['720x1280', '1280x720']),
+            : m.provider === 'minimax'
+              ? MINIMAX_DEFAULT_SECONDS
+              : m.provider === 'seedance'
+                ? SEEDANCE_DEFAULT_SECONDS
+                : ['4', '8', '12']),
+    sizes:
+      m.sizes ?? (m.strict ? PRO_SIZES : m.provider === 'minimax' ? MINIMAX_DEFAULT_SIZES : ['720x1280', '1280x720']),
     form: m.form ?? (m.provider === 'workflow-node' ? 'workflow-node' : 'video'),
   };
 }

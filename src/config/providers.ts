@@ -12,6 +12,7 @@ export const VIDEO_PROVIDERS = [
   'fal',
   'replicate',
   'dashscope',
+  'minimax',
   'seedance',
 ] as const;
 export type ImageProviderName = (typeof IMAGE_PROVIDERS)[number];
@@ -54,6 +55,8 @@ const CHANNEL_CHECKS: Partial<Record<ImageProviderName | VideoProviderName, Chan
   fal: needs('upstreamModel'),
   replicate: replicateCheck,
   dashscope: needs('upstreamModel'),
+  // The model's name decides what a channel can send (its resolutions, durations, whether it takes an image).
+  minimax: needs('upstreamModel'),
   seedance: needs('upstreamModel'),
 };
 

@@ -8,6 +8,7 @@ import { checkHttpUrl } from '../shared/http-url.js';
 import { seedanceImageRefusal } from '../shared/seedance.js';
 import { chars, LIMITS } from '../shared/limits.js';
 import { optionalText } from '../tasks/openapi.js';
+import { refuseInexpressibleVideo } from './provider-options.js';
 
 const NodeInfoSchema = z.object({
   nodeId: z.string().min(1).max(100),
@@ -87,13 +88,15 @@ export function validateVideo(body: VideoBody, model: VideoModel): VideoRequest 
       `nodeInfoList is only accepted by workflow-node models; ${model.id} is not one.`,
     );
   }
-  return {
+  const request: VideoRequest = {
     prompt,
     seconds,
     size,
     ...(image !== undefined ? { image } : {}),
     ...(body.nodeInfoList ? { nodeInfoList: body.nodeInfoList as NodeInfo[] } : {}),
   };
+  refuseInexpressibleVideo(request, model);
+  return request;
 }
 
 /** A Seedance text-to-video model takes no image, an image-to-video one needs it: refused before a workflow exists. */

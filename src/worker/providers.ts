@@ -15,6 +15,7 @@ import { DashScopeVideoProvider } from '../../activities/providers/dashscope/vid
 import { GeminiImageProvider } from '../../activities/providers/gemini/image.js';
 import { FalImageProvider } from '../../activities/providers/fal/image.js';
 import { FalVideoProvider } from '../../activities/providers/fal/video.js';
+import { MinimaxVideoProvider } from '../../activities/providers/minimax/video.js';
 import { LocalImageProvider } from '../../activities/providers/local/image.js';
 import { OpenAIImagesProvider } from '../../activities/providers/openai-images/image.js';
 import { ReplicateImageProvider } from '../../activities/providers/replicate/image.js';
@@ -63,6 +64,7 @@ export function videoProviders(deps: ProviderDeps): Partial<Record<VideoModel['p
     dashscope: new DashScopeVideoProvider(blobs),
     fal: new FalVideoProvider(blobs),
     replicate: new ReplicateVideoProvider(blobs),
+    minimax: new MinimaxVideoProvider(blobs),
     seedance: new SeedanceVideoProvider(blobs),
   };
 }

@@ -15,6 +15,7 @@ import {
   type TaskStore,
 } from '../../src/tasks/store/task-store.js';
 import { STATUS_RANK, TERMINAL_STATUSES } from '../../src/shared/task.js';
+import type { ImageTaskRecord } from '../../src/shared/image-task.js';
 import type { AnyTaskRecord } from '../../src/shared/records.js';
 import { storedViews } from '../../src/shared/views.js';
 
@@ -91,10 +92,11 @@ export class MemoryStore extends TaskKeys implements TaskStore {
     return true;
   }
 
+  /** As the Redis store: the record of any kind (typed as an image task's, as TaskStore.get is). */
   async get(id: string) {
     this.check();
     const r = this.records.get(id);
-    return r && r.kind === 'image' ? structuredClone(r) : null;
+    return r ? (structuredClone(r) as ImageTaskRecord) : null;
   }
 
   async reserve(id: string, max: number): Promise<boolean> {

@@ -1,5 +1,6 @@
 // The upstream activities in MockActivityEnvironment, with an in-memory read model and fake
 // providers: the dispatch mark and heartbeats, which failures end a task (and how), which are retried.
+import { newVideoRecord } from '../../../src/shared/video-task.js';
 import { CHANNEL_REFUSED_FAILURE_TYPE } from '../../../src/upstreams/failover.js';
 import { describe, expect, it } from 'vitest';
 import { ApplicationFailure } from '@temporalio/activity';
@@ -381,6 +382,14 @@ describe('video activities', () => {
         calls.push(c);
         return p.fetch ? p.fetch(c) : { video_url: 'https://blobs.example/v.mp4' };
       },
+      ...(p.lookup
+        ? {
+            lookup: async (c: VideoCall) => {
+              calls.push(c);
+              return p.lookup!(c);
+            },
+          }
+        : {}),
     };
     const acts = createVideoActivities({
       channels: new MemoryChannelState(),
@@ -391,6 +400,48 @@ describe('video activities', () => {
     });
     return { acts, calls, store };
   }
+
+  it('a lost create answer is looked up by Kiln’s id: found, the task goes on with that job, no second create', async () => {
+    let creates = 0;
+    const { acts } = video({
+      create: async (c) => {
+        creates++;
+        await c.dispatching();
+        throw new TransportFailure('socket hang up', true);
+      },
+      lookup: async () => ({ found: { upstreamId: 'job-found' } }),
+    });
+    const job = await activityEnv().env.run(acts.createVideo, videoTask('vid-once'));
+    expect(job).toMatchObject({ upstreamId: 'job-found', channel: 'default' });
+    expect(creates).toBe(1);
+  });
+
+  it('a retried create after a dead worker looks the job up first; absent twice, it is created once', async () => {
+    let lookups = 0;
+    const { acts, calls, store } = video({ lookup: async () => (lookups++, { absent: true }) });
+    const task = videoTask('vid-once');
+    await store.transition(newVideoRecord(task, 'running'));
+    await store.markDispatched(task.id, 1);
+    const job = await activityEnv({ attempt: 2 }).env.run(acts.createVideo, task);
+    expect(job).toMatchObject({ upstreamId: 'job-1' });
+    expect(lookups).toBe(2);
+    expect(calls.filter((c) => 'dispatching' in c)).toHaveLength(1);
+  });
+
+  it('an upstream that cannot be asked ends the task uncertain, with no second create', async () => {
+    const { acts, calls, store } = video({
+      lookup: async () => {
+        throw new TransportFailure('connect ECONNREFUSED', false);
+      },
+    });
+    const task = videoTask('vid-once');
+    await store.transition(newVideoRecord(task, 'running'));
+    await store.markDispatched(task.id, 1);
+    const f = await failureOf(activityEnv({ attempt: 2 }).env.run(acts.createVideo, task));
+    expect(f).toMatchObject({ type: 'uncertain', nonRetryable: true });
+    expect(f.message).toContain('could not be asked');
+    expect(calls.filter((c) => 'dispatching' in c)).toHaveLength(0);
+  }, 20_000);
 
   it("createVideo marks running and dispatched, and hands the caller's key to the provider", async () => {
     const { acts, calls, store } = video({});
