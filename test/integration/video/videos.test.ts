@@ -1,6 +1,7 @@
 // Video tasks end to end: the official OpenAI SDK against a running Kiln, the local MP4 (ffprobe +
 // Chromium), the pro model's strict rules (a fake upstream proves nothing was sent), owner scoping
-// and image/video kinds kept apart. Upstream providers: video-upstreams.test.ts.
+// and image/video kinds kept apart. Upstream providers: providers/openai-videos/ and
+// providers/workflow-node/.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { promisify } from 'node:util';
