@@ -15,6 +15,7 @@ export const VIDEO_PROVIDERS = [
   'minimax',
   'kling',
   'runway',
+  'seedance',
 ] as const;
 export type ImageProviderName = (typeof IMAGE_PROVIDERS)[number];
 export type VideoProviderName = (typeof VIDEO_PROVIDERS)[number];
@@ -67,6 +68,7 @@ const CHANNEL_CHECKS: Partial<Record<ImageProviderName | VideoProviderName, Chan
   minimax: needs('upstreamModel'),
   kling: klingCheck,
   runway: needs('upstreamModel'),
+  seedance: needs('upstreamModel'),
 };
 
 export function providerChecks(c: CheckedChannel, issue: (field: string, message: string) => void): void {

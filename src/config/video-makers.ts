@@ -9,6 +9,7 @@ import { falVideoRefusals } from '../shared/fal.js';
 import { KLING_DEFAULT_SECONDS, klingVideoRefusals } from '../shared/kling.js';
 import { MINIMAX_DEFAULT_SECONDS, MINIMAX_DEFAULT_SIZES, minimaxVideoRefusals } from '../shared/minimax.js';
 import { runwayDefaultSeconds, runwayVideoRefusals } from '../shared/runway.js';
+import { SEEDANCE_DEFAULT_SECONDS, seedanceVideoRefusals } from '../shared/seedance.js';
 
 /** A video model's options as the checks read them (src/config/models.ts, `videoOptions`). */
 export interface VideoOffer {
@@ -45,6 +46,7 @@ export const VIDEO_MAKERS: Partial<Record<VideoProviderName, VideoMaker>> = {
   },
   kling: { seconds: KLING_DEFAULT_SECONDS, refusals: (o) => klingVideoRefusals(o) },
   runway: { seconds: runwayDefaultSeconds, refusals: (o, model) => runwayVideoRefusals(o, model) },
+  seedance: { seconds: SEEDANCE_DEFAULT_SECONDS, refusals: (o, model) => seedanceVideoRefusals(o, model) },
 };
 
 /** The default `seconds` of a model of `provider`, if the provider has its own. */

@@ -22,6 +22,7 @@ import { OpenAIImagesProvider } from '../../activities/providers/openai-images/i
 import { ReplicateImageProvider } from '../../activities/providers/replicate/image.js';
 import { ReplicateVideoProvider } from '../../activities/providers/replicate/video.js';
 import { RunwayVideoProvider } from '../../activities/providers/runway/video.js';
+import { SeedanceVideoProvider } from '../../activities/providers/seedance/video.js';
 import { WorkflowNodeVideoProvider } from '../../activities/providers/workflow-node/video.js';
 
 const BOOTSTRAPPED_FFMPEG = join(PROJECT_ROOT, '.tools', 'bin', 'ffmpeg');
@@ -68,5 +69,6 @@ export function videoProviders(deps: ProviderDeps): Partial<Record<VideoModel['p
     minimax: new MinimaxVideoProvider(blobs),
     kling: new KlingVideoProvider(blobs),
     runway: new RunwayVideoProvider(blobs),
+    seedance: new SeedanceVideoProvider(blobs),
   };
 }
