@@ -6,6 +6,8 @@ import { defineConfig } from 'vitest/config';
 //                the rest on in-memory fakes. Files run in parallel.
 //   integration  test/integration/**: one real redis-server and Temporal dev server for the run.
 //   production   test/production/**: failure drills on the production-shaped stack (`npm run test:production`).
+// Outside `npm test`:
+//   comfyui      test/comfyui/**: a real ComfyUI from COMFYUI_DIR (`npm run test:comfyui`; skips without it).
 export default defineConfig({
   test: {
     reporters: ['default'],
@@ -44,6 +46,18 @@ export default defineConfig({
           fileParallelism: false,
           testTimeout: 240_000,
           hookTimeout: 300_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          // A real ComfyUI (scripts/comfyui/start.ts) on the CPU; installed by scripts/comfyui/install.sh.
+          name: 'comfyui',
+          include: ['test/comfyui/**/*.test.ts'],
+          fileParallelism: false,
+          testTimeout: 120_000,
+          // A cold start (first import of torch from disk) took 85 s on 2 busy cores.
+          hookTimeout: 360_000,
         },
       },
     ],
