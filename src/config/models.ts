@@ -10,11 +10,10 @@ import {
   upstreamFields,
 } from './channels.js';
 import { PRO_SECONDS, PRO_SIZES } from '../shared/video-task.js';
-import { VEO_DEFAULT_SECONDS, veoRefusals } from '../shared/veo.js';
-import { DASHSCOPE_DEFAULT_SECONDS, dashscopeVideoRefusals } from '../shared/dashscope.js';
 import { GPT_IMAGE_SIZES } from '../shared/openai-images.js';
-import { falVideoRefusals } from '../shared/fal.js';
 import { IMAGE_PROVIDERS, imageRunsJobs, providerChecks, VIDEO_PROVIDERS } from './providers.js';
+import { veoRefusals } from '../shared/veo.js';
+import { makerSeconds, VIDEO_MAKERS, videoMakerRefusals, type VideoOffer } from './video-makers.js';
 import { comfyuiChannelIssues, workflowProblem, type ComfyWorkflow } from '../shared/comfyui.js';
 import { readWorkflowFiles } from './workflow-files.js';
 
@@ -264,12 +263,12 @@ const VideoModelSchema = z.object({
   form: z.enum(['video', 'workflow-node']).optional(),
   /** The contract's pro rules: `seconds` only 10/15/25, `size` only 1792x1024/1024x1792. */
   strict: z.boolean().default(false),
-  /** Allowed `seconds` (the first is the default); default 4/8/12, strict models 10/15/25, gemini-veo models 8/4/6, dashscope models 5. */
+  /** Allowed `seconds` (the first is the default); default 4/8/12, strict models 10/15/25, a video maker's own (src/config/video-makers.ts). */
   seconds: z
     .array(z.string().regex(/^[1-9]\d{0,3}$/, 'seconds are whole numbers as strings'))
     .min(1)
     .optional(),
-  /** Allowed `size` (the first is the default); default 720x1280/1280x720, strict models the pro sizes. */
+  /** Allowed `size` (the first is the default); default 720x1280/1280x720, strict models the pro sizes, minimax models 1366x768/1920x1080. */
   sizes: z
     .array(z.string().regex(/^[1-9]\d{1,4}x[1-9]\d{1,4}$/, 'sizes look like 1280x720'))
     .min(1)
@@ -460,20 +459,16 @@ function veoChecks(
   });
 }
 
-/** Video channels of providers with limits of their own: no `nodeInfoList`, and only the sizes they can send. */
+/** Video channels of providers with limits of their own (src/config/video-makers.ts). */
 function videoProviderChecks(
-  opts: ReturnType<typeof videoOptions>,
+  offer: VideoOffer,
   channels: AnyChannel[],
   listed: AnyChannel[] | undefined,
   issue: Issue,
 ) {
   channels.forEach((c, i) => {
     const at = (field: string) => (listed ? ['channels', i, 'provider'] : [field]);
-    if ((c.provider === 'dashscope' || c.provider === 'fal') && opts.form === 'workflow-node')
-      issue(at('form'), `${c.provider} cannot take nodeInfoList (form workflow-node)`);
-    if (c.provider === 'dashscope')
-      for (const message of dashscopeVideoRefusals(opts.sizes, c.upstreamModel ?? '')) issue(at('sizes'), message);
-    if (c.provider === 'fal') for (const r of falVideoRefusals(opts)) issue(at(r.field), r.message);
+    for (const r of videoMakerRefusals(c.provider, offer, c.upstreamModel ?? '')) issue(at(r.field), r.message);
   });
 }
 
@@ -568,22 +563,15 @@ export function modelTaskQueue(baseQueue: string, modelId: string): string {
 }
 
 /** A video model's allowed `seconds` and `size` values; the first of each is the default. */
-export function videoOptions(m: VideoModel): {
-  seconds: readonly string[];
-  sizes: readonly string[];
-  form: 'video' | 'workflow-node';
-} {
+export function videoOptions(m: VideoModel): VideoOffer {
+  const maker = VIDEO_MAKERS[m.provider];
   return {
     seconds:
       m.seconds ??
       (m.strict
         ? PRO_SECONDS
-        : m.provider === 'gemini-veo'
-          ? VEO_DEFAULT_SECONDS
-          : m.provider === 'dashscope'
-            ? DASHSCOPE_DEFAULT_SECONDS
-            : ['4', '8', '12']),
-    sizes: m.sizes ?? (m.strict ? PRO_SIZES : ['720x1280', '1280x720']),
+        : (makerSeconds(m.provider, m.upstreamModel ?? m.channels?.[0]?.upstreamModel) ?? ['4', '8', '12'])),
+    sizes: m.sizes ?? (m.strict ? PRO_SIZES : (maker?.sizes ?? ['720x1280', '1280x720'])),
     form: m.form ?? (m.provider === 'workflow-node' ? 'workflow-node' : 'video'),
   };
 }

@@ -20,6 +20,10 @@ export const VIDEO_PROVIDERS = [
   'fal',
   'replicate',
   'dashscope',
+  'minimax',
+  'kling',
+  'runway',
+  'seedance',
   'comfyui',
 ] as const;
 export type ImageProviderName = (typeof IMAGE_PROVIDERS)[number];
@@ -63,10 +67,22 @@ const replicateCheck: ChannelCheck = (c, issue) => {
     issue('upstreamModel', 'replicate takes owner/name, owner/name:version or a 64-hex version id');
 };
 
+/** Kling signs every call with the access and secret keys: a channel that sends none cannot be authorised. */
+const klingCheck: ChannelCheck = (c, issue) => {
+  needs('upstreamModel')(c, issue);
+  if (c.credential === 'none')
+    issue('credential', 'kling needs a credential: {"env": NAME} holding ACCESS_KEY:SECRET_KEY (or passthrough)');
+};
+
 const CHANNEL_CHECKS: Partial<Record<ImageProviderName | VideoProviderName, ChannelCheck>> = {
   fal: needs('upstreamModel'),
   replicate: replicateCheck,
   dashscope: needs('upstreamModel'),
+  // The model's name decides what a channel can send (its resolutions, durations, whether it takes an image).
+  minimax: needs('upstreamModel'),
+  kling: klingCheck,
+  runway: needs('upstreamModel'),
+  seedance: needs('upstreamModel'),
 };
 
 export function providerChecks(c: CheckedChannel, issue: (field: string, message: string) => void): void {

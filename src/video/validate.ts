@@ -5,8 +5,10 @@ import { videoOptions, type VideoModel } from '../config/models.js';
 import { KilnError } from '../shared/errors.js';
 import type { NodeInfo, VideoRequest } from '../shared/video-task.js';
 import { checkHttpUrl } from '../shared/http-url.js';
+import { seedanceImageRefusal } from '../shared/seedance.js';
 import { chars, LIMITS } from '../shared/limits.js';
 import { optionalText } from '../tasks/openapi.js';
+import { refuseInexpressibleVideo } from './provider-options.js';
 import { comfyuiVideoRefusal } from '../shared/comfyui.js';
 
 const NodeInfoSchema = z.object({
@@ -80,6 +82,7 @@ export function validateVideo(body: VideoBody, model: VideoModel): VideoRequest 
   }
   const image = body.image ?? body.input_reference?.image_url;
   if (image !== undefined) checkHttpUrl(image, 'image');
+  seedanceChecks(model, image);
   if (body.nodeInfoList && opts.form !== 'workflow-node') {
     throw new KilnError(
       'invalid_request',
@@ -99,5 +102,19 @@ export function validateVideo(body: VideoBody, model: VideoModel): VideoRequest 
     const r = comfyuiVideoRefusal(request, c);
     if (r) throw new KilnError('invalid_request', `${r.field}: ${r.message} (model ${model.id}).`);
   }
+  refuseInexpressibleVideo(request, model);
   return request;
+}
+
+/** A Seedance text-to-video model takes no image, an image-to-video one needs it: refused before a workflow exists. */
+function seedanceChecks(model: VideoModel, image: string | undefined): void {
+  for (const c of model.channels) {
+    if (c.provider !== 'seedance') continue;
+    const r = seedanceImageRefusal(image, c.upstreamModel ?? model.id);
+    if (r)
+      throw new KilnError(
+        'invalid_request',
+        `${r.field} cannot be ${r.got === 'none' ? 'left out' : 'sent'} for model ${model.id}; allowed: ${r.allowed.join(', ')}.`,
+      );
+  }
 }

@@ -12,13 +12,17 @@ import { OpenAIVideoProvider } from '../../activities/providers/openai-videos/vi
 import type { ImageProvider, VideoProvider } from '../../activities/providers/contract.js';
 import { DashScopeImageProvider } from '../../activities/providers/dashscope/image.js';
 import { DashScopeVideoProvider } from '../../activities/providers/dashscope/video.js';
+import { KlingVideoProvider } from '../../activities/providers/kling/video.js';
 import { GeminiImageProvider } from '../../activities/providers/gemini/image.js';
 import { FalImageProvider } from '../../activities/providers/fal/image.js';
 import { FalVideoProvider } from '../../activities/providers/fal/video.js';
+import { MinimaxVideoProvider } from '../../activities/providers/minimax/video.js';
 import { LocalImageProvider } from '../../activities/providers/local/image.js';
 import { OpenAIImagesProvider } from '../../activities/providers/openai-images/image.js';
 import { ReplicateImageProvider } from '../../activities/providers/replicate/image.js';
 import { ReplicateVideoProvider } from '../../activities/providers/replicate/video.js';
+import { RunwayVideoProvider } from '../../activities/providers/runway/video.js';
+import { SeedanceVideoProvider } from '../../activities/providers/seedance/video.js';
 import { WorkflowNodeVideoProvider } from '../../activities/providers/workflow-node/video.js';
 import { ComfyImageProvider } from '../../activities/providers/comfyui/image.js';
 import { ComfyVideoProvider } from '../../activities/providers/comfyui/video.js';
@@ -65,6 +69,10 @@ export function videoProviders(deps: ProviderDeps): Partial<Record<VideoModel['p
     dashscope: new DashScopeVideoProvider(blobs),
     fal: new FalVideoProvider(blobs),
     replicate: new ReplicateVideoProvider(blobs),
+    minimax: new MinimaxVideoProvider(blobs),
+    kling: new KlingVideoProvider(blobs),
+    runway: new RunwayVideoProvider(blobs),
+    seedance: new SeedanceVideoProvider(blobs),
     comfyui: new ComfyVideoProvider({ blobs, fetchReference }),
   };
 }

@@ -1,7 +1,14 @@
 // The base of the fake upstreams and hosts in test/support: a real HTTP server on a loopback address
 // that records every request it receives and lets a test wait for them, plus the answer and fault
-// helpers the fakes share.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+// helpers the fakes share (the request record, programmed faults, job scripts, video bytes).
+import { randomBytes } from 'node:crypto';
+import {
+  createServer,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export abstract class FakeServer<R> {
@@ -131,4 +138,75 @@ export async function closedPortUrl(): Promise<string> {
   const port = (s.address() as AddressInfo).port;
   await new Promise<void>((r) => s.close(() => r()));
   return `http://127.0.0.1:${port}`;
+}
+
+/** A request as the fake upstreams record it. */
+export interface RecordedRequest {
+  /** 1-based arrival order (since the last reset). */
+  n: number;
+  method: string;
+  path: string;
+  query: URLSearchParams;
+  headers: IncomingHttpHeaders;
+  /** The parsed JSON body, null when there is none or it is not JSON. */
+  body: any;
+  at: number;
+}
+
+/** Reads a request's body and hands it on as a RecordedRequest numbered `n`. */
+export function readRequest(req: IncomingMessage, n: number, then: (call: RecordedRequest) => void): void {
+  readBody(req, (_raw, body) => {
+    const url = new URL(req.url ?? '/', 'http://fake');
+    then({
+      n,
+      method: req.method ?? '',
+      path: url.pathname,
+      query: url.searchParams,
+      headers: req.headers,
+      body,
+      at: Date.now(),
+    });
+  });
+}
+
+/** How a fake answers one call: as programmed, with the protocol's error body, or not at all (`drop`). */
+export type Fault =
+  | { kind: 'ok'; delayMs?: number }
+  | { kind: 'error'; status: number; message: string; delayMs?: number }
+  /** Destroys the socket once the request has arrived, without answering. */
+  | { kind: 'drop'; delayMs?: number };
+
+export const ok = (delayMs?: number): Fault => ({ kind: 'ok', ...(delayMs ? { delayMs } : {}) });
+export const fail = (status: number, message: string, delayMs?: number): Fault => ({
+  kind: 'error',
+  status,
+  message,
+  ...(delayMs ? { delayMs } : {}),
+});
+export const drop = (delayMs = 0): Fault => ({ kind: 'drop', delayMs });
+
+/**
+ * Answers a call by its fault: `answer` for `ok`, `error(status, message)` for an error (each
+ * protocol writes its own error body), nothing for `drop`.
+ */
+export function answerFault(
+  res: ServerResponse,
+  f: Fault,
+  error: (status: number, message: string) => void,
+  answer: () => void,
+): void {
+  answerLater(res, { delayMs: f.delayMs, drop: f.kind === 'drop' }, () => {
+    if (f.kind === 'error') return error(f.status, f.message);
+    answer();
+  });
+}
+
+/** What the `reads`th check of a job reports: its script's entry, the last one repeating. */
+export function scriptStep(script: readonly string[], reads: number): string {
+  return script[Math.min(reads, script.length - 1)]!;
+}
+
+/** Bytes a fake serves as a finished video: an mp4 header, then random bytes (no still can be made of it). */
+export function fakeVideoBytes(): Buffer {
+  return Buffer.concat([Buffer.from('\x00\x00\x00\x18ftypmp42'), randomBytes(4096)]);
 }

@@ -9,7 +9,7 @@ import { Client, Connection } from '@temporalio/client';
 import { binary } from '../../../scripts/services.js';
 import { dataConverter } from '../../../src/temporal/client.js';
 import { delayed, ok, startFakeGemini, fakeGeminiModel, type FakeGemini } from '../providers/gemini/fake-gemini.js';
-import { startFakeVideos, type FakeVideos } from '../providers/fake-videos.js';
+import { startFakeOpenAIVideos, type FakeOpenAIVideos } from '../providers/openai-videos/fake-openai-videos.js';
 import {
   eventually,
   http,
@@ -26,7 +26,7 @@ const run = promisify(execFile);
 
 let kiln: Kiln;
 let gemini: FakeGemini;
-let videos: FakeVideos;
+let videos: FakeOpenAIVideos;
 let client: Client;
 const api = () => http(kiln.baseUrl, KEY_A);
 
@@ -63,7 +63,7 @@ async function settledAfterReset(id: string, path: string, done: (s: string) => 
 
 beforeAll(async () => {
   gemini = await startFakeGemini();
-  videos = await startFakeVideos();
+  videos = await startFakeOpenAIVideos();
   const oa = {
     provider: 'openai-videos',
     baseUrl: videos.baseUrl,

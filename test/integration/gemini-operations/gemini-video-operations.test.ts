@@ -14,12 +14,12 @@ import {
   type GenerateVideosSource,
 } from '@google/genai';
 import { describe, expect, it } from 'vitest';
-import { drop, fail, type FakeVideos } from '../providers/fake-videos.js';
+import { drop, fail, type FakeOpenAIVideos } from '../providers/openai-videos/fake-openai-videos.js';
 import { TINY_PNG } from '../providers/gemini/fake-gemini.js';
 import { KEY_A, KEY_B, startKiln, type Kiln } from '../../support/kiln.js';
 import { useVideoKiln, videoApi } from '../video/video-kiln.js';
 
-let fake: FakeVideos;
+let fake: FakeOpenAIVideos;
 let kiln: Kiln;
 let calls: ReturnType<typeof videoApi>;
 

@@ -8,16 +8,16 @@ import { ownerOfKey } from '../../../src/infra/callers.js';
 import { Kiln as KilnClient } from '../../../src/client/index.js';
 import { SEARCH_ATTRIBUTES } from '../../../src/shared/task.js';
 import { ok, startFakeGemini, TINY_PNG, type FakeGemini } from '../providers/gemini/fake-gemini.js';
-import { startFakeVideos, type FakeVideos } from '../providers/fake-videos.js';
+import { startFakeOpenAIVideos, type FakeOpenAIVideos } from '../providers/openai-videos/fake-openai-videos.js';
 import { eventually, http, listIds, startKiln, submitBody, waitForStatus, type Kiln } from '../../support/kiln.js';
 
 let gemini: FakeGemini;
-let videos: FakeVideos;
+let videos: FakeOpenAIVideos;
 let kiln: Kiln;
 
 beforeAll(async () => {
   gemini = await startFakeGemini();
-  videos = await startFakeVideos();
+  videos = await startFakeOpenAIVideos();
   const quick = { timeoutMs: 5000, heartbeatTimeoutMs: 1000, maxAttempts: 1 };
   kiln = await startKiln({
     models: [

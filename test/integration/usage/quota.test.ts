@@ -43,7 +43,8 @@ beforeAll(async () => {
       },
       { id: 'gem', ...gem({}) },
       { id: 'gem-charged', ...gem({ chargeFailed: true }) },
-      { id: 'down', ...gem({ baseUrl: down }) },
+      // queueTimeoutMs 0: the refused connection ends the task at once instead of waiting to send again.
+      { id: 'down', ...gem({ baseUrl: down, queueTimeoutMs: 0 }) },
     ],
   });
   keys = new KeyStore(kiln.api.redis, kiln.config.redisPrefix);

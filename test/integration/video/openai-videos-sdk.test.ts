@@ -5,7 +5,7 @@
 // one is gone from the other's memory at once (the deletion feed, src/tasks/deletion-feed.ts).
 import OpenAI, { APIError, BadRequestError, ConflictError, NotFoundError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { drop } from '../providers/fake-videos.js';
+import { drop } from '../providers/openai-videos/fake-openai-videos.js';
 import { KEY_A, KEY_B, startKiln, type Kiln } from '../../support/kiln.js';
 import { useVideoKiln, type VideoKilnFile } from './video-kiln.js';
 

@@ -2,20 +2,27 @@
 // received: a refused create moves to the next channel (of the same or another provider), and once
 // an upstream has accepted the job every check and download stays on that channel.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { drop, fail, startFakeVideos, type FakeVideos } from '../providers/fake-videos.js';
+import {
+  drop,
+  fail,
+  startFakeOpenAIVideos,
+  type FakeOpenAIVideos,
+} from '../providers/openai-videos/fake-openai-videos.js';
+import { startFakeWorkflowNode, type FakeWorkflowNode } from '../providers/workflow-node/fake-workflow-node.js';
 import { startKiln, type Kiln } from '../../support/kiln.js';
 import { DONE, videoApi } from './video-kiln.js';
 import { waitForStatus } from '../../support/kiln.js';
 
-let a: FakeVideos;
-let b: FakeVideos;
+let a: FakeOpenAIVideos;
+let b: FakeOpenAIVideos;
+let n: FakeWorkflowNode;
 let kiln: Kiln;
 let calls: ReturnType<typeof videoApi>;
 
 beforeAll(async () => {
-  [a, b] = await Promise.all([startFakeVideos(), startFakeVideos()]);
+  [a, b, n] = await Promise.all([startFakeOpenAIVideos(), startFakeOpenAIVideos(), startFakeWorkflowNode()]);
   const quick = { kind: 'video', pollIntervalMs: 100, heartbeatTimeoutMs: 1000, timeoutMs: 5000, maxAttempts: 3 };
-  const openai = (fake: FakeVideos, id: string, priority: number) => ({
+  const openai = (fake: FakeOpenAIVideos, id: string, priority: number) => ({
     id,
     provider: 'openai-videos',
     baseUrl: fake.baseUrl,
@@ -34,7 +41,7 @@ beforeAll(async () => {
           {
             id: 'node',
             provider: 'workflow-node',
-            baseUrl: b.baseUrl,
+            baseUrl: n.baseUrl,
             priority: 1,
             workflowId: '1904136902449209346',
             nodes: {
@@ -52,11 +59,12 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await kiln?.stop();
-  await Promise.all([a?.close(), b?.close()]);
+  await Promise.all([a?.close(), b?.close(), n?.close()]);
 });
 beforeEach(() => {
   a.reset();
   b.reset();
+  n.reset();
 });
 
 const finish = (id: string) => waitForStatus(() => calls.api()(`/v1/videos/${id}`), DONE, 30_000);
@@ -97,7 +105,7 @@ describe('video channels', () => {
     const id = await calls.createOk({ model: 'v-mixed', prompt: 'an otter', seconds: '8', size: '1280x720' });
     const v = await finish(id);
     expect(v).toMatchObject({ status: 'completed', channel: 'node', attempts: 2 });
-    const [created] = b.creates();
+    const [created] = n.creates();
     expect(created!.path).toBe('/task/openapi/create');
     expect(created!.body.nodeInfoList).toEqual(
       expect.arrayContaining([

@@ -1,14 +1,15 @@
 // Shared setup of the video test files: a real Kiln with local, OpenAI-videos and workflow-node
-// video models (the last two pointed at one fake upstream), and request helpers.
+// video models (the last two pointed at a fake upstream of their protocol each), and request helpers.
 import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
-import { startFakeVideos, type FakeVideos } from '../providers/fake-videos.js';
+import { startFakeOpenAIVideos, type FakeOpenAIVideos } from '../providers/openai-videos/fake-openai-videos.js';
+import { startFakeWorkflowNode, type FakeWorkflowNode } from '../providers/workflow-node/fake-workflow-node.js';
 import { http, KEY_A, startKiln, waitForStatus, type Kiln } from '../../support/kiln.js';
 
 /** OpenAI's end statuses (an uncertain video is `failed`, code `uncertain`). */
 export const DONE = (s: string) => s === 'completed' || s === 'failed';
 
-export async function startVideoKiln(): Promise<{ kiln: Kiln; fake: FakeVideos }> {
-  const fake = await startFakeVideos();
+export async function startVideoKiln(): Promise<{ kiln: Kiln; fake: FakeOpenAIVideos; node: FakeWorkflowNode }> {
+  const [fake, node] = await Promise.all([startFakeOpenAIVideos(), startFakeWorkflowNode()]);
   const quick = { pollIntervalMs: 100, heartbeatTimeoutMs: 1000, timeoutMs: 5000 };
   // The local renderer (jimp frames, then ffmpeg) takes seconds on a loaded 2-core machine: its
   // budget is not what these tests are about.
@@ -50,7 +51,7 @@ export async function startVideoKiln(): Promise<{ kiln: Kiln; fake: FakeVideos }
         kind: 'video',
         queueTimeoutMs: 0,
         provider: 'workflow-node',
-        baseUrl: fake.baseUrl,
+        baseUrl: node.baseUrl,
         workflowId: '1904136902449209346',
         seconds: ['5'],
         sizes: ['720x1280'],
@@ -58,7 +59,7 @@ export async function startVideoKiln(): Promise<{ kiln: Kiln; fake: FakeVideos }
       },
     ],
   });
-  return { kiln, fake };
+  return { kiln, fake, node };
 }
 
 export function videoApi(kiln: Kiln) {
@@ -80,21 +81,27 @@ export function videoApi(kiln: Kiln) {
 
 export interface VideoKilnFile {
   kiln: Kiln;
-  fake: FakeVideos;
+  /** The OpenAI videos upstream of v-oa, v-oa-idem, v-oa-slow and v-pro. */
+  fake: FakeOpenAIVideos;
+  /** The workflow-node host of v-node. */
+  node: FakeWorkflowNode;
   calls: ReturnType<typeof videoApi>;
 }
 
-/** Registers a test file's hooks: one video Kiln and fake upstream per file, the fake reset before each test. */
+/** Registers a test file's hooks: one video Kiln and fake upstreams per file, the fakes reset before each test. */
 export function useVideoKiln(assign: (file: VideoKilnFile) => void): void {
   let file: VideoKilnFile | undefined;
   beforeAll(async () => {
-    const { kiln, fake } = await startVideoKiln();
-    file = { kiln, fake, calls: videoApi(kiln) };
+    const { kiln, fake, node } = await startVideoKiln();
+    file = { kiln, fake, node, calls: videoApi(kiln) };
     assign(file);
   });
   afterAll(async () => {
     await file?.kiln.stop();
-    await file?.fake.close();
+    await Promise.all([file?.fake.close(), file?.node.close()]);
   });
-  beforeEach(() => file?.fake.reset());
+  beforeEach(() => {
+    file?.fake.reset();
+    file?.node.reset();
+  });
 }

@@ -1,6 +1,7 @@
 // Video tasks end to end: the official OpenAI SDK against a running Kiln, the local MP4 (ffprobe +
 // Chromium), the pro model's strict rules (a fake upstream proves nothing was sent), owner scoping
-// and image/video kinds kept apart. Upstream providers: video-upstreams.test.ts.
+// and image/video kinds kept apart. Upstream providers: providers/openai-videos/ and
+// providers/workflow-node/.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { promisify } from 'node:util';
@@ -8,7 +9,7 @@ import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_MODELS } from '../../../src/config/default-models.js';
 import { videoOptions, type VideoModel } from '../../../src/config/models.js';
-import type { FakeVideos } from '../providers/fake-videos.js';
+import type { FakeOpenAIVideos } from '../providers/openai-videos/fake-openai-videos.js';
 import { http, KEY_A, KEY_B, startKiln, submitBody, type Kiln } from '../../support/kiln.js';
 import { useVideoKiln, videoApi } from './video-kiln.js';
 import { CHROMIUM, launchChromium } from '../../support/browser.js';
@@ -16,7 +17,7 @@ import { CHROMIUM, launchChromium } from '../../support/browser.js';
 const run = promisify(execFile);
 const FFPROBE = process.env.FFPROBE_BIN ?? (existsSync('.tools/bin/ffprobe') ? '.tools/bin/ffprobe' : 'ffprobe');
 
-let fake: FakeVideos;
+let fake: FakeOpenAIVideos;
 let kiln: Kiln;
 let calls: ReturnType<typeof videoApi>;
 
