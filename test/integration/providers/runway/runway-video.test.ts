@@ -107,7 +107,7 @@ describe('runway videos', () => {
     const cases: [Record<string, unknown>, RegExp][] = [
       [
         { model: 'turbo', prompt: 'no frame' },
-        /image "none" cannot be sent to turbo \(runway gen4_turbo\); allowed: an https image URL/,
+        /image "none" cannot be sent to model turbo \(provider runway\); allowed: an https image URL/,
       ],
       [{ model: 'turbo', prompt: 'p', image: 'http://img.example.com/a.png' }, /image .*allowed: an https URL/],
       [{ model: 'gen45', prompt: 'x'.repeat(1001) }, /prompt "1001 UTF-16 units" .*allowed: at most 1000/],
