@@ -71,3 +71,18 @@ async function lookUp<T>(find: () => Promise<Found<T>>, signal: AbortSignal): Pr
     await abortableSleep(LOOKUP.confirmAfterMs, signal);
   }
 }
+
+/**
+ * The lookup of a create on a channel whose provider can find one by Kiln's id (createOrFind);
+ * undefined for the others.
+ */
+export function finderOf<M extends { provider: string }, C, T>(
+  providers: Partial<Record<string, object>>,
+  callOf: (model: M, signal: AbortSignal) => C,
+) {
+  return (model: M, signal: AbortSignal) => {
+    const p = providers[model.provider] as { lookup?: (call: C) => Promise<Found<T>> } | undefined;
+    if (!p?.lookup) return undefined;
+    return () => p.lookup!(callOf(model, signal));
+  };
+}

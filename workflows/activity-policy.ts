@@ -44,3 +44,8 @@ export function inlineUpstreamActivity(policy: ActivityPolicy): LocalActivityOpt
   // (or a signal) arriving meanwhile is taken at once, and the attempt number survives the worker.
   return { startToCloseTimeout, retry, localRetryThreshold: '1ms' };
 }
+
+/** The call that asks an upstream to stop a job (a cancel, a spent budget): bounded, as a model queue without a worker must not hold the task's outcome for long. */
+export function stopJobActivity(policy: ActivityPolicy, taskQueue: string): ActivityOptions {
+  return { ...upstreamActivity(policy, taskQueue), scheduleToCloseTimeout: '1m' };
+}

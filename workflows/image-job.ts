@@ -6,8 +6,8 @@ import type { Activities, ImageDone } from '../activities/image/index.js';
 import type { ImageTaskInput } from '../src/shared/image-task.js';
 import type { ActivityPolicy } from '../src/shared/task.js';
 import type { UpstreamJob } from '../src/shared/upstream-job.js';
-import { upstreamActivity } from './activity-policy.js';
-import { canceledByOwner, canceledJob, cancelable, overChannels, type Outcome } from './task-outcome.js';
+import { stopJobActivity, upstreamActivity } from './activity-policy.js';
+import { canceledByOwner, canceledJob, cancelable, overChannels, STOP_UNKNOWN, type Outcome } from './task-outcome.js';
 
 /** How the job ended when it did not succeed: the outcome is known (a cancel, the budget). */
 export class JobEnded extends Error {
@@ -53,13 +53,7 @@ function timedOut(ms: number): Outcome {
 /** Asks the upstream to stop the job, within a bounded time; retries running out count as not stopped. */
 function stopJob(task: ImageTaskInput, policy: JobPolicy, activityQueue: string, job: UpstreamJob) {
   return CancellationScope.nonCancellable(async () => {
-    const { cancelImageJob } = proxyActivities<Activities>({
-      ...upstreamActivity(policy, activityQueue),
-      // A model queue without a worker must not hold the task's outcome for long.
-      scheduleToCloseTimeout: '1m',
-    });
-    return cancelImageJob({ task, job }).catch(
-      () => ({ stopped: false, closing: { how: 'canceled', by: 'unknown' } }) as const,
-    );
+    const { cancelImageJob } = proxyActivities<Activities>(stopJobActivity(policy, activityQueue));
+    return cancelImageJob({ task, job }).catch(() => STOP_UNKNOWN);
   });
 }

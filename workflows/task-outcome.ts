@@ -194,7 +194,10 @@ export function canceled(answer: Reach | ReachAnswer, w: CallWording): Outcome {
   return { status: 'failed', error: canceledError(who, reach, w) };
 }
 
-/** A video task canceled once the upstream had its job: `stopped` when the upstream agreed to stop it. */
+/** A stop whose retries ran out: whether the upstream stopped, and who canceled, are not known. */
+export const STOP_UNKNOWN = { stopped: false, closing: { how: 'canceled', by: 'unknown' } } as const;
+
+/** A task canceled once the upstream had its job: `stopped` when the upstream agreed to stop it. */
 export function canceledJob(answer: boolean | { stopped: boolean; closing: Closing }): Outcome {
   const { stopped, who } =
     typeof answer === 'boolean'

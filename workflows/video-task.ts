@@ -24,7 +24,7 @@ import {
   type VideoTaskInput,
   type VideoTaskRecord,
 } from '../src/shared/video-task.js';
-import { LOCAL_ACTIVITY, upstreamActivity } from './activity-policy.js';
+import { LOCAL_ACTIVITY, stopJobActivity, upstreamActivity } from './activity-policy.js';
 import {
   canceled,
   canceledByOwner,
@@ -35,6 +35,7 @@ import {
   endStatus,
   lostAfterSending,
   overChannels,
+  STOP_UNKNOWN,
   type Outcome,
 } from './task-outcome.js';
 import { startWebhookDelivery } from './webhook-delivery.js';
@@ -59,14 +60,8 @@ const { recordVideoTransition, videoMayHaveReachedUpstream, videoUpstreamReach }
 function cancelOutcome(input: VideoTaskWorkflowInput, job: VideoJob | undefined): Promise<Outcome> {
   return CancellationScope.nonCancellable(async () => {
     if (!job) return canceled(await videoUpstreamReach(input.task), VIDEO_CALL);
-    const { cancelVideo } = proxyActivities<VideoActivities>({
-      ...upstreamActivity(input.policy, input.activityQueue),
-      // A model queue without a worker must not hold the task's outcome for long.
-      scheduleToCloseTimeout: '1m',
-    });
-    // Retries ran out: who asked is not known either.
-    const unknown = { stopped: false, closing: { how: 'canceled', by: 'unknown' } } as const;
-    return canceledJob(await cancelVideo({ task: input.task, job }).catch(() => unknown));
+    const { cancelVideo } = proxyActivities<VideoActivities>(stopJobActivity(input.policy, input.activityQueue));
+    return canceledJob(await cancelVideo({ task: input.task, job }).catch(() => STOP_UNKNOWN));
   });
 }
 

@@ -11,8 +11,8 @@ import { settle, type Settled } from '../read-model.js';
 import { Slots } from '../inline-slots.js';
 import { HEARTBEAT_EVERY_MS, keepTiming, kindUpstream, type KindDeps } from '../upstream-call.js';
 import { workerSlots } from '../../src/config/channels.js';
-import { runsJobs, type ImageProvider } from '../providers/contract.js';
-import { imageJobActivities, providerFor, recordSucceeded, type ImageDone } from './jobs.js';
+import { providerFor, runsJobs, type ImageProvider } from '../providers/contract.js';
+import { imageJobActivities, recordSucceeded, type ImageDone } from './jobs.js';
 import { runningRecord, succeededRecord } from './records.js';
 
 export interface ActivityDeps extends KindDeps<ImageModel, ImageProvider> {

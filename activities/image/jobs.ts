@@ -11,12 +11,13 @@ import type { TaskStore } from '../../src/tasks/store/task-store.js';
 import { settle, type Settled } from '../read-model.js';
 import type { kindUpstream } from '../upstream-call.js';
 import {
+  providerFor,
   runsJobs,
   type ImageJobCall,
   type ImageJobProvider,
   type ImageProvider,
-  type Lookup,
 } from '../providers/contract.js';
+import { finderOf } from '../lookup.js';
 import { runningRecord, succeededRecord } from './records.js';
 
 /** What an attempt that ends the task answers: its final record, and whether the read model holds it. */
@@ -30,13 +31,6 @@ export interface ImageJobStep {
   job: UpstreamJob;
 }
 
-/** The provider a channel names; a worker built without it says so rather than failing obscurely. */
-export function providerFor<P>(providers: Partial<Record<string, P>>, name: string): P {
-  const p = providers[name];
-  if (!p) throw new Error(`provider ${name} is not available on this worker`);
-  return p;
-}
-
 /**
  * Records `succeeded`. Redis unreachable now must not cost the images (a retry would generate them
  * again, or end a non-idempotent task uncertain): the workflow records them then, with its retries.
@@ -46,21 +40,6 @@ export function recordSucceeded(store: TaskStore, record: ImageTaskRecord): Prom
     (settled) => ({ ...settled, recorded: true }),
     () => ({ record, recorded: false, written: false }),
   );
-}
-
-/**
- * The lookup of a create on a channel whose provider can find one by Kiln's id (activities/lookup.ts);
- * undefined for the others.
- */
-export function finderOf<M extends { provider: string }, C>(
-  providers: Partial<Record<string, object>>,
-  callOf: (model: M, signal: AbortSignal) => C,
-) {
-  return (model: M, signal: AbortSignal) => {
-    const p = providers[model.provider] as { lookup?: (call: C) => Promise<Lookup> } | undefined;
-    if (!p?.lookup) return undefined;
-    return () => p.lookup!(callOf(model, signal));
-  };
 }
 
 export function imageJobActivities(

@@ -71,3 +71,10 @@ export interface VideoFinished {
 
 /** `results`: the workflow-node form, which carries every output as `results[*].url`. */
 export type VideoProvider = JobProvider<VideoCall, VideoFinished, { results: boolean }>;
+
+/** The provider a channel names; a worker built without it says so rather than failing obscurely. */
+export function providerFor<P>(providers: Partial<Record<string, P>>, name: string): P {
+  const p = providers[name];
+  if (!p) throw new Error(`provider ${name} is not available on this worker`);
+  return p;
+}

@@ -13,8 +13,8 @@ import type {
 import { TERMINAL_STATUSES } from '../../src/shared/task.js';
 import type { Closing } from '../../src/shared/closing.js';
 import { keepTiming, kindUpstream, type KindDeps } from '../upstream-call.js';
-import type { VideoCall, VideoFinished, VideoProvider } from '../providers/contract.js';
-import { finderOf, providerFor } from '../image/jobs.js';
+import { providerFor, type VideoCall, type VideoFinished, type VideoProvider } from '../providers/contract.js';
+import { finderOf } from '../lookup.js';
 
 export interface VideoActivityDeps extends KindDeps<VideoModel, VideoProvider> {
   /** Configured upstream keys (`credential: {env}`), by variable name. */
