@@ -215,7 +215,7 @@ function procs(): ProcStat[] {
 export type CpuRole = { tree: number[] } | { pid: number } | { cmdline: (c: string) => boolean };
 
 /** Each role's live processes; a process belongs to the first role that claims it. */
-function resolveRoles(roles: Record<string, CpuRole>): Record<string, ProcStat[]> {
+export function resolveRoles(roles: Record<string, CpuRole>): Record<string, ProcStat[]> {
   const all = procs();
   const children = new Map<number, number[]>();
   for (const p of all) children.set(p.ppid, [...(children.get(p.ppid) ?? []), p.pid]);

@@ -34,6 +34,7 @@ import {
   pinRoles,
   type LoadResult,
 } from './lib.js';
+import { memoryText, peakSampler, stackMemory } from './memory.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const TOTAL_TASKS = Number(process.env.BENCH_TASKS ?? 10_000);
@@ -59,11 +60,20 @@ async function main() {
   // BENCH_CPU_PROF_DIR: the API's processes and the worker write CPU profiles there (on exit).
   const profDir = process.env.BENCH_CPU_PROF_DIR;
   const prof = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [];
+  const serverRole: CpuRole = { cmdline: (c) => /temporal/.test(c) && c.includes(`--port ${temporal.port} `) };
+  const redisRole: CpuRole = { cmdline: (c) => c.includes('redis-server') && c.includes(`:${redisSvc.port}`) };
+  // The memory baseline of the same run: the Temporal dev server and Redis alone, before Kiln starts.
+  const backingOnly = stackMemory({ temporal: serverRole, redis: redisRole });
   const worker = spawnWorker(env, prof);
   const api = spawnApi(env, prof, join(dir, 'api.log'));
   await waitHttp(`${base}/healthz`);
-  const serverRole: CpuRole = { cmdline: (c) => /temporal/.test(c) && c.includes(`--port ${temporal.port} `) };
-  const redisRole: CpuRole = { cmdline: (c) => c.includes('redis-server') && c.includes(`:${redisSvc.port}`) };
+  // The whole stack's PSS (bench/memory.ts): what the machine must hold for it.
+  const stackRoles: Record<string, CpuRole> = {
+    temporal: serverRole,
+    redis: redisRole,
+    api: { tree: [api.pid!] },
+    worker: { tree: [worker.pid!] },
+  };
   // BENCH_PIN=1: the API on a core of its own, as in production, where it shares no host with the
   // Temporal server; this VM's submit rounds moved by up to 0.4 unpinned, by 0.02 pinned (session 13).
   const pinned =
@@ -117,7 +127,8 @@ async function main() {
   await drain();
   // Measured once the worker runs (it bundles its workflows first, in a child process).
   await sleep(2000);
-  const idle = { api: apiRss(api.pid!), worker: rssMiB(worker.pid!) };
+  const idle = { api: apiRss(api.pid!), worker: rssMiB(worker.pid!), stack: stackMemory(stackRoles) };
+  const peak = peakSampler(stackRoles);
 
   // A task's workflow input, as Kiln starts it: the raw starts of the submit rounds and end to end.
   const input = (id: string) => ({
@@ -380,7 +391,17 @@ async function main() {
   }
 
   const finish = async () => {
+    const stackPeak = peak.stop();
     await sleep(2000);
+    const backing = `Temporal dev server + Redis alone, before Kiln started: ${memoryText(backingOnly)}`;
+    rows.push(
+      { what: 'whole stack PSS, idle after 50 warm-up tasks', kiln: memoryText(idle.stack), note: backing },
+      {
+        what: `whole stack PSS, peak during the run (sampled every 0.5 s)`,
+        kiln: memoryText(stackPeak),
+        note: backing,
+      },
+    );
     rows.push({
       what: 'resident memory, idle after 50 warm-up tasks',
       kiln: `API ${idle.api}; worker ${fmt(idle.worker)} MiB`,
@@ -396,6 +417,10 @@ async function main() {
     rows.push({
       what: `resident memory ${SETTLE_SECONDS + 2} s after, idle`,
       kiln: `API ${apiRss(api.pid!)}; worker ${fmt(rssMiB(worker.pid!))} MiB`,
+    });
+    rows.push({
+      what: `whole stack PSS ${SETTLE_SECONDS + 2} s after, idle`,
+      kiln: memoryText(stackMemory(stackRoles)),
     });
     report(rows, { seconds: SECONDS, pinned });
     api.kill('SIGTERM');
@@ -620,7 +645,7 @@ async function main() {
   await finish();
 }
 
-/** RSS of the API: its supervisor and each API process (or the one process). */
+/** RSS of the API: the first process (which also supervises) and the others (or the one process). */
 function apiRss(pid: number): string {
   let children: number[] = [];
   try {
@@ -633,9 +658,7 @@ function apiRss(pid: number): string {
     /* gone */
   }
   const own = `${fmt(rssMiB(pid))} MiB`;
-  return children.length
-    ? `supervisor ${own}, processes ${children.map((c) => `${fmt(rssMiB(c))}`).join(' / ')} MiB`
-    : own;
+  return children.length ? `first ${own}, others ${children.map((c) => `${fmt(rssMiB(c))}`).join(' / ')} MiB` : own;
 }
 
 /** The median of each figure over the rounds. */

@@ -1,0 +1,187 @@
+// `npm run bench:memory`: what the whole stack costs in memory (PSS summed over every process,
+// bench/memory.ts), idle, at its peak under load, and after, in the two forms a team meets first.
+//
+//   --form production (default): compiled, as `npm run bench` and production run it — the Temporal
+//     dev server, redis-server, `bin/kiln-run api` (API_PROCESSES=2) and `bin/kiln-run worker`.
+//     Idle is read after 50 warm-up tasks and BENCH_SETTLE_SECONDS (30); the load is 3 bursts of
+//     200 tasks at 16 connections, then 10 s each of polls and list pages at 32 connections; after
+//     is read BENCH_SETTLE_SECONDS after the load.
+//   --form dev: `npm run dev`, started as a new user starts it (its npm and shell wrappers count),
+//     with its data in a temporary directory; idle is read BENCH_SETTLE_SECONDS after 200 tasks of
+//     the default image model finished, and again once 30 more seconds have passed.
+//
+// Goals (issue 42): production ≤ 400 MiB idle and ≤ 600 MiB peak; dev ≤ 700 MiB idle after 200.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort, ROOT } from '../scripts/services.js';
+import { fmt, load, sleep, spawnApi, spawnWorker, startBenchStack, waitHttp, type CpuRole } from './lib.js';
+import { memoryText, peakSampler, stackMemory } from './memory.js';
+
+const argv = process.argv.slice(2);
+const FORM = argv.includes('--form') ? argv[argv.indexOf('--form') + 1] : 'production';
+const SETTLE_S = Number(process.env.BENCH_SETTLE_SECONDS ?? 30);
+const KEY = 'bench-key-memory-00000000000';
+const say = (l: string) => console.error(`[bench:memory] ${l}`);
+
+const submitBody = JSON.stringify({
+  contents: [{ role: 'user', parts: [{ text: 'bench' }] }],
+  generationConfig: { imageConfig: { aspectRatio: '99:1', output: 'url' } },
+});
+
+async function submitMany(base: string, model: string, n: number, connections: number): Promise<string[]> {
+  const ids: string[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (next < n) {
+        next++;
+        const res = await fetch(`${base}/v1beta/models/${model}:generateContent`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+          body: submitBody,
+        });
+        const body = (await res.json()) as { id?: string };
+        if (res.status !== 202 || !body.id) throw new Error(`submit answered ${res.status}: ${JSON.stringify(body)}`);
+        ids.push(body.id);
+      }
+    }),
+  );
+  return ids;
+}
+
+/** Waits until every id is terminal, by batch-get (100 ids per batch, each batch every 5.1 s: the limit). */
+async function finished(base: string, ids: string[], timeoutMs = 600_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let open = ids;
+  while (open.length) {
+    if (Date.now() > deadline) throw new Error(`${open.length} of ${ids.length} tasks unfinished`);
+    const still: string[] = [];
+    for (let i = 0; i < open.length; i += 100) {
+      const res = await fetch(`${base}/v1/tasks/batch-get`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ ids: open.slice(i, i + 100) }),
+      });
+      const body = (await res.json()) as { items: { id: string; status: string }[] };
+      if (!res.ok) throw new Error(`batch-get answered ${res.status}: ${JSON.stringify(body)}`);
+      for (const t of body.items) if (!['succeeded', 'failed', 'uncertain'].includes(t.status)) still.push(t.id);
+    }
+    open = still;
+    if (open.length) await sleep(5100);
+  }
+}
+
+async function production() {
+  const stack = await startBenchStack('memory-stack', {
+    LOG_LEVEL: 'info',
+    API_PROCESSES: process.env.API_PROCESSES ?? '2',
+    RATE_LIMIT_BATCH_MS: '0',
+  });
+  const { temporal, redis, base, env } = stack;
+  const worker = spawnWorker(env);
+  const api = spawnApi(env, [], join(stack.dir, 'api.log'));
+  await waitHttp(`${base}/readyz`);
+  const roles: Record<string, CpuRole> = {
+    temporal: { cmdline: (c) => /temporal/.test(c) && c.includes(`--port ${temporal.port} `) },
+    redis: { cmdline: (c) => c.includes('redis-server') && c.includes(`:${redis.port}`) },
+    api: { tree: [api.pid!] },
+    worker: { tree: [worker.pid!] },
+  };
+  await finished(base, await submitMany(base, 'bench-image', 50, 8));
+  await sleep(SETTLE_S * 1000);
+  const idle = stackMemory(roles);
+  say(`idle after 50 tasks: ${memoryText(idle)}`);
+  // Each phase's own peak, to see what sets the stack's: the bursts (Temporal, worker), the polls
+  // and the list pages (the API processes).
+  const phase = async (name: string, run: () => Promise<unknown>) => {
+    const sampler = peakSampler(roles);
+    await run();
+    const p = sampler.stop();
+    say(`peak during ${name}: ${memoryText(p)}`);
+    return p;
+  };
+  const headers = { authorization: `Bearer ${KEY}` };
+  let ids: string[] = [];
+  const peaks = [
+    await phase('3 bursts of 200 tasks', async () => {
+      for (let round = 0; round < 3; round++) await finished(base, await submitMany(base, 'bench-image', 200, 16));
+      ids = await submitMany(base, 'bench-image', 100, 8);
+      await finished(base, ids);
+    }),
+    await phase('10 s of polls', () =>
+      load({ url: `${base}/v1/tasks/${ids[0]}`, connections: 32, seconds: 10, headers }),
+    ),
+    await phase('10 s of list pages', () =>
+      load({ url: `${base}/v1/tasks?limit=100`, connections: 32, seconds: 10, headers }),
+    ),
+  ];
+  const peak = peaks.reduce((a, b) => (b.total > a.total ? b : a));
+  say(`peak: ${memoryText(peak)}`);
+  await sleep(SETTLE_S * 1000);
+  const after = stackMemory(roles);
+  say(`after, ${SETTLE_S} s idle: ${memoryText(after)}`);
+  api.kill('SIGTERM');
+  worker.kill('SIGTERM');
+  await sleep(1000);
+  await stack.stop();
+  return { idle, peak, after, goal: 'idle ≤ 400 MiB, peak ≤ 600 MiB' };
+}
+
+async function dev() {
+  const data = mkdtempSync(join(tmpdir(), 'kiln-dev-memory-'));
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  // A new user's `npm run dev`: npm, its bootstrap, the Node it runs on, the console build.
+  const npm = spawn('npm', ['run', 'dev'], {
+    cwd: ROOT,
+    env: { ...process.env, PORT: String(port), KILN_DEV_DATA: data },
+    stdio: ['ignore', 'ignore', 'inherit'],
+    detached: true,
+  });
+  process.once('exit', () => {
+    try {
+      process.kill(-npm.pid!, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  });
+  await waitHttp(`${base}/readyz`, 300_000);
+  const roles: Record<string, CpuRole> = { 'npm run dev': { tree: [npm.pid!] } };
+  const started = stackMemory(roles);
+  say(`started: ${memoryText(started)}`);
+  await finished(base, await submitMany(base, 'kiln-image-1', 200, 8));
+  await sleep(SETTLE_S * 1000);
+  const idle = stackMemory(roles);
+  say(`idle after 200 tasks: ${memoryText(idle)}`);
+  await sleep(30_000);
+  const after = stackMemory(roles);
+  say(`30 s later: ${memoryText(after)}`);
+  process.kill(-npm.pid!, 'SIGINT');
+  await sleep(5000);
+  rmSync(data, { recursive: true, force: true });
+  return { started, idle, after, goal: 'idle after 200 tasks ≤ 700 MiB' };
+}
+
+async function main() {
+  const result = FORM === 'dev' ? await dev() : await production();
+  const rows = Object.entries(result)
+    .filter(([k]) => k !== 'goal')
+    .map(([k, m]) => `| ${FORM} | ${k} | ${typeof m === 'string' ? m : memoryText(m)} |`);
+  console.log(
+    [
+      `Run: \`npm run bench:memory -- --form ${FORM}\` on ${new Date().toISOString()} (goal: ${result.goal}; settle ${fmt(SETTLE_S, 0)} s)`,
+      '',
+      '| Form | When | PSS, all processes |',
+      '|---|---|---|',
+      ...rows,
+    ].join('\n'),
+  );
+  process.exit(0);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
