@@ -6,26 +6,7 @@ import type { ImageModel, VideoModel } from '../config/models.js';
 import type { BlobStore } from '../blobs/local.js';
 import type { SafeFetch } from '../infra/safe-fetch.js';
 import { referenceFetcher } from '../../activities/providers/references.js';
-import { GeminiVeoVideoProvider } from '../../activities/providers/gemini/veo.js';
-import { LocalVideoProvider } from '../../activities/providers/local/video.js';
-import { OpenAIVideoProvider } from '../../activities/providers/openai-videos/video.js';
 import type { ImageProvider, VideoProvider } from '../../activities/providers/contract.js';
-import { DashScopeImageProvider } from '../../activities/providers/dashscope/image.js';
-import { DashScopeVideoProvider } from '../../activities/providers/dashscope/video.js';
-import { KlingVideoProvider } from '../../activities/providers/kling/video.js';
-import { GeminiImageProvider } from '../../activities/providers/gemini/image.js';
-import { FalImageProvider } from '../../activities/providers/fal/image.js';
-import { FalVideoProvider } from '../../activities/providers/fal/video.js';
-import { MinimaxVideoProvider } from '../../activities/providers/minimax/video.js';
-import { LocalImageProvider } from '../../activities/providers/local/image.js';
-import { OpenAIImagesProvider } from '../../activities/providers/openai-images/image.js';
-import { ReplicateImageProvider } from '../../activities/providers/replicate/image.js';
-import { ReplicateVideoProvider } from '../../activities/providers/replicate/video.js';
-import { RunwayVideoProvider } from '../../activities/providers/runway/video.js';
-import { SeedanceVideoProvider } from '../../activities/providers/seedance/video.js';
-import { WorkflowNodeVideoProvider } from '../../activities/providers/workflow-node/video.js';
-import { ComfyImageProvider } from '../../activities/providers/comfyui/image.js';
-import { ComfyVideoProvider } from '../../activities/providers/comfyui/video.js';
 
 const BOOTSTRAPPED_FFMPEG = join(PROJECT_ROOT, '.tools', 'bin', 'ffmpeg');
 
@@ -44,35 +25,77 @@ export interface ProviderDeps {
   fetchReference?: SafeFetch;
 }
 
-/** The image providers a worker runs, by the models file's `provider`. */
-export function imageProviders(deps: ProviderDeps): Partial<Record<ImageModel['provider'], ImageProvider>> {
-  const { blobs, keys, fetchReference = referenceFetcher() } = deps;
-  return {
-    local: new LocalImageProvider(blobs),
-    gemini: new GeminiImageProvider({ blobs, keys, fetchReference }),
-    dashscope: new DashScopeImageProvider(blobs),
-    'openai-images': new OpenAIImagesProvider({ blobs, fetchReference }),
-    fal: new FalImageProvider({ blobs, fetchReference }),
-    replicate: new ReplicateImageProvider(blobs, fetchReference),
-    comfyui: new ComfyImageProvider({ blobs, fetchReference }),
-  };
+type Loader<P> = (deps: Required<ProviderDeps>) => Promise<P>;
+// Each provider is imported only when a configured model names it: together they cost a worker
+// ~14 MiB (the openai SDK alone ~5), which a deployment of one provider should not carry (issue 42).
+const IMAGE: Record<ImageModel['provider'], Loader<ImageProvider>> = {
+  local: async (d) => new (await import('../../activities/providers/local/image.js')).LocalImageProvider(d.blobs),
+  gemini: async ({ blobs, keys, fetchReference }) =>
+    new (await import('../../activities/providers/gemini/image.js')).GeminiImageProvider({
+      blobs,
+      keys,
+      fetchReference,
+    }),
+  dashscope: async (d) =>
+    new (await import('../../activities/providers/dashscope/image.js')).DashScopeImageProvider(d.blobs),
+  'openai-images': async ({ blobs, fetchReference }) =>
+    new (await import('../../activities/providers/openai-images/image.js')).OpenAIImagesProvider({
+      blobs,
+      fetchReference,
+    }),
+  fal: async ({ blobs, fetchReference }) =>
+    new (await import('../../activities/providers/fal/image.js')).FalImageProvider({ blobs, fetchReference }),
+  replicate: async (d) =>
+    new (await import('../../activities/providers/replicate/image.js')).ReplicateImageProvider(
+      d.blobs,
+      d.fetchReference,
+    ),
+  comfyui: async ({ blobs, fetchReference }) =>
+    new (await import('../../activities/providers/comfyui/image.js')).ComfyImageProvider({ blobs, fetchReference }),
+};
+
+const VIDEO: Record<VideoModel['provider'], Loader<VideoProvider>> = {
+  local: async (d) =>
+    new (await import('../../activities/providers/local/video.js')).LocalVideoProvider(d.blobs, ffmpegBinary(d.env)),
+  'openai-videos': async (d) =>
+    new (await import('../../activities/providers/openai-videos/video.js')).OpenAIVideoProvider(d.blobs),
+  'workflow-node': async (d) =>
+    new (await import('../../activities/providers/workflow-node/video.js')).WorkflowNodeVideoProvider(d.blobs),
+  'gemini-veo': async (d) =>
+    new (await import('../../activities/providers/gemini/veo.js')).GeminiVeoVideoProvider(d.blobs, d.fetchReference),
+  dashscope: async (d) =>
+    new (await import('../../activities/providers/dashscope/video.js')).DashScopeVideoProvider(d.blobs),
+  fal: async (d) => new (await import('../../activities/providers/fal/video.js')).FalVideoProvider(d.blobs),
+  replicate: async (d) =>
+    new (await import('../../activities/providers/replicate/video.js')).ReplicateVideoProvider(d.blobs),
+  minimax: async (d) => new (await import('../../activities/providers/minimax/video.js')).MinimaxVideoProvider(d.blobs),
+  kling: async (d) => new (await import('../../activities/providers/kling/video.js')).KlingVideoProvider(d.blobs),
+  runway: async (d) => new (await import('../../activities/providers/runway/video.js')).RunwayVideoProvider(d.blobs),
+  seedance: async (d) =>
+    new (await import('../../activities/providers/seedance/video.js')).SeedanceVideoProvider(d.blobs),
+  comfyui: async ({ blobs, fetchReference }) =>
+    new (await import('../../activities/providers/comfyui/video.js')).ComfyVideoProvider({ blobs, fetchReference }),
+};
+
+async function load<N extends string, P>(
+  loaders: Record<N, Loader<P>>,
+  names: Iterable<N>,
+  deps: ProviderDeps,
+): Promise<Partial<Record<N, P>>> {
+  const full = { ...deps, fetchReference: deps.fetchReference ?? referenceFetcher() };
+  const unique = [...new Set(names)].filter((n) => n in loaders);
+  return Object.fromEntries(await Promise.all(unique.map(async (n) => [n, await loaders[n](full)]))) as Partial<
+    Record<N, P>
+  >;
 }
 
-/** The video providers a worker runs, by the models file's `provider`. */
-export function videoProviders(deps: ProviderDeps): Partial<Record<VideoModel['provider'], VideoProvider>> {
-  const { blobs, env, fetchReference = referenceFetcher() } = deps;
-  return {
-    local: new LocalVideoProvider(blobs, ffmpegBinary(env)),
-    'openai-videos': new OpenAIVideoProvider(blobs),
-    'workflow-node': new WorkflowNodeVideoProvider(blobs),
-    'gemini-veo': new GeminiVeoVideoProvider(blobs, fetchReference),
-    dashscope: new DashScopeVideoProvider(blobs),
-    fal: new FalVideoProvider(blobs),
-    replicate: new ReplicateVideoProvider(blobs),
-    minimax: new MinimaxVideoProvider(blobs),
-    kling: new KlingVideoProvider(blobs),
-    runway: new RunwayVideoProvider(blobs),
-    seedance: new SeedanceVideoProvider(blobs),
-    comfyui: new ComfyVideoProvider({ blobs, fetchReference }),
-  };
-}
+/** The image providers a worker runs: those `names` (the configured models' channels) name. */
+export const imageProviders = (deps: ProviderDeps, names: Iterable<ImageModel['provider']> = IMAGE_NAMES) =>
+  load(IMAGE, names, deps);
+
+/** The video providers a worker runs: those `names` (the configured models' channels) name. */
+export const videoProviders = (deps: ProviderDeps, names: Iterable<VideoModel['provider']> = VIDEO_NAMES) =>
+  load(VIDEO, names, deps);
+
+export const IMAGE_NAMES = Object.keys(IMAGE) as ImageModel['provider'][];
+export const VIDEO_NAMES = Object.keys(VIDEO) as VideoModel['provider'][];

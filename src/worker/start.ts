@@ -62,24 +62,30 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   // Channel capacity, rate and health are the deployment's: every worker shares them in Redis.
   const channels = new RedisChannelState(redis, config.redisPrefix);
   const providerDeps = { blobs, keys, env, fetchReference: referenceFetcher(config.referenceFetchAllow) };
+  const videoModels = modelsOfKind(config.models, 'video');
+  const named = <M extends { channels: { provider: string }[] }>(ms: M[]) =>
+    ms.flatMap((m) => m.channels.map((c) => c.provider as M['channels'][number]['provider']));
+  const [imageRegistry, videoRegistry] = await Promise.all([
+    imageProviders(providerDeps, named(imageModels)),
+    videoProviders(providerDeps, named(videoModels)),
+  ]);
   const activities = createActivities({
     store,
     channels,
     origin,
     models: imageModels,
-    providers: available(imageModels, imageProviders(providerDeps)),
+    providers: available(imageModels, imageRegistry),
     keys,
   });
   // The local providers draw their pictures with jimp (tens of MiB, loaded on first use): load it
   // now when a local model is configured, so no first task pays for it inside its upstream budget.
   if (config.models.some((m) => m.provider === 'local')) await import('../../activities/providers/local/render-png.js');
-  const videoModels = modelsOfKind(config.models, 'video');
   const video = createVideoActivities({
     store,
     channels,
     origin,
     models: videoModels,
-    providers: available(videoModels, videoProviders(providerDeps)),
+    providers: available(videoModels, videoRegistry),
     keys,
   });
   const webhooks = createWebhookActivities({

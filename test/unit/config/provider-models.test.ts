@@ -56,9 +56,15 @@ describe('provider names and required fields', () => {
     expect(parseModel({ ...base, pollIntervalMs: 50, overallTimeoutMs: 250_000 }).id).toBe('j');
   });
 
-  it("every provider name the models file takes is in the worker's registry", () => {
+  it("every provider name the models file takes is in the worker's registry", async () => {
     const deps = { blobs: {} as BlobStore, keys: {}, env: {} };
-    expect(Object.keys(imageProviders(deps)).sort()).toEqual([...IMAGE_PROVIDERS].sort());
-    expect(Object.keys(videoProviders(deps)).sort()).toEqual([...VIDEO_PROVIDERS].sort());
+    expect(Object.keys(await imageProviders(deps)).sort()).toEqual([...IMAGE_PROVIDERS].sort());
+    expect(Object.keys(await videoProviders(deps)).sort()).toEqual([...VIDEO_PROVIDERS].sort());
+  });
+
+  it('a worker builds only the providers its models name, each once', async () => {
+    const deps = { blobs: {} as BlobStore, keys: {}, env: {} };
+    expect(Object.keys(await imageProviders(deps, ['fal', 'local', 'fal']))).toEqual(['fal', 'local']);
+    expect(Object.keys(await videoProviders(deps, []))).toEqual([]);
   });
 });
