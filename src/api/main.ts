@@ -1,11 +1,12 @@
-// API entry: API_PROCESSES processes (default one per core) share PORT under a supervisor; each
-// listens and shuts down gracefully on SIGTERM/SIGINT.
+// API entry: API_PROCESSES processes (default one per core) share PORT (SO_REUSEPORT); the first
+// also starts and supervises the others (src/ops/api-cluster.ts). Each shuts down gracefully on
+// SIGTERM/SIGINT.
 import cluster from 'node:cluster';
 import type { Server } from 'node:http';
 import { loadConfig } from '../config/env.js';
 import { ConfigError } from '../config/models.js';
 import { createLogger } from '../ops/log.js';
-import { reportListening, superviseApiProcesses } from '../ops/api-cluster.js';
+import { reportListening, startSiblings, type Siblings } from '../ops/api-cluster.js';
 import { startIdleGc } from '../ops/idle-gc.js';
 import type { ReadModelRebuild } from '../tasks/rebuild/rebuild.js';
 
@@ -15,29 +16,31 @@ const SHUTDOWN_GRACE_MS = 30_000;
 async function main() {
   const config = loadConfig();
   const log = createLogger(config.logLevel, 'kiln-api', config.ops.logFormat, config.ops.logBufferBytes);
-  if (cluster.isPrimary && config.apiProcesses > 1) {
-    superviseApiProcesses(config.apiProcesses, log, SHUTDOWN_GRACE_MS);
-    return;
-  }
-  // Loaded here, not at the top: the supervisor never serves requests and stays small without it.
+  const shared = config.apiProcesses > 1;
   const { createApi } = await import('./runtime.js');
   const api = await createApi(config, log);
   const release = holdRebuildForDrill(api.rebuild);
-  const server: Server = api.app.listen(config.port, config.host);
+  // Shared: every process binds its own socket to the port (exclusive: not the cluster's handle).
+  const server: Server = api.app.listen({ port: config.port, host: config.host, reusePort: shared, exclusive: shared });
+  let siblings: Siblings | undefined;
   server.on('listening', () => {
     log.info(
       { port: config.port, publicBaseUrl: config.publicBaseUrl, authMode: config.authMode },
       'kiln api listening',
     );
     reportListening();
+    // The first process starts the others once it serves: a start-up failure shows here, once.
+    if (shared && cluster.isPrimary)
+      siblings = startSiblings(config.apiProcesses - 1, log, SHUTDOWN_GRACE_MS, () => stop('start-up failure', 1));
   });
   const idleGc = startIdleGc({ log });
   let stopping = false;
-  const stop = (signal: string) => {
-    // Under the supervisor a terminal's Ctrl-C reaches this process twice (SIGINT, then SIGTERM).
+  const stop = (signal: string, code = 0) => {
+    // With several processes a terminal's Ctrl-C reaches the others twice (SIGINT, then SIGTERM).
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'shutting down: finishing in-flight requests');
+    const othersStopped = siblings?.stop() ?? Promise.resolve();
     // Unready at once (load balancers stop sending), no new connections, in-flight requests finish
     // (their responses close keep-alive connections); then Redis and Temporal are closed.
     api.drain();
@@ -45,9 +48,9 @@ async function main() {
     release();
     server.close(
       () =>
-        void api.close().then(() => {
+        void Promise.all([api.close(), othersStopped]).then(() => {
           log.info('kiln api stopped');
-          process.exit(0);
+          process.exit(code);
         }),
     );
     server.closeIdleConnections();

@@ -1,8 +1,8 @@
 // Prometheus metrics of the API process. One registry per app, so several apps in one process
 // (the tests) do not collide. Tasks finished by outcome are counted by the worker (see
 // src/ops/worker-telemetry.ts): it is the one place that sees each task end exactly once.
-import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
-import { clusterMetrics, inClusterWorker, shareRequestSeries } from './api-cluster.js';
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import { clusterMetrics, shareMetrics } from './api-cluster.js';
 import { withMoreText } from './exposition.js';
 import { RequestSeries, seriesText, withRegistryText } from './request-series.js';
 
@@ -74,13 +74,8 @@ export class ApiMetrics {
       },
     });
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'kiln_api_' });
-    // The supervisor of several API processes collects this registry from each of them.
-    if (inClusterWorker()) {
-      // Constructing one is what makes prom-client answer the supervisor's requests in this process.
-      new AggregatorRegistry();
-      AggregatorRegistry.setRegistries([this.registry]);
-      shareRequestSeries(() => this.http.snapshot());
-    }
+    // With several API processes, the first sums this registry and series with the others'.
+    shareMetrics(async () => ({ registry: await this.registry.getMetricsAsJSON(), snapshot: this.http.snapshot() }));
   }
 
   get contentType(): string {
@@ -93,7 +88,7 @@ export class ApiMetrics {
    */
   async render(): Promise<string> {
     const [exposition, more] = await Promise.all([
-      inClusterWorker() ? clusterMetrics() : this.processText(),
+      clusterMetrics().then((summed) => summed ?? this.processText()),
       this.moreText?.(),
     ]);
     return more === undefined ? exposition : withMoreText(exposition, more);

@@ -1,5 +1,5 @@
-// Several API processes on one port (API_PROCESSES): both serve, /metrics sums them, a killed
-// process is replaced, and SIGTERM stops them all gracefully.
+// Several API processes on one port (API_PROCESSES): both serve (the first one too: it also
+// supervises), /metrics sums them, a killed process is replaced, and SIGTERM stops them all gracefully.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { freePort } from '../../../scripts/services.js';
 import { startKiln, KEY_A } from '../../support/kiln.js';
@@ -19,7 +19,7 @@ const alive = (pid: number) => {
   }
 };
 
-/** A fresh connection per request, so the supervisor hands each to the next process. */
+/** A fresh connection per request, so the kernel spreads them over the processes' sockets. */
 const get = (url: string, headers: Record<string, string> = {}) =>
   fetch(url, { headers: { ...headers, connection: 'close' } });
 
@@ -39,7 +39,8 @@ describe('API_PROCESSES=2', () => {
     const listening = () => s.lines.filter((l) => l.msg === 'kiln api listening').map((l) => l.pid as number);
     await vi.waitFor(() => expect(new Set(listening()).size).toBe(2), { timeout: 20_000, interval: 100 });
     const pids = [...new Set(listening())];
-    expect(pids).not.toContain(s.child.pid);
+    // The first process serves: no process of its own for supervising.
+    expect(pids).toContain(s.child.pid);
 
     const N = 40;
     for (let i = 0; i < N; i++)
@@ -62,13 +63,34 @@ describe('API_PROCESSES=2', () => {
     }
 
     // A process that dies is replaced; the port keeps answering meanwhile.
-    process.kill(pids[0], 'SIGKILL');
+    process.kill(
+      pids.find((p) => p !== s.child.pid)!,
+      'SIGKILL',
+    );
     await vi.waitFor(() => expect(new Set(listening()).size).toBe(3), { timeout: 20_000, interval: 100 });
     for (let i = 0; i < 6; i++) expect((await get(`${base}/healthz`)).status).toBe(200);
 
     s.child.kill('SIGTERM');
     expect(await s.exited).toBe(0);
     for (const pid of new Set(listening())) expect(alive(pid)).toBe(false);
+  });
+
+  it('leaves no process behind when the first one is killed (-9): the others exit with it', async () => {
+    const k = await startKiln({ models: [{ id: 'kiln-image-1', provider: 'local', latencyMs: 10 }], workers: false });
+    cleanups.push(() => k.stop());
+    const port = await freePort();
+    const s = spawnEntry(
+      'src/api/main.ts',
+      { ...k.env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', API_PROCESSES: '3' },
+      'kiln api listening',
+      cleanups,
+    );
+    const listening = () => s.lines.filter((l) => l.msg === 'kiln api listening').map((l) => l.pid as number);
+    await vi.waitFor(() => expect(new Set(listening()).size).toBe(3), { timeout: 20_000, interval: 100 });
+    const others = [...new Set(listening())].filter((p) => p !== s.child.pid);
+    expect(others).toHaveLength(2);
+    s.child.kill('SIGKILL');
+    await vi.waitFor(() => expect(others.filter(alive)).toEqual([]), { timeout: 10_000, interval: 100 });
   });
 
   it('stops with an error, instead of forking forever, when its processes cannot start', async () => {
