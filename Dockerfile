@@ -43,5 +43,5 @@ EXPOSE 8080
 
 # bin/kiln-run (the worker: `bin/kiln-run worker`, docker-compose.yml) sets the allocator and heap
 # settings, then `exec`s node: one process, not npm or npx, so SIGTERM from `docker stop` reaches
-# Kiln's graceful shutdown (and the API's supervisor forwards it to its processes).
+# Kiln's graceful shutdown (and the API's first process forwards it to the others).
 CMD ["sh", "bin/kiln-run", "api"]
