@@ -6,7 +6,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort, ROOT, startRedis, startTemporal } from './services.js';
 
-const DATA = join(ROOT, '.data');
+// KILN_DEV_DATA: another data directory (bench/stack-memory.ts runs a fresh one).
+const DATA = process.env.KILN_DEV_DATA || join(ROOT, '.data');
 mkdirSync(DATA, { recursive: true });
 
 function secret(name = 'secret', envVar = 'KILN_SECRET'): string {
@@ -47,6 +48,8 @@ async function main() {
     REDIS_URL: redis.url,
     TEMPORAL_ADDRESS: temporal.url,
     PORT: String(apiPort),
+    // One API process on a laptop: a second costs ~80 MiB and serves nobody else (docs/operating.md).
+    API_PROCESSES: process.env.API_PROCESSES ?? '1',
     PUBLIC_BASE_URL: baseUrl,
     BLOB_DIR: process.env.BLOB_DIR ?? join(DATA, 'blobs'),
     LOG_FORMAT: process.env.LOG_FORMAT ?? 'pretty',
@@ -58,12 +61,13 @@ async function main() {
     CODEC_CORS_ORIGINS: process.env.CODEC_CORS_ORIGINS ?? `http://localhost:${uiPort},http://127.0.0.1:${uiPort}`,
   };
   const children: ChildProcess[] = [];
-  const run = (file: string) => {
-    const c = spawn(process.execPath, ['--import', 'tsx', join(ROOT, file)], { env, stdio: 'inherit' });
+  // Compiled by scripts/dev-start.sh and launched as production launches them (bin/kiln-run).
+  const run = (mode: 'api' | 'worker') => {
+    const c = spawn('sh', [join(ROOT, 'bin', 'kiln-run'), mode], { env, stdio: 'inherit' });
     children.push(c);
     c.once('exit', (code, signal) => {
       if (!stopping) {
-        console.error(`${file} exited (${code ?? signal}); stopping.`);
+        console.error(`the ${mode} exited (${code ?? signal}); stopping.`);
         void stop(1);
       }
     });
@@ -81,8 +85,8 @@ async function main() {
   process.once('SIGINT', () => void stop());
   process.once('SIGTERM', () => void stop());
 
-  run('src/worker/main.ts');
-  run('src/api/main.ts');
+  run('worker');
+  run('api');
   for (let i = 0; i < 200; i++) {
     if (
       await fetch(`http://127.0.0.1:${apiPort}/healthz`).then(
@@ -122,7 +126,7 @@ async function main() {
 
   Then poll it:   curl -s ${baseUrl}/v1/tasks/<id> -H "Authorization: Bearer ${key}"
 ${keys}
-  Ctrl-C stops everything (data stays in .data/).
+  Ctrl-C stops everything (data stays in ${DATA === join(ROOT, '.data') ? '.data/' : DATA}).
 `);
 }
 
