@@ -3,13 +3,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, openSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
 import { Redis } from 'ioredis';
 import { Connection } from '@temporalio/client';
 import { SEARCH_ATTRIBUTES } from '../src/shared/task.js';
+import { PROJECT_ROOT } from '../src/infra/project-root.js';
 
-export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+// The project's root whether this runs from source or compiled (dist/server/scripts, for `npm run dev`).
+export const ROOT = PROJECT_ROOT;
 
 export function binary(name: 'temporal' | 'redis-server', envVar: string): string {
   const fromEnv = process.env[envVar];
@@ -124,6 +125,17 @@ export const DEV_SQLITE_PRAGMAS = (process.env.KILN_SQLITE_PRAGMAS ?? 'journal_m
   .split(',')
   .filter(Boolean);
 
+/**
+ * The dev server sized for a gateway (issue 42; bench/stack-memory.ts measures it). Its history
+ * cache keeps up to 128,000 workflows' mutable state for an hour by default, so its memory grew
+ * with every finished task; a gateway's workflows are short, and one whose state was evicted is
+ * read back from SQLite. KILN_TEMPORAL_DYNAMIC_CONFIG (JSON object) adds to or replaces these.
+ */
+export const DEV_DYNAMIC_CONFIG: Record<string, unknown> = {
+  'history.hostLevelCacheMaxSize': 512,
+  ...(process.env.KILN_TEMPORAL_DYNAMIC_CONFIG ? JSON.parse(process.env.KILN_TEMPORAL_DYNAMIC_CONFIG) : {}),
+};
+
 /** The Temporal dev server with a SQLite file, Kiln's search attributes registered, UI optional. */
 export async function startTemporal(opts: {
   dbFile: string;
@@ -152,6 +164,10 @@ export async function startTemporal(opts: {
       '--log-level',
       'error',
       ...(opts.pragmas ?? DEV_SQLITE_PRAGMAS).flatMap((p) => ['--sqlite-pragma', p]),
+      ...Object.entries(DEV_DYNAMIC_CONFIG).flatMap(([k, v]) => [
+        '--dynamic-config-value',
+        `${k}=${JSON.stringify(v)}`,
+      ]),
       ...Object.values(SEARCH_ATTRIBUTES).flatMap((n) => ['--search-attribute', `${n}=Keyword`]),
       ...(uiPort
         ? ['--ui-port', String(uiPort), ...(opts.codecEndpoint ? ['--ui-codec-endpoint', opts.codecEndpoint] : [])]
