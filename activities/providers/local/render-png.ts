@@ -1,7 +1,14 @@
 // Local placeholder renderer: a real PNG of the requested size showing the prompt, made offline with jimp.
 import { createHash } from 'node:crypto';
-import { Jimp, loadFont, measureText, PNGFilterType } from 'jimp';
-import { SANS_16_BLACK, SANS_32_BLACK, SANS_64_BLACK, SANS_128_BLACK } from 'jimp/fonts';
+import { createJimp } from '@jimp/core';
+import png, { PNGFilterType } from '@jimp/js-png';
+import { measureText, methods as printMethods } from '@jimp/plugin-print';
+import { loadFont } from '@jimp/plugin-print/load-font';
+import { SANS_16_BLACK, SANS_32_BLACK, SANS_64_BLACK, SANS_128_BLACK } from '@jimp/plugin-print/fonts';
+
+// Only what the renderer uses: PNG and text. The whole `jimp` (every format and plugin) cost a
+// worker running local models ~11 MiB; this builds the same bytes.
+const Jimp = createJimp({ formats: [png], plugins: [printMethods] });
 
 export interface RenderOptions {
   prompt: string;
