@@ -16,7 +16,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, ROOT } from '../scripts/services.js';
-import { fmt, load, sleep, spawnApi, spawnWorker, startBenchStack, waitHttp, type CpuRole } from './lib.js';
+import { cpuByRole, fmt, load, sleep, spawnApi, spawnWorker, startBenchStack, waitHttp, type CpuRole } from './lib.js';
 import { memoryText, peakSampler, stackMemory } from './memory.js';
 
 const argv = process.argv.slice(2);
@@ -106,7 +106,15 @@ async function production() {
   let ids: string[] = [];
   const peaks = [
     await phase('3 bursts of 200 tasks', async () => {
+      // CPU per task of each role over the bursts: what a lower-memory setting costs, less disturbed
+      // by other work on the machine than the rate is.
+      const cpu0 = cpuByRole(roles);
+      const t0 = performance.now();
       for (let round = 0; round < 3; round++) await finished(base, await submitMany(base, 'bench-image', 200, 16));
+      const s = (performance.now() - t0) / 1000;
+      const cpu1 = cpuByRole(roles);
+      const per = Object.entries(cpu1).map(([k, v]) => `${k} ${fmt((v - cpu0[k]) / 600)}`);
+      say(`bursts: ${fmt(600 / s)} tasks/s (batch-get polls every 5.1 s bound it); CPU ms per task: ${per.join(', ')}`);
       ids = await submitMany(base, 'bench-image', 100, 8);
       await finished(base, ids);
     }),
