@@ -10,6 +10,7 @@ function rig() {
     everyMs: 2000,
     busyCpuMs: 1000,
     idleCpuMs: 40,
+    afterStartUp: false,
     gc: () => collected++,
     cpuMicros: () => cpuMicros,
   });
@@ -45,6 +46,24 @@ describe('idle garbage collection', () => {
       sample(800); // the work adds up past 1 s ...
       expect(sample(5)).toBe(true); // ... and the next idle sample collects
       expect(collected()).toBe(1);
+    } finally {
+      gcer.stop();
+    }
+  });
+
+  it("collects once when the process first goes idle after start-up, start-up's garbage included", () => {
+    let collected = 0;
+    const gcer = startIdleGc({
+      everyMs: 2000,
+      busyCpuMs: 1000,
+      idleCpuMs: 40,
+      gc: () => collected++,
+      cpuMicros: () => 0,
+    });
+    try {
+      expect(gcer.check()).toBe(true);
+      expect(gcer.check()).toBe(false);
+      expect(collected).toBe(1);
     } finally {
       gcer.stop();
     }
