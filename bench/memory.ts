@@ -36,6 +36,22 @@ export function stackMemory(roles: Record<string, CpuRole>): StackMemory {
   return out;
 }
 
+/**
+ * PSS of a process tree, grouped by command line: each process goes to the first group whose
+ * pattern matches it, or to `other`.
+ */
+export function treeMemory(rootPid: number, groups: [string, RegExp][]): StackMemory {
+  const out: StackMemory = { roles: {}, counts: {}, total: 0 };
+  for (const p of resolveRoles({ tree: { tree: [rootPid] } }).tree) {
+    const name = groups.find(([, re]) => re.test(p.cmdline))?.[0] ?? 'other';
+    const mib = pssMiB(p.pid);
+    out.roles[name] = (out.roles[name] ?? 0) + mib;
+    out.counts[name] = (out.counts[name] ?? 0) + 1;
+    out.total += mib;
+  }
+  return out;
+}
+
 export const memoryText = (m: StackMemory): string =>
   `**${m.total.toFixed(0)} MiB** (` +
   Object.entries(m.roles)

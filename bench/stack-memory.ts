@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, ROOT } from '../scripts/services.js';
 import { cpuByRole, fmt, load, sleep, spawnApi, spawnWorker, startBenchStack, waitHttp, type CpuRole } from './lib.js';
-import { memoryText, peakSampler, stackMemory } from './memory.js';
+import { memoryText, peakSampler, stackMemory, treeMemory } from './memory.js';
 
 const argv = process.argv.slice(2);
 const FORM = argv.includes('--form') ? argv[argv.indexOf('--form') + 1] : 'production';
@@ -156,15 +156,23 @@ async function dev() {
     }
   });
   await waitHttp(`${base}/readyz`, 300_000);
-  const roles: Record<string, CpuRole> = { 'npm run dev': { tree: [npm.pid!] } };
-  const started = stackMemory(roles);
+  const groups: [string, RegExp][] = [
+    ['temporal', /temporal server start-dev/],
+    ['redis', /redis-server/],
+    ['api', /api\/main\.js/],
+    ['worker', /worker\/main\.js/],
+    ['dev.js', /scripts\/dev\.js/],
+    ['npm and sh', /^(npm|sh|bash) /],
+  ];
+  const measure = () => treeMemory(npm.pid!, groups);
+  const started = measure();
   say(`started: ${memoryText(started)}`);
   await finished(base, await submitMany(base, 'kiln-image-1', 200, 8));
   await sleep(SETTLE_S * 1000);
-  const idle = stackMemory(roles);
+  const idle = measure();
   say(`idle after 200 tasks: ${memoryText(idle)}`);
   await sleep(30_000);
-  const after = stackMemory(roles);
+  const after = measure();
   say(`30 s later: ${memoryText(after)}`);
   process.kill(-npm.pid!, 'SIGINT');
   await sleep(5000);

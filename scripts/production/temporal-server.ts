@@ -157,7 +157,10 @@ export async function startTemporalServer(opts: TemporalOptions): Promise<Tempor
       dynamicConfig,
       '# Temporal dynamic config (polled every 10s). Keys: ' +
         'https://github.com/temporalio/temporal/blob/main/common/dynamicconfig/constants.go\nlimit.maxIDLength:\n ' +
-        ' - value: 255\n',
+        ' - value: 255\n' +
+        // The history cache keeps 128,000 workflows' state for an hour by default: a host's memory
+        // then grows with every finished task. A gateway's workflows are short (docs/operating.md).
+        'history.hostLevelCacheMaxSize:\n  - value: 4096\n',
     );
 
   const proc = new Proc(
