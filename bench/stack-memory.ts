@@ -11,11 +11,11 @@
 //     the default image model finished, and again once 30 more seconds have passed.
 //
 // Goals (issue 42): production ≤ 400 MiB idle and ≤ 600 MiB peak; dev ≤ 700 MiB idle after 200.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, ROOT } from '../scripts/services.js';
+import { binary, freePort, ROOT } from '../scripts/services.js';
 import { cpuByRole, fmt, load, sleep, spawnApi, spawnWorker, startBenchStack, waitHttp, type CpuRole } from './lib.js';
 import { memoryText, peakSampler, stackMemory, treeMemory } from './memory.js';
 
@@ -130,6 +130,15 @@ async function production() {
   await sleep(SETTLE_S * 1000);
   const after = stackMemory(roles);
   say(`after, ${SETTLE_S} s idle: ${memoryText(after)}`);
+  // What each retained task costs Redis (records, the owner's list, indexes) for sizing: 850 tasks.
+  const info = execFileSync(binary('redis-server', 'REDIS_SERVER_BIN').replace(/redis-server$/, 'redis-cli'), [
+    '-p',
+    String(redis.port),
+    'INFO',
+    'memory',
+  ]).toString();
+  const dataset = Number(/used_memory_dataset:(\d+)/.exec(info)?.[1]);
+  say(`Redis dataset: ${fmt(dataset / 2 ** 20)} MiB for 850 tasks, ${fmt(dataset / 850 / 1024)} KiB per task`);
   api.kill('SIGTERM');
   worker.kill('SIGTERM');
   await sleep(1000);
