@@ -81,8 +81,7 @@ const server = createServer((req, res) => {
       },
     );
   if (u.pathname === '/probe') return void reply(eagerTaken());
-  if (u.pathname === '/submit')
-    return void reply(loop(16, Number(u.searchParams.get('seconds')), () => submit(eager)));
+  if (u.pathname === '/submit') return void reply(loop(16, Number(u.searchParams.get('seconds')), () => submit(eager)));
   if (u.pathname === '/batch')
     return void reply(
       (async () => {

@@ -81,7 +81,10 @@ async function main() {
       return { name, base: `http://127.0.0.1:${port}`, worker, api };
     }),
   );
-  const minimalWorker = spawnTs('bench/minimal/worker.ts', { TEMPORAL_ADDRESS: temporal.url, MINIMAL_QUEUE: 'bench-min' });
+  const minimalWorker = spawnTs('bench/minimal/worker.ts', {
+    TEMPORAL_ADDRESS: temporal.url,
+    MINIMAL_QUEUE: 'bench-min',
+  });
   const hostPort = await freePort();
   const host = spawnTs('bench/levers-host.ts', {
     ...env,
@@ -122,7 +125,11 @@ async function main() {
   });
   const submitOne = async (base: string) =>
     (await (
-      await fetch(`${base}/v1beta/models/bench-image:generateContent`, { method: 'POST', headers: auth, body: submitBody })
+      await fetch(`${base}/v1beta/models/bench-image:generateContent`, {
+        method: 'POST',
+        headers: auth,
+        body: submitBody,
+      })
     ).json()) as { id: string };
   const runningTasks = async () =>
     (await client.workflow.count(`WorkflowType = 'imageTaskWorkflow' AND ExecutionStatus = 'Running'`)).count;
@@ -184,7 +191,13 @@ async function main() {
       taskQueue: 'kiln-base',
       args: [
         {
-          task: { id, owner, model: 'bench-image', created_at: Math.floor(Date.now() / 1000), request: JSON.parse(submitBody) },
+          task: {
+            id,
+            owner,
+            model: 'bench-image',
+            created_at: Math.floor(Date.now() / 1000),
+            request: JSON.parse(submitBody),
+          },
           policy: { timeoutMs: 120_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3 },
           activityQueue: modelTaskQueue('kiln-base', 'bench-image'),
         },
@@ -294,7 +307,9 @@ async function main() {
     `Run: \`npm run bench:levers\` (BENCH_SECONDS=${SECONDS}, BENCH_ROUNDS=${ROUNDS}, BENCH_BATCH=${BATCH}, variants ${variants.join(', ')}) ` +
       `${started.toISOString()} → ${new Date().toISOString()}, commit ${commit}${dirty ? ' + uncommitted changes' : ''}`,
     `Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${fmt(totalmem() / 2 ** 30)} GiB; Node ${process.version}; ${temporalVersion}; ` +
-      (pinned ? 'pinned (server, Redis, every worker and the single-process host on CPU 0; APIs and driver on CPU 1)' : 'unpinned'),
+      (pinned
+        ? 'pinned (server, Redis, every worker and the single-process host on CPU 0; APIs and driver on CPU 1)'
+        : 'unpinned'),
     `Server dynamic config: system.enableActivityEagerExecution=true, system.enableEagerWorkflowStart=true`,
     ...evidence.map((e) => `Evidence: ${e}`),
     '',

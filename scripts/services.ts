@@ -155,7 +155,10 @@ export async function startTemporal(opts: {
       'error',
       ...(opts.pragmas ?? DEV_SQLITE_PRAGMAS).flatMap((p) => ['--sqlite-pragma', p]),
       ...Object.values(SEARCH_ATTRIBUTES).flatMap((n) => ['--search-attribute', `${n}=Keyword`]),
-      ...Object.entries(opts.dynamicConfig ?? {}).flatMap(([k, v]) => ['--dynamic-config-value', `${k}=${JSON.stringify(v)}`]),
+      ...Object.entries(opts.dynamicConfig ?? {}).flatMap(([k, v]) => [
+        '--dynamic-config-value',
+        `${k}=${JSON.stringify(v)}`,
+      ]),
       ...(uiPort
         ? ['--ui-port', String(uiPort), ...(opts.codecEndpoint ? ['--ui-codec-endpoint', opts.codecEndpoint] : [])]
         : ['--headless']),
