@@ -160,6 +160,8 @@ export async function startTemporal(opts: {
   quiet?: boolean;
   codecEndpoint?: string;
   pragmas?: string[];
+  /** Server dynamic config (`--dynamic-config-value KEY=JSON`), e.g. system.enableActivityEagerExecution: true. */
+  dynamicConfig?: Record<string, unknown>;
 }): Promise<Service & { uiUrl?: string }> {
   mkdirSync(dirname(opts.dbFile), { recursive: true });
   const port = opts.port ?? (await freePort());
@@ -184,6 +186,10 @@ export async function startTemporal(opts: {
         `${k}=${JSON.stringify(v)}`,
       ]),
       ...Object.values(SEARCH_ATTRIBUTES).flatMap((n) => ['--search-attribute', `${n}=Keyword`]),
+      ...Object.entries(opts.dynamicConfig ?? {}).flatMap(([k, v]) => [
+        '--dynamic-config-value',
+        `${k}=${JSON.stringify(v)}`,
+      ]),
       ...(uiPort
         ? ['--ui-port', String(uiPort), ...(opts.codecEndpoint ? ['--ui-codec-endpoint', opts.codecEndpoint] : [])]
         : ['--headless']),

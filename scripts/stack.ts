@@ -41,11 +41,17 @@ async function waitHttp(url: string, children: ChildProcess[], timeoutMs = 90_00
  * Kiln API or worker needs to use them (API on a free port); `env` adds to and overrides the
  * defaults, `models` becomes MODELS_FILE.
  */
-export async function startBackingServices(opts: { name: string; env?: Record<string, string>; models?: unknown[] }) {
+export async function startBackingServices(opts: {
+  name: string;
+  env?: Record<string, string>;
+  models?: unknown[];
+  /** The Temporal dev server's dynamic config (startTemporal). */
+  temporalDynamicConfig?: Record<string, unknown>;
+}) {
   const dir = mkdtempSync(join(tmpdir(), `kiln-${opts.name}-`));
   const [redis, temporal] = await Promise.all([
     startRedis({ dir: join(dir, 'redis'), persist: false }),
-    startTemporal({ dbFile: join(dir, 'temporal.sqlite') }),
+    startTemporal({ dbFile: join(dir, 'temporal.sqlite'), dynamicConfig: opts.temporalDynamicConfig }),
   ]);
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;

@@ -31,8 +31,12 @@ import { waitGauge, WaitRegistry } from '../tasks/waits.js';
 import { checkReadiness } from '../ops/readiness.js';
 import { setupTracing } from '../ops/tracing.js';
 import { AesGcmCodec } from '../temporal/codec.js';
+import { ConfigError } from '../config/models.js';
 
 export async function createApi(config: Config, log: Logger, opts: { spanExporter?: SpanExporter } = {}) {
+  // Eager start hands the first workflow task to a worker sharing the client's connection: the API has none.
+  if (config.temporal.eagerStart)
+    throw new ConfigError('TEMPORAL_EAGER_START=1 needs a workflow worker in the same process; the API runs none');
   const redis = connectRedis(config, true);
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
   await ready(redis, config);

@@ -55,6 +55,25 @@ export const EnvSchema = z.object({
   TEMPORAL_ADDRESS: z.string().default('127.0.0.1:7233'),
   TEMPORAL_NAMESPACE: z.string().default('default'),
   TEMPORAL_TASK_QUEUE: z.string().default('kiln'),
+  /**
+   * Where upstream calls run: `model`, each model's own activity queue (its worker's slots are
+   * that model's alone); `workflow`, the workflow's queue, which lets a server with
+   * `system.enableActivityEagerExecution` hand the activity to the worker with the workflow task
+   * (eager activity execution), at the price of one slot pool shared by every model.
+   */
+  TEMPORAL_UPSTREAM_QUEUE: z.enum(['model', 'workflow']).default('model'),
+  /**
+   * 1: starts ask for eager workflow start (the server hands the first workflow task back in the
+   * start's answer). Only for a process whose Temporal client shares its NativeConnection with a
+   * workflow worker; the API process has none and refuses it.
+   */
+  TEMPORAL_EAGER_START: z.enum(['0', '1']).default('0'),
+  /** Worker: workflows kept in the sticky cache (SDK default from the heap size); 0: no cache, every workflow task replays. */
+  WORKER_MAX_CACHED_WORKFLOWS: unsetIfEmpty(z.coerce.number().int().min(0).optional()),
+  /** Worker: workflow task slots (SDK default 40). */
+  WORKER_WORKFLOW_TASK_SLOTS: unsetIfEmpty(z.coerce.number().int().min(2).optional()),
+  /** Worker: concurrent workflow task polls (SDK default min(10, slots)). */
+  WORKER_WORKFLOW_TASK_POLLERS: unsetIfEmpty(z.coerce.number().int().min(2).optional()),
   /** The Temporal Web UI's address (e.g. http://localhost:8233): the console links a task to its workflow there. */
   TEMPORAL_UI_URL: unsetIfEmpty(z.string().url().optional()),
   KILN_SECRET: z
@@ -146,7 +165,18 @@ export interface Config {
   /** Redis Cluster seeds (REDIS_CLUSTER_NODES): the read model uses a cluster client when set. */
   redisClusterNodes?: { host: string; port: number }[];
   redisPrefix: string;
-  temporal: { address: string; namespace: string; taskQueue: string; uiUrl?: string };
+  temporal: {
+    address: string;
+    namespace: string;
+    taskQueue: string;
+    uiUrl?: string;
+    /** TEMPORAL_UPSTREAM_QUEUE: upstream calls on the model's queue or on the workflow's. */
+    upstreamQueue: 'model' | 'workflow';
+    /** TEMPORAL_EAGER_START: starts request eager workflow start (a worker must share the client's connection). */
+    eagerStart: boolean;
+  };
+  /** The workflow worker's Temporal options; unset: the SDK's defaults. */
+  worker: { maxCachedWorkflows?: number; workflowTaskSlots?: number; workflowTaskPollers?: number };
   authMode: 'passthrough' | 'keys';
   ownerKey: Buffer;
   payloadKey: Buffer;
@@ -293,6 +323,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       namespace: e.TEMPORAL_NAMESPACE,
       taskQueue: e.TEMPORAL_TASK_QUEUE,
       ...(e.TEMPORAL_UI_URL ? { uiUrl: e.TEMPORAL_UI_URL.replace(/\/+$/, '') } : {}),
+      upstreamQueue: e.TEMPORAL_UPSTREAM_QUEUE,
+      eagerStart: e.TEMPORAL_EAGER_START === '1',
+    },
+    worker: {
+      ...(e.WORKER_MAX_CACHED_WORKFLOWS !== undefined ? { maxCachedWorkflows: e.WORKER_MAX_CACHED_WORKFLOWS } : {}),
+      ...(e.WORKER_WORKFLOW_TASK_SLOTS !== undefined ? { workflowTaskSlots: e.WORKER_WORKFLOW_TASK_SLOTS } : {}),
+      ...(e.WORKER_WORKFLOW_TASK_POLLERS !== undefined ? { workflowTaskPollers: e.WORKER_WORKFLOW_TASK_POLLERS } : {}),
     },
     authMode: e.AUTH_MODE,
     ownerKey: derive('kiln owner hmac v1'),

@@ -462,6 +462,14 @@ export function modelTaskQueue(baseQueue: string, modelId: string): string {
   return `${baseQueue}.model.${modelId}`;
 }
 
+/**
+ * The queue a new task's upstream calls go to (TEMPORAL_UPSTREAM_QUEUE): the model's own, or the
+ * workflow's (eager activity execution; the worker serves both, so a switch strands no task).
+ */
+export function upstreamQueue(t: { taskQueue: string; upstreamQueue: 'model' | 'workflow' }, modelId: string): string {
+  return t.upstreamQueue === 'workflow' ? t.taskQueue : modelTaskQueue(t.taskQueue, modelId);
+}
+
 /** A video model's allowed `seconds` and `size` values; the first of each is the default. */
 export function videoOptions(m: VideoModel): VideoOffer {
   const maker = VIDEO_MAKERS[m.provider];

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { type Config } from '../config/env.js';
-import { modelTaskQueue, type ImageModel, type Model, type VideoModel } from '../config/models.js';
+import { upstreamQueue, type ImageModel, type Model, type VideoModel } from '../config/models.js';
 import { findModel } from '../infra/models.js';
 import type { Caller } from '../infra/callers.js';
 import type { TaskStore } from './store/task-store.js';
@@ -191,7 +191,7 @@ export abstract class TaskService<R extends AnyTaskRecord> {
           ? { job: { pollIntervalMs: model.pollIntervalMs, overallTimeoutMs: model.overallTimeoutMs } }
           : {}),
       },
-      activityQueue: modelTaskQueue(this.config.temporal.taskQueue, model.id),
+      activityQueue: upstreamQueue(this.config.temporal, model.id),
     };
   }
 

@@ -95,6 +95,8 @@ export async function startTask(deps: Deps, t: StartTask): Promise<StartOutcome>
     // A closed workflow keeps its id while Temporal retains it: a keyed submit must not re-run it.
     ...(t.idempotency ? { workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE } : {}),
     staticSummary: t.summary,
+    // TEMPORAL_EAGER_START: the first workflow task comes back with the start, to this process's worker.
+    ...(config.temporal.eagerStart ? { requestEagerStart: true } : {}),
   };
   try {
     // One call per type, so each is checked against its own function's parameters.

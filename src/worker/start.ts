@@ -115,11 +115,45 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   const interceptors = (t: ReturnType<typeof workerTracing>) => ({
     interceptors: { activity: [telemetry, ...t.activity] },
   });
+  const imageUpstream = {
+    generateImage: activities.generateImage,
+    createImageJob: activities.createImageJob,
+    checkImageJob: activities.checkImageJob,
+    fetchImageJob: activities.fetchImageJob,
+    cancelImageJob: activities.cancelImageJob,
+  };
+  const videoUpstream = {
+    createVideo: video.createVideo,
+    checkVideo: video.checkVideo,
+    fetchVideo: video.fetchVideo,
+    cancelVideo: video.cancelVideo,
+  };
+  // TEMPORAL_UPSTREAM_QUEUE=workflow: new tasks' upstream calls come on the workflow's queue (eager
+  // activity execution), in one slot pool with room for every model's channels; the model queues
+  // keep their workers below for tasks started before a switch.
+  const upstreamHere = config.temporal.upstreamQueue === 'workflow';
+  const allModels = [...imageModels, ...videoModels];
+  const upstreamSlots = upstreamHere
+    ? {
+        // Webhook attempts keep the SDK default's room (100) beside every model's calls.
+        maxConcurrentActivityTaskExecutions: 100 + allModels.reduce((n, m) => n + workerSlots(m), 0),
+        maxHeartbeatThrottleInterval: HEARTBEAT_EVERY_MS,
+      }
+    : {};
+  const { maxCachedWorkflows, workflowTaskSlots, workflowTaskPollers } = config.worker;
+  const upstreamGraceMs = upstreamHere
+    ? Math.max(0, ...allModels.flatMap((m) => m.channels.map((c) => c.timeoutMs + 5000)))
+    : 0;
+  const workflowGraceMs = Math.max(inlineGraceMs, upstreamGraceMs);
   const workers = [
     await Worker.create({
       ...common,
       taskQueue: config.temporal.taskQueue,
       workflowBundle,
+      // WORKER_*: the sticky cache and workflow task slots and polls; unset, the SDK's defaults.
+      ...(maxCachedWorkflows !== undefined ? { maxCachedWorkflows } : {}),
+      ...(workflowTaskSlots !== undefined ? { maxConcurrentWorkflowTaskExecutions: workflowTaskSlots } : {}),
+      ...(workflowTaskPollers !== undefined ? { maxConcurrentWorkflowTaskPolls: workflowTaskPollers } : {}),
       ...interceptors(wfTracing),
       // The read model's `queued` write (no history event), and the tracing exporter if any.
       sinks: {
@@ -127,8 +161,10 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
         ...(wfTracing.sinks ?? {}),
       },
       maxConcurrentLocalActivityExecutions: LOCAL_ACTIVITY_SLOTS + inlineCalls,
-      ...(inlineGraceMs ? { shutdownGraceTime: opts.shutdownGraceMs ?? inlineGraceMs } : {}),
+      ...(workflowGraceMs ? { shutdownGraceTime: opts.shutdownGraceMs ?? workflowGraceMs } : {}),
+      ...upstreamSlots,
       activities: {
+        ...(upstreamHere ? { ...imageUpstream, ...videoUpstream } : {}),
         // Registered here for inline models (whose config the API may have newer than this worker's).
         generateImage: activities.generateImage,
         recordTransition: activities.recordTransition,
@@ -145,27 +181,10 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     // One activity queue per model (image or video); its channels' capacity and rate are kept in Redis.
     ...(await Promise.all(
       [
-        ...imageModels.map((m) => ({
-          m,
-          // Both paths, so a models file changed between API and worker cannot strand a task:
-          // one call (generateImage), or a job (workflows/image-job.ts) for providers that answer later.
-          upstream: {
-            generateImage: activities.generateImage,
-            createImageJob: activities.createImageJob,
-            checkImageJob: activities.checkImageJob,
-            fetchImageJob: activities.fetchImageJob,
-            cancelImageJob: activities.cancelImageJob,
-          },
-        })),
-        ...videoModels.map((m) => ({
-          m,
-          upstream: {
-            createVideo: video.createVideo,
-            checkVideo: video.checkVideo,
-            fetchVideo: video.fetchVideo,
-            cancelVideo: video.cancelVideo,
-          },
-        })),
+        // Both paths, so a models file changed between API and worker cannot strand a task:
+        // one call (generateImage), or a job (workflows/image-job.ts) for providers that answer later.
+        ...imageModels.map((m) => ({ m, upstream: imageUpstream })),
+        ...videoModels.map((m) => ({ m, upstream: videoUpstream })),
       ].map(({ m, upstream }) =>
         Worker.create({
           ...common,
@@ -200,6 +219,8 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   });
   return {
     done,
+    /** A client over the workers' own connection (eager workflow start needs exactly that). */
+    client,
     async shutdown() {
       await reconciler?.stop();
       await beacon.stop();
