@@ -181,12 +181,9 @@ export async function startTemporal(opts: {
       '--log-level',
       'error',
       ...(opts.pragmas ?? DEV_SQLITE_PRAGMAS).flatMap((p) => ['--sqlite-pragma', p]),
-      ...Object.entries(DEV_DYNAMIC_CONFIG).flatMap(([k, v]) => [
-        '--dynamic-config-value',
-        `${k}=${JSON.stringify(v)}`,
-      ]),
       ...Object.values(SEARCH_ATTRIBUTES).flatMap((n) => ['--search-attribute', `${n}=Keyword`]),
-      ...Object.entries(opts.dynamicConfig ?? {}).flatMap(([k, v]) => [
+      // A caller's value replaces the default of the same key: each key is passed once.
+      ...Object.entries({ ...DEV_DYNAMIC_CONFIG, ...opts.dynamicConfig }).flatMap(([k, v]) => [
         '--dynamic-config-value',
         `${k}=${JSON.stringify(v)}`,
       ]),
