@@ -7,6 +7,7 @@ import { newImageRecord, type ImageRequest, type ImageTaskRecord } from '../shar
 import type { TaskStatus } from '../shared/task.js';
 import type { ImageTaskWorkflowInput } from '../../workflows/image-task.js';
 import { indexMember } from '../tasks/store/task-store.js';
+import type { ListFrame } from '../tasks/store/list-items.js';
 import type { WebhookTarget } from '../shared/webhook-types.js';
 import { longPoll, type WaitAsk } from '../tasks/waits.js';
 import type { Caller } from '../infra/callers.js';
@@ -81,6 +82,12 @@ export interface ListQuery {
 }
 
 const LIST_END = Buffer.from(']}');
+/** The list object around a page's items, for each window (index: days), made once. */
+const listFrame = (days: number): ListFrame => ({
+  head: Buffer.from(`{"object":"list","days":${days},"items":[`),
+  tail: LIST_END,
+});
+const LIST_FRAMES: ListFrame[] = Array.from({ length: LIST_MAX_DAYS + 1 }, (_, days) => listFrame(days));
 
 export class ImageTaskService extends TaskService<ImageTaskRecord> {
   protected readonly spec = IMAGE;
@@ -142,10 +149,9 @@ export class ImageTaskService extends TaskService<ImageTaskRecord> {
     const days = Math.min(q.days, LIST_MAX_DAYS);
     const min = `[${indexMember(now - days * 86400, '')}`;
     const max = q.before_created_at === undefined ? '+' : `(${indexMember(q.before_created_at, q.before_id ?? '')}`;
-    const items = await this.store.list(caller.owner, max, min, q.limit).catch(() => {
+    return this.store.list(caller.owner, max, min, q.limit, LIST_FRAMES[days] ?? listFrame(days)).catch(() => {
       throw storageUnavailable();
     });
-    return Buffer.concat([Buffer.from(`{"object":"list","days":${days},"items":[`), items, LIST_END]);
   }
 
   /** The first image's URL of a finished task. */

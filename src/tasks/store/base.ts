@@ -9,6 +9,7 @@ import type { AnyTaskRecord } from '../../shared/records.js';
 import { storedViews } from '../../shared/views.js';
 import type { FinishedViews } from './finished-views.js';
 import { TaskKeys } from './keys.js';
+import type { ListFrame } from './list-items.js';
 import { listPage, RESERVATION, readOutcome } from './replies.js';
 import { DELETE_TASK, READ, REMEMBER_FINGERPRINT, RESERVE_ONCE, UNLIST } from './scripts.js';
 import { dispatchChannel, indexMember, type Page, type ReadOutcome, type RedisClient } from './task-store.js';
@@ -176,9 +177,9 @@ export abstract class RedisTaskStore extends TaskKeys {
     return readOutcome(reply as unknown[], ids.length, owner, kind);
   }
 
-  async list(owner: string, max: string, min: string, limit: number): Promise<Buffer> {
+  async list(owner: string, max: string, min: string, limit: number, frame?: ListFrame): Promise<Buffer> {
     const reply = await this.runList([this.ownerKey(owner), this.ownerItemsKey(owner), max, min, limit]);
-    return listPage(reply as (number | Buffer)[]);
+    return listPage(reply as (number | Buffer)[], frame);
   }
 
   async page(owner: string, kind: Kind, opts: { limit: number; after?: string; order: 'asc' | 'desc' }): Promise<Page> {

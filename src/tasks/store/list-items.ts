@@ -2,7 +2,17 @@
 // API turns a page of them into its JSON: bytes in, bytes out, never decoded.
 /** An owner's list item entry is "<rank>:<expiry ms, 13 digits>:<item>" (scripts.ts, OWNER_ITEMS). */
 export const ENTRY_HEAD = 16;
-const COMMA = Buffer.from(',');
+const COMMA = 0x2c;
+const NOTHING = Buffer.alloc(0);
+
+/** What a page's items are written between, e.g. the list object's head and its closing `]}`. */
+export interface ListFrame {
+  head: Buffer;
+  tail: Buffer;
+}
+
+/** No frame: the items joined with commas, nothing around them. */
+export const BARE_FRAME: ListFrame = { head: NOTHING, tail: NOTHING };
 
 /**
  * Whether an entry's record still exists: its expiry (13 ASCII digits after "<rank>:") is after
@@ -18,20 +28,28 @@ export function entryLive(entry: Buffer | string, now: number): boolean {
   return expiry > now;
 }
 
-/** The items of the live entries, in order. */
-export function liveItems(entries: Buffer[]): Buffer[] {
-  const now = Date.now();
-  const items: Buffer[] = [];
-  for (const e of entries) if (entryLive(e, now)) items.push(e.subarray(ENTRY_HEAD));
-  return items;
+/** The entries whose records still exist, in order (the same Buffers: nothing is copied). */
+export function liveEntries(entries: Buffer[], now = Date.now()): Buffer[] {
+  const live: Buffer[] = [];
+  for (const e of entries) if (entryLive(e, now)) live.push(e);
+  return live;
 }
 
-/** List items joined with commas, copied once. */
-export function joinItems(items: Buffer[]): Buffer {
-  const parts: Buffer[] = [];
-  for (const item of items) {
-    if (parts.length > 0) parts.push(COMMA);
-    parts.push(item);
+/**
+ * `frame.head`, the parts from byte `skip` on joined with commas, `frame.tail`: one allocation and
+ * one copy of each part, no Buffer per item (a page is ~100 of them, and their collection is a
+ * visible share of a list page's CPU). `skip` is ENTRY_HEAD for entries, 0 for items.
+ */
+export function joinFramed(parts: Buffer[], skip: number, frame: ListFrame = BARE_FRAME): Buffer {
+  const { head, tail } = frame;
+  let size = head.length + tail.length + Math.max(parts.length - 1, 0);
+  for (const p of parts) size += p.length - skip;
+  const out = Buffer.allocUnsafe(size);
+  let at = head.copy(out, 0);
+  for (let i = 0; i < parts.length; i++) {
+    if (i > 0) out[at++] = COMMA;
+    at += parts[i].copy(out, at, skip);
   }
-  return Buffer.concat(parts);
+  tail.copy(out, at);
+  return out;
 }

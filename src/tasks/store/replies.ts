@@ -6,7 +6,7 @@ import type { TaskStatus } from '../../shared/task.js';
 import type { ImageTaskRecord } from '../../shared/image-task.js';
 import type { AnyTaskRecord } from '../../shared/records.js';
 import { listItem, storedViews } from '../../shared/views.js';
-import { ENTRY_HEAD, entryLive, joinItems, liveItems } from './list-items.js';
+import { ENTRY_HEAD, entryLive, joinFramed, liveEntries, type ListFrame } from './list-items.js';
 import type { Page, ReadOutcome, StoredView } from './task-store.js';
 
 /** TRANSITION, and the first element of RECORD's reply: whether this write moved the record. */
@@ -75,9 +75,12 @@ function legacyView(json: string, owner: string, kind: Kind): StoredView {
   return { status: record.status, view: storedViews(record).view };
 }
 
-/** A LIST reply as the page's items joined: entries, or source and text pairs when it starts with a source. */
-export function listPage(reply: (number | Buffer)[]): Buffer {
-  if (typeof reply[0] !== 'number') return joinItems(liveItems(reply as Buffer[]));
+/**
+ * A LIST reply as the page's items joined, in `frame`: entries, or source and text pairs when it
+ * starts with a source.
+ */
+export function listPage(reply: (number | Buffer)[], frame?: ListFrame): Buffer {
+  if (typeof reply[0] !== 'number') return joinFramed(liveEntries(reply as Buffer[]), ENTRY_HEAD, frame);
   const now = Date.now();
   const items: Buffer[] = [];
   for (let i = 0; i < reply.length; i += 2) {
@@ -87,7 +90,7 @@ export function listPage(reply: (number | Buffer)[]): Buffer {
     } else if (reply[i] === ITEM_SOURCE.taskHash) items.push(text);
     else items.push(Buffer.from(JSON.stringify(listItem(JSON.parse(text.toString()) as ImageTaskRecord))));
   }
-  return joinItems(items);
+  return joinFramed(items, 0, frame);
 }
 
 /**

@@ -20,9 +20,12 @@ import { STATUS_RANK } from '../../shared/task.js';
 // the member is trimmed, so readers leave out items past their expiry: their records are gone.
 // add_member puts a member in the index and trims the members before the window, with their items.
 // each_item reads the entries of members[1..n] with one HMGET and calls found(id, entry) for each
-// entry and missing(id), when given, for each member with none. Readers reply whole entries, and
-// the caller (list-items.ts, entryLive) leaves out expired ones and cuts the item out: cutting, parsing
-// or joining 100 entries here costs Redis more than the HMGET saves over reading each task hash.
+// entry and missing(id), when given, for each member with none. page_entries reads a list page:
+// the HMGET's reply as it is when every member has an entry (the usual page: no per-item Lua, which
+// is most of the script's cost), else the members, for the caller to go through each_item. Readers
+// reply whole entries, and the caller (list-items.ts, entryLive) leaves out expired ones and cuts
+// the item out: cutting, parsing or joining 100 entries here costs Redis more than the HMGET saves
+// over reading each task hash (and table.concat of a page costs more than the replies it saves).
 const OWNER_ITEMS = `
 local function now_ms()
   local t = redis.call('TIME')
@@ -47,15 +50,26 @@ end
 local function list_members(index, max, min, limit)
   return redis.call('ZRANGE', index, max, min, 'BYLEX', 'REV', 'LIMIT', 0, tonumber(limit))
 end
-local function each_item(items, members, n, found, missing)
-  if n == 0 then return end
+local function member_entries(items, members, n)
   local ids = {}
   for i = 1, n do ids[i] = string.sub(members[i], 12) end
-  local vals = redis.call('HMGET', items, unpack(ids))
+  return ids, redis.call('HMGET', items, unpack(ids))
+end
+local function each_item(items, members, n, found, missing)
+  if n == 0 then return end
+  local ids, vals = member_entries(items, members, n)
   for i = 1, n do
     local v = vals[i]
     if v then found(ids[i], v) elseif missing then missing(ids[i]) end
   end
+end
+local function page_entries(index, items, max, min, limit)
+  local members = list_members(index, max, min, limit)
+  local n = #members
+  if n == 0 then return {}, true end
+  local ids, vals = member_entries(items, members, n)
+  for i = 1, n do if not vals[i] then return members, false end end
+  return vals, true
 end`;
 
 // KEYS: task hash, owner index, unfinished gauge, owner's list items. ARGV: those of RECORD (json,
@@ -139,8 +153,9 @@ local function add(code, text)
   end
   out[#out + 1] = code; out[#out + 1] = text
 end
-local members = list_members(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
-each_item(KEYS[2], members, #members, function(_, v) add(${ITEM_SOURCE.entry}, v) end, function(id)
+local page, complete = page_entries(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+if complete then return page end
+each_item(KEYS[2], page, #page, function(_, v) add(${ITEM_SOURCE.entry}, v) end, function(id)
   local h = redis.call('HMGET', ARGV[4] .. '{' .. id .. '}', 'l', 'j')
   if h[1] then add(${ITEM_SOURCE.taskHash}, h[1]) elseif h[2] then add(${ITEM_SOURCE.record}, h[2]) end
 end)
@@ -188,9 +203,10 @@ return ${DONE}`;
 // Cluster mode list. KEYS: owner index, owner's list items. ARGV: max, min, limit (as LIST takes
 // them). Replies the members' entries, newest first.
 export const LIST_ITEMS = `${OWNER_ITEMS}
+local page, complete = page_entries(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+if complete then return page end
 local out = {}
-local members = list_members(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
-each_item(KEYS[2], members, #members, function(_, v) out[#out + 1] = v end)
+each_item(KEYS[2], page, #page, function(_, v) out[#out + 1] = v end)
 return out`;
 
 // Cluster mode reservation, after the caller has summed the shards. KEYS: the task's gauge shard.

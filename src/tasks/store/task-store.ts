@@ -6,6 +6,7 @@
 import type { ImageTaskRecord } from '../../shared/image-task.js';
 import type { AnyTaskRecord } from '../../shared/records.js';
 import type { FinishedViews } from './finished-views.js';
+import type { ListFrame } from './list-items.js';
 
 import type { RedisClient } from '../../infra/redis.js';
 
@@ -82,10 +83,11 @@ export interface TaskStore {
   read(ids: string[], owner: string, kind: Kind, limiterKey: string | null, intervalMs: number): Promise<ReadOutcome>;
   /**
    * Newest first, between two lex bounds of the owner's image index: the stored list items, joined
-   * with commas, as UTF-8 bytes. Bytes, never strings: a page's text would live on V8's heap, and
-   * its collections cost the API more than the rest of the page (BENCHMARKS.md).
+   * with commas, as UTF-8 bytes, between `frame`'s head and tail (none by default). Bytes, never
+   * strings: a page's text would live on V8's heap, and its collections cost the API more than the
+   * rest of the page (BENCHMARKS.md).
    */
-  list(owner: string, max: string, min: string, limit: number): Promise<Buffer>;
+  list(owner: string, max: string, min: string, limit: number, frame?: ListFrame): Promise<Buffer>;
   /**
    * A page of an owner index after the cursor id (exclusive), newest first unless `order` is asc,
    * within the list window: the stored items (the public views, for videos). One round trip.
