@@ -22,6 +22,8 @@ import { connectTemporal } from '../src/temporal/client.js';
 import { createTaskStore } from '../src/tasks/store/create.js';
 import {
   BENCH_MODELS,
+  SUBMIT_BODY,
+  drainTasks,
   cpuByRole,
   fmt,
   load,
@@ -119,10 +121,7 @@ async function main() {
   const { client } = await connectTemporal(config);
   const owner = ownerOfKey(config.ownerKey, KEY);
   const auth = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
-  const submitBody = JSON.stringify({
-    contents: [{ role: 'user', parts: [{ text: 'bench' }] }],
-    generationConfig: { imageConfig: { aspectRatio: '99:1', output: 'url' } },
-  });
+  const submitBody = SUBMIT_BODY;
   const submitOne = async (base: string) =>
     (await (
       await fetch(`${base}/v1beta/models/bench-image:generateContent`, {
@@ -131,15 +130,7 @@ async function main() {
         body: submitBody,
       })
     ).json()) as { id: string };
-  const runningTasks = async () =>
-    (await client.workflow.count(`WorkflowType = 'imageTaskWorkflow' AND ExecutionStatus = 'Running'`)).count;
-  const drain = async () => {
-    const deadline = Date.now() + 10 * 60_000;
-    while ((await store.unfinishedCount()) > 0 || (await runningTasks()) > 0) {
-      if (Date.now() > deadline) throw new Error('levers: tasks still running 10 minutes after a round');
-      await sleep(200);
-    }
-  };
+  const drain = () => drainTasks(store, client, 'levers');
   const hostCall = async <T>(path: string): Promise<T> => {
     const r = await fetch(`http://127.0.0.1:${hostPort}${path}`);
     const v = (await r.json()) as T & { error?: string };

@@ -36,6 +36,31 @@ export async function startBenchStack(name: string, extra: Record<string, string
   return stack;
 }
 
+/** The benchmarks' image submit: a 1024×10 picture, so the "upstream" costs next to nothing. */
+export const SUBMIT_BODY = JSON.stringify({
+  contents: [{ role: 'user', parts: [{ text: 'bench' }] }],
+  generationConfig: { imageConfig: { aspectRatio: '99:1', output: 'url' } },
+});
+
+/**
+ * Waits until the read model's unfinished gauge is empty _and_ Temporal runs no task workflow (raw
+ * starts hold no place in the gauge: until session 13 the next round ran beside their backlog,
+ * which cost Kiln's submit rounds a third of their rate). 10-minute deadline.
+ */
+export async function drainTasks(
+  store: { unfinishedCount(): Promise<number> },
+  client: { workflow: { count(q: string): Promise<{ count: number }> } },
+  label: string,
+): Promise<void> {
+  const running = async () =>
+    (await client.workflow.count(`WorkflowType = 'imageTaskWorkflow' AND ExecutionStatus = 'Running'`)).count;
+  const deadline = Date.now() + 10 * 60_000;
+  while ((await store.unfinishedCount()) > 0 || (await running()) > 0) {
+    if (Date.now() > deadline) throw new Error(`${label}: tasks still running 10 minutes after a round`);
+    await sleep(200);
+  }
+}
+
 export interface LoadResult {
   rps: number;
   p50: number;

@@ -29,6 +29,8 @@ import {
   spawnTs,
   spawnWorker,
   startBenchStack,
+  SUBMIT_BODY,
+  drainTasks,
   waitHttp,
   type CpuRole,
   pinRoles,
@@ -92,11 +94,7 @@ async function main() {
   const { client } = await connectTemporal(config);
   const owner = ownerOfKey(config.ownerKey, KEY);
   const auth = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
-  // A 1024×10 picture: the "upstream" costs next to nothing, so Kiln and Temporal are what is measured.
-  const submitBody = JSON.stringify({
-    contents: [{ role: 'user', parts: [{ text: 'bench' }] }],
-    generationConfig: { imageConfig: { aspectRatio: '99:1', output: 'url' } },
-  });
+  const submitBody = SUBMIT_BODY;
   const rows: Row[] = [];
   const submitOne = async (key = KEY, model = 'bench-image') =>
     (await (
@@ -106,19 +104,7 @@ async function main() {
         body: submitBody,
       })
     ).json()) as { id: string };
-  // Kiln's submits hold a place in the unfinished gauge until their last write; the raw starts of
-  // the submit rounds hold none. So the drain also waits until Temporal runs no task workflow:
-  // before it did, each round after a raw one ran beside that round's backlog (hundreds of tasks),
-  // which cost Kiln's submit rounds a third of their rate.
-  const runningTasks = async () =>
-    (await client.workflow.count(`WorkflowType = 'imageTaskWorkflow' AND ExecutionStatus = 'Running'`)).count;
-  const drain = async () => {
-    const deadline = Date.now() + 10 * 60_000;
-    while ((await store.unfinishedCount()) > 0 || (await runningTasks()) > 0) {
-      if (Date.now() > deadline) throw new Error('bench: tasks still running 10 minutes after a round');
-      await sleep(200);
-    }
-  };
+  const drain = () => drainTasks(store, client, 'bench');
   let submitted = 0;
 
   // Warm up: JIT, connections, the workflow cache.

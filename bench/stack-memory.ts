@@ -16,7 +16,18 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { binary, freePort, ROOT } from '../scripts/services.js';
-import { cpuByRole, fmt, load, sleep, spawnApi, spawnWorker, startBenchStack, waitHttp, type CpuRole } from './lib.js';
+import {
+  cpuByRole,
+  fmt,
+  load,
+  SUBMIT_BODY,
+  sleep,
+  spawnApi,
+  spawnWorker,
+  startBenchStack,
+  waitHttp,
+  type CpuRole,
+} from './lib.js';
 import { memoryText, peakSampler, stackMemory, treeMemory } from './memory.js';
 
 const argv = process.argv.slice(2);
@@ -25,10 +36,7 @@ const SETTLE_S = Number(process.env.BENCH_SETTLE_SECONDS ?? 30);
 const KEY = 'bench-key-memory-00000000000';
 const say = (l: string) => console.error(`[bench:memory] ${l}`);
 
-const submitBody = JSON.stringify({
-  contents: [{ role: 'user', parts: [{ text: 'bench' }] }],
-  generationConfig: { imageConfig: { aspectRatio: '99:1', output: 'url' } },
-});
+const submitBody = SUBMIT_BODY;
 
 async function submitMany(base: string, model: string, n: number, connections: number): Promise<string[]> {
   const ids: string[] = [];

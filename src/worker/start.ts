@@ -77,8 +77,8 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     providers: available(imageModels, imageRegistry),
     keys,
   });
-  // The local providers draw their pictures with jimp (tens of MiB, loaded on first use): load it
-  // now when a local model is configured, so no first task pays for it inside its upstream budget.
+  // The local providers draw their pictures with jimp's core (loaded on first use): load it now
+  // when a local model is configured, so no first task pays for it inside its upstream budget.
   if (config.models.some((m) => m.provider === 'local')) await import('../../activities/providers/local/render-png.js');
   const video = createVideoActivities({
     store,
@@ -106,7 +106,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   // their calls finish as the model queues' workers do.
   const inline = imageModels.filter((m) => m.inline);
   const inlineCalls = inline.reduce((n, m) => n + workerSlots(m), 0);
-  const inlineGraceMs = Math.max(0, ...inline.flatMap((m) => m.channels.map((c) => c.timeoutMs + 5000)));
+  const inlineGraceMs = callsGraceMs(inline);
   const tracing = setupTracing(config.ops, 'kiln-worker', opts.spanExporter);
   const wfTracing = workerTracing(tracing, { workflows: true, prebuiltBundle: !!opts.workflowBundle });
   // Bundled in a child process: webpack would otherwise stay in this one's memory for good.
@@ -141,9 +141,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
       }
     : {};
   const { maxCachedWorkflows, workflowTaskSlots, workflowTaskPollers } = config.worker;
-  const upstreamGraceMs = upstreamHere
-    ? Math.max(0, ...allModels.flatMap((m) => m.channels.map((c) => c.timeoutMs + 5000)))
-    : 0;
+  const upstreamGraceMs = upstreamHere ? callsGraceMs(allModels) : 0;
   const workflowGraceMs = Math.max(inlineGraceMs, upstreamGraceMs);
   const workers = [
     await Worker.create({
@@ -244,6 +242,11 @@ function reconciledCounter() {
 }
 
 /** The registry, once every channel of `models` names a provider it has: a worker fails fast otherwise. */
+/** How long a stopping worker lets these models' in-flight upstream calls finish: the longest call, and 5 s. */
+function callsGraceMs(models: readonly { channels: { timeoutMs: number }[] }[]): number {
+  return Math.max(0, ...models.flatMap((m) => m.channels.map((c) => c.timeoutMs + 5000)));
+}
+
 function available<P>(
   models: readonly { id: string; channels: { provider: string }[] }[],
   registry: Partial<Record<string, P>>,

@@ -50,3 +50,13 @@ export function spawnEntry(
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   return { child, lines, ready, exited };
 }
+
+/** Whether a process is still running (signal 0 checks without signalling). */
+export const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};

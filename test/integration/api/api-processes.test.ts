@@ -3,21 +3,12 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { freePort } from '../../../scripts/services.js';
 import { startKiln, KEY_A } from '../../support/kiln.js';
-import { spawnEntry } from '../../support/spawn-entry.js';
+import { alive, spawnEntry } from '../../support/spawn-entry.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
 });
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 /** A fresh connection per request, so the kernel spreads them over the processes' sockets. */
 const get = (url: string, headers: Record<string, string> = {}) =>

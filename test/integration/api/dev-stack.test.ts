@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { freePort, ROOT } from '../../../scripts/services.js';
+import { alive } from '../../support/spawn-entry.js';
 
 const data = mkdtempSync(join(tmpdir(), 'kiln-dev-stack-'));
 afterAll(() => rmSync(data, { recursive: true, force: true }));
@@ -29,15 +30,6 @@ function tree(root: number): { pid: number; cmd: string }[] {
   }
   return out;
 }
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describe('npm run dev', () => {
   it('serves a task from the compiled stack with one API process, and Ctrl-C stops it all', async () => {
