@@ -2,7 +2,7 @@
 // head, joined with commas inside the frame, in one Buffer; an older release's pairs the same way.
 import { describe, expect, it } from 'vitest';
 import { BARE_FRAME, ENTRY_HEAD, joinFramed, liveEntries } from '../../../../src/tasks/store/list-items.js';
-import { ITEM_SOURCE, listPage } from '../../../../src/tasks/store/replies.js';
+import { ITEM_SOURCE, listPage, PAGE_REPLY, pageOf } from '../../../../src/tasks/store/replies.js';
 
 const entry = (expiry: number, item: object) =>
   Buffer.from(`3:${String(expiry).padStart(13, '0')}:${JSON.stringify(item)}`);
@@ -11,6 +11,25 @@ const future = Date.now() + 60_000;
 const past = Date.now() - 1;
 
 describe('list page bytes', () => {
+  // ioredis keeps a command's reply until the command is collected, often in a full collection only:
+  // an emptied reply lets the page's items (and the socket chunks their Buffers are cut from) go at once.
+  it('empties the reply once the page is made, and the page keeps its items', () => {
+    const reply = [entry(future, { id: 'a' }), entry(future, { id: 'b' })];
+    const page = listPage(reply, frame);
+    expect(reply).toHaveLength(0);
+    expect(JSON.parse(page.toString())).toEqual({ object: 'list', days: 3, items: [{ id: 'a' }, { id: 'b' }] });
+    const cursorReply: (number | string)[] = [
+      PAGE_REPLY.found,
+      PAGE_REPLY.more,
+      'v1',
+      entry(future, { id: 'v1' }).toString(),
+      'v0',
+      entry(past, { id: 'v0' }).toString(),
+    ];
+    expect(pageOf(cursorReply, false)).toEqual({ ids: ['v1'], items: ['{"id":"v1"}'], hasMore: true });
+    expect(cursorReply).toHaveLength(0);
+  });
+
   it('joins the live entries, newest first, inside the frame', () => {
     const reply = [entry(future, { id: 'a' }), entry(past, { id: 'gone' }), entry(future, { id: 'b', m: 'é' })];
     const page = listPage(reply, frame);
