@@ -53,10 +53,14 @@ export async function readFromTemporal<R extends AnyTaskRecord>(
   const { temporal, store } = deps;
   const out = new Map<string, R>();
   const recentlyMissing = await store.recentlyMissing(owner, ids).catch(() => new Set<string>());
+  const fresh = ids.filter((id) => !recentlyMissing.has(id));
+  // Only those are checked for tombstones: a batch naming ids Temporal just did not know is
+  // answered with one MGET, not one HEXISTS per id as well.
+  if (fresh.length === 0) return out;
   // A deleted task's workflow may outlive its deletion (the deletion of its history is
   // asynchronous, or failed): its tombstone keeps it from being answered or written back.
-  const deleted = await store.deletedAmong(ids).catch(() => new Set<string>());
-  const ask = ids.filter((id) => !recentlyMissing.has(id) && !deleted.has(id));
+  const deleted = await store.deletedAmong(fresh).catch(() => new Set<string>());
+  const ask = fresh.filter((id) => !deleted.has(id));
   if (ask.length === 0) return out;
   try {
     for await (const wf of workflowsOf(temporal, ask, owner)) {
