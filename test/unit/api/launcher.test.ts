@@ -66,6 +66,9 @@ describe('bin/kiln-run', () => {
       expect(seen.execArgv).toContain('--expose-gc');
       expect(seen.arenaMax).toBe('2');
       expect(seen.mallocConf).toBe('narenas:2,background_thread:true,dirty_decay_ms:2000,muzzy_decay_ms:0');
+      // The API's old generation grows to 1.5× its live heap, not 4× (bin/kiln-run says what it saves).
+      if (mode === 'api') expect(seen.execArgv).toContain('--heap-growing-percent=50');
+      else expect(seen.execArgv.some((a) => a.startsWith('--heap-growing-percent'))).toBe(false);
     }
   });
 
