@@ -13,7 +13,7 @@ import { createLogger } from '../src/ops/log.js';
 import { startTask } from '../src/tasks/start.js';
 import { createTaskStore } from '../src/tasks/store/create.js';
 import { startWorkers } from '../src/worker/start.js';
-import { loop, sleep } from './lib.js';
+import { benchTaskInput, loop, sleep } from './lib.js';
 
 const config = loadConfig();
 const log = createLogger('warn', 'kiln-levers-host', 'json');
@@ -21,10 +21,6 @@ const workers = await startWorkers(config, log);
 const redis = new Redis(config.redisUrl);
 const store = createTaskStore(redis, { prefix: config.redisPrefix, retentionSeconds: config.retentionSeconds });
 const owner = ownerOfKey(config.ownerKey, 'bench-key-owner-0000000000');
-const request = {
-  contents: [{ role: 'user' as const, parts: [{ text: 'bench' }] }],
-  generationConfig: { imageConfig: { aspectRatio: '99:1', output: 'url' } },
-};
 const configs: Record<'eager' | 'plain', Config> = {
   eager: { ...config, temporal: { ...config.temporal, eagerStart: true } },
   plain: { ...config, temporal: { ...config.temporal, eagerStart: false } },
@@ -41,11 +37,7 @@ const submit = (eager: boolean) => {
       owner,
       model: 'bench-image',
       summary: 'image · bench-image',
-      input: {
-        task: { id, owner, model: 'bench-image', created_at: Math.floor(Date.now() / 1000), request } as never,
-        policy: { timeoutMs: 120_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3 },
-        activityQueue: upstreamQueue(config.temporal, 'bench-image'),
-      },
+      input: benchTaskInput(id, owner, upstreamQueue(config.temporal, 'bench-image')) as never,
     },
   );
 };
@@ -57,13 +49,7 @@ async function eagerTaken(): Promise<boolean> {
     workflowId: id,
     taskQueue: config.temporal.taskQueue,
     requestEagerStart: true,
-    args: [
-      {
-        task: { id, owner, model: 'bench-image', created_at: Math.floor(Date.now() / 1000), request } as never,
-        policy: { timeoutMs: 120_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3 },
-        activityQueue: upstreamQueue(config.temporal, 'bench-image'),
-      },
-    ],
+    args: [benchTaskInput(id, owner, upstreamQueue(config.temporal, 'bench-image'))],
   });
   await h.result().catch(() => undefined);
   return h.eagerlyStarted;

@@ -21,6 +21,7 @@ import { modelTaskQueue } from '../src/config/models.js';
 import { connectTemporal } from '../src/temporal/client.js';
 import { createTaskStore } from '../src/tasks/store/create.js';
 import {
+  benchTaskInput,
   BENCH_MODELS,
   SUBMIT_BODY,
   drainTasks,
@@ -121,13 +122,12 @@ async function main() {
   const { client } = await connectTemporal(config);
   const owner = ownerOfKey(config.ownerKey, KEY);
   const auth = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
-  const submitBody = SUBMIT_BODY;
   const submitOne = async (base: string) =>
     (await (
       await fetch(`${base}/v1beta/models/bench-image:generateContent`, {
         method: 'POST',
         headers: auth,
-        body: submitBody,
+        body: SUBMIT_BODY,
       })
     ).json()) as { id: string };
   const drain = () => drainTasks(store, client, 'levers');
@@ -180,19 +180,7 @@ async function main() {
     return client.workflow.start('imageTaskWorkflow', {
       workflowId: id,
       taskQueue: 'kiln-base',
-      args: [
-        {
-          task: {
-            id,
-            owner,
-            model: 'bench-image',
-            created_at: Math.floor(Date.now() / 1000),
-            request: JSON.parse(submitBody),
-          },
-          policy: { timeoutMs: 120_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3 },
-          activityQueue: modelTaskQueue('kiln-base', 'bench-image'),
-        },
-      ],
+      args: [benchTaskInput(id, owner, modelTaskQueue('kiln-base', 'bench-image'))],
     });
   };
 
@@ -217,7 +205,7 @@ async function main() {
               url: `${k.base}/v1beta/models/bench-image:generateContent`,
               method: 'POST',
               headers: auth,
-              body: submitBody,
+              body: SUBMIT_BODY,
               connections: 16,
               seconds: SECONDS,
             }),

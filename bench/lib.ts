@@ -43,6 +43,24 @@ export const SUBMIT_BODY = JSON.stringify({
 });
 
 /**
+ * The image task workflow's input for SUBMIT_BODY, as Kiln's submit starts it (the raw starts the
+ * benchmarks set beside it). `activityQueue`: where its upstream call goes (`upstreamQueue`).
+ */
+export function benchTaskInput(id: string, owner: string, activityQueue: string) {
+  return {
+    task: {
+      id,
+      owner,
+      model: 'bench-image',
+      created_at: Math.floor(Date.now() / 1000),
+      request: JSON.parse(SUBMIT_BODY) as Record<string, unknown>,
+    },
+    policy: { timeoutMs: 120_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3 },
+    activityQueue,
+  };
+}
+
+/**
  * Waits until the read model's unfinished gauge is empty _and_ Temporal runs no task workflow (raw
  * starts hold no place in the gauge: until session 13 the next round ran beside their backlog,
  * which cost Kiln's submit rounds a third of their rate). 10-minute deadline.

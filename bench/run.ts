@@ -16,6 +16,7 @@ import { SA } from '../src/temporal/search-attributes.js';
 import { taskSummary } from '../src/tasks/summary.js';
 import type { ImageTaskRecord } from '../src/shared/image-task.js';
 import {
+  benchTaskInput,
   cpuByRole,
   readThreads,
   threadSplit,
@@ -94,14 +95,13 @@ async function main() {
   const { client } = await connectTemporal(config);
   const owner = ownerOfKey(config.ownerKey, KEY);
   const auth = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
-  const submitBody = SUBMIT_BODY;
   const rows: Row[] = [];
   const submitOne = async (key = KEY, model = 'bench-image') =>
     (await (
       await fetch(`${base}/v1beta/models/${model}:generateContent`, {
         method: 'POST',
         headers: { ...auth, authorization: `Bearer ${key}` },
-        body: submitBody,
+        body: SUBMIT_BODY,
       })
     ).json()) as { id: string };
   const drain = () => drainTasks(store, client, 'bench');
@@ -117,17 +117,7 @@ async function main() {
   const peak = peakSampler(stackRoles);
 
   // A task's workflow input, as Kiln starts it: the raw starts of the submit rounds and end to end.
-  const input = (id: string) => ({
-    task: {
-      id,
-      owner,
-      model: 'bench-image',
-      created_at: Math.floor(Date.now() / 1000),
-      request: JSON.parse(submitBody),
-    },
-    policy: { timeoutMs: 120_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3 },
-    activityQueue: modelTaskQueue(config.temporal.taskQueue, 'bench-image'),
-  });
+  const input = (id: string) => benchTaskInput(id, owner, modelTaskQueue(config.temporal.taskQueue, 'bench-image'));
   // BENCH_ONLY=reads skips the task rows (submit, batch against the minimal workflow).
   if (!READS_ONLY) {
     // 1. Submit over HTTP vs a raw workflow start of the same workflow and input, in alternating
@@ -156,7 +146,7 @@ async function main() {
           url: `${base}/v1beta/models/bench-image:generateContent`,
           method: 'POST',
           headers: auth,
-          body: submitBody,
+          body: SUBMIT_BODY,
           connections: 16,
           seconds: SECONDS,
         }),
@@ -616,7 +606,7 @@ async function main() {
       url: `${base}/v1beta/models/bench-image:generateContent`,
       method: 'POST',
       headers: auth,
-      body: submitBody,
+      body: SUBMIT_BODY,
       connections: 32,
       amount: rest,
     });

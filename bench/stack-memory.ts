@@ -36,8 +36,6 @@ const SETTLE_S = Number(process.env.BENCH_SETTLE_SECONDS ?? 30);
 const KEY = 'bench-key-memory-00000000000';
 const say = (l: string) => console.error(`[bench:memory] ${l}`);
 
-const submitBody = SUBMIT_BODY;
-
 async function submitMany(base: string, model: string, n: number, connections: number): Promise<string[]> {
   const ids: string[] = [];
   let next = 0;
@@ -48,7 +46,7 @@ async function submitMany(base: string, model: string, n: number, connections: n
         const res = await fetch(`${base}/v1beta/models/${model}:generateContent`, {
           method: 'POST',
           headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
-          body: submitBody,
+          body: SUBMIT_BODY,
         });
         const body = (await res.json()) as { id?: string };
         if (res.status !== 202 || !body.id) throw new Error(`submit answered ${res.status}: ${JSON.stringify(body)}`);

@@ -82,12 +82,11 @@ export interface ListQuery {
 }
 
 const LIST_END = Buffer.from(']}');
-/** The list object around a page's items, for each window (index: days), made once. */
-const listFrame = (days: number): ListFrame => ({
+/** The list object around a page's items, for each window (index: days, 1..LIST_MAX_DAYS), made once. */
+const LIST_FRAMES: ListFrame[] = Array.from({ length: LIST_MAX_DAYS + 1 }, (_, days) => ({
   head: Buffer.from(`{"object":"list","days":${days},"items":[`),
   tail: LIST_END,
-});
-const LIST_FRAMES: ListFrame[] = Array.from({ length: LIST_MAX_DAYS + 1 }, (_, days) => listFrame(days));
+}));
 
 export class ImageTaskService extends TaskService<ImageTaskRecord> {
   protected readonly spec = IMAGE;
@@ -149,7 +148,7 @@ export class ImageTaskService extends TaskService<ImageTaskRecord> {
     const days = Math.min(q.days, LIST_MAX_DAYS);
     const min = `[${indexMember(now - days * 86400, '')}`;
     const max = q.before_created_at === undefined ? '+' : `(${indexMember(q.before_created_at, q.before_id ?? '')}`;
-    return this.store.list(caller.owner, max, min, q.limit, LIST_FRAMES[days] ?? listFrame(days)).catch(() => {
+    return this.store.list(caller.owner, max, min, q.limit, LIST_FRAMES[days]).catch(() => {
       throw storageUnavailable();
     });
   }
