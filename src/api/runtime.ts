@@ -40,7 +40,7 @@ export async function createApi(config: Config, log: Logger, opts: { spanExporte
   const redis = connectRedis(config, true);
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
   await ready(redis, config);
-  const tracing = setupTracing(config.ops, 'kiln-api', opts.spanExporter);
+  const tracing = await setupTracing(config.ops, 'kiln-api', opts.spanExporter);
   const { client, connection } = await connectTemporal(config, tracing);
   // Readiness probes get their own connection without the client's retry interceptor: while
   // Temporal is down, retried probe calls would outlive their deadline and pile up.

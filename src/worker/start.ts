@@ -107,10 +107,12 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   const inline = imageModels.filter((m) => m.inline);
   const inlineCalls = inline.reduce((n, m) => n + workerSlots(m), 0);
   const inlineGraceMs = callsGraceMs(inline);
-  const tracing = setupTracing(config.ops, 'kiln-worker', opts.spanExporter);
+  const tracing = await setupTracing(config.ops, 'kiln-worker', opts.spanExporter);
   const wfTracing = workerTracing(tracing, { workflows: true, prebuiltBundle: !!opts.workflowBundle });
-  // Bundled in a child process: webpack would otherwise stay in this one's memory for good.
-  const workflowBundle = opts.workflowBundle ?? (await bundleInChild(wfTracing.workflowModules));
+  // Bundled in a child process: webpack would otherwise stay in this one's memory for good. Read
+  // from its file, which goes once the workers are made: handed in as text, it would be kept twice.
+  const bundled = opts.workflowBundle ? undefined : await bundleInChild(wfTracing.workflowModules);
+  const workflowBundle = opts.workflowBundle ?? { codePath: bundled!.codePath };
   const telemetry = taskTelemetry(log);
   const interceptors = (t: ReturnType<typeof workerTracing>) => ({
     interceptors: { activity: [telemetry, ...t.activity] },
@@ -175,7 +177,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
         // Webhook attempts run beside the workflows: they never wait for an upstream slot.
         deliverWebhook: webhooks.deliverWebhook,
       },
-    }),
+    }).finally(() => bundled?.remove()),
     // One activity queue per model (image or video); its channels' capacity and rate are kept in Redis.
     ...(await Promise.all(
       [
