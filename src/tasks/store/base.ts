@@ -9,8 +9,9 @@ import type { AnyTaskRecord } from '../../shared/records.js';
 import { storedViews } from '../../shared/views.js';
 import type { FinishedViews } from './finished-views.js';
 import { TaskKeys } from './keys.js';
-import type { ListFrame } from './list-items.js';
-import { listPage, RESERVATION, readOutcome } from './replies.js';
+import { firstExpiry, type ListFrame } from './list-items.js';
+import { ListPages } from './list-pages.js';
+import { LIST_UNCHANGED, listPage, RESERVATION, readOutcome } from './replies.js';
 import { DELETE_TASK, READ, REMEMBER_FINGERPRINT, RESERVE_ONCE, UNLIST } from './scripts.js';
 import { dispatchChannel, indexMember, type Page, type ReadOutcome, type RedisClient } from './task-store.js';
 
@@ -61,6 +62,7 @@ export abstract class RedisTaskStore extends TaskKeys {
   readonly redis: RedisClient;
   readonly finished?: FinishedViews;
   protected readonly retentionSeconds: number;
+  private readonly listPages = new ListPages();
 
   /** `scripts`: the commands this mode runs besides READ, by name, with their key counts. */
   constructor(redis: RedisClient, opts: TaskStoreOptions, scripts: Record<string, [number, string]>) {
@@ -177,9 +179,26 @@ export abstract class RedisTaskStore extends TaskKeys {
     return readOutcome(reply as unknown[], ids.length, owner, kind);
   }
 
+  /**
+   * A page of the owner's image tasks. A first page (no cursor: what a refreshing client asks for
+   * again and again) is kept by this process, and LIST answers LIST_UNCHANGED instead of the page
+   * while the owner's list version is the kept one (list-pages.ts).
+   */
   async list(owner: string, max: string, min: string, limit: number, frame?: ListFrame): Promise<Buffer> {
-    const reply = await this.runList([this.ownerKey(owner), this.ownerItemsKey(owner), max, min, limit]);
-    return listPage(reply as (number | Buffer)[], frame);
+    const items = this.ownerItemsKey(owner);
+    const key = max === '+' ? `${owner}\n${min}\n${limit}` : null;
+    const kept = key === null ? undefined : this.listPages.get(key, frame);
+    const reply = await this.runList([this.ownerKey(owner), items, max, min, limit, kept?.version ?? '']);
+    if (reply === LIST_UNCHANGED && kept) return kept.page;
+    const entries = reply as (number | Buffer | null)[];
+    const version = entries.pop() as Buffer | null;
+    // An older release's pairs are not kept, nor a page of items with no version yet (written by
+    // an older release, which does not bump it).
+    const until = typeof entries[0] === 'number' ? 0 : firstExpiry(entries as Buffer[]);
+    const page = listPage(entries as (number | Buffer)[], frame);
+    if (key !== null && version !== null)
+      this.listPages.set(key, frame, version.toString(), page, Math.min(until, Date.now() + 2000));
+    return page;
   }
 
   async page(owner: string, kind: Kind, opts: { limit: number; after?: string; order: 'asc' | 'desc' }): Promise<Page> {

@@ -21,11 +21,29 @@ export const BARE_FRAME: ListFrame = { head: NOTHING, tail: NOTHING };
  * end of a record's retention in lists by that much.
  */
 export function entryLive(entry: Buffer | string, now: number): boolean {
+  return entryExpiry(entry) > now;
+}
+
+/** An entry's expiry, in ms (Redis's clock). */
+function entryExpiry(entry: Buffer | string): number {
   let expiry = 0;
   for (let i = 2; i < ENTRY_HEAD - 1; i++) {
     expiry = expiry * 10 + ((typeof entry === 'string' ? entry.charCodeAt(i) : entry[i]) - 48);
   }
-  return expiry > now;
+  return expiry;
+}
+
+/**
+ * When the first of the entries live at `now` expires: a page made of them is exact until then.
+ * Infinity for none.
+ */
+export function firstExpiry(entries: Buffer[], now = Date.now()): number {
+  let first = Infinity;
+  for (const e of entries) {
+    const expiry = entryExpiry(e);
+    if (expiry > now && expiry < first) first = expiry;
+  }
+  return first;
 }
 
 /** The entries whose records still exist, in order (the same Buffers: nothing is copied). */

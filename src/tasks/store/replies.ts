@@ -35,6 +35,9 @@ export const ITEM_SOURCE = {
   record: 3,
 } as const;
 
+/** LIST and LIST_ITEMS: the page the caller keeps is still the owner's (list-pages.ts). */
+export const LIST_UNCHANGED = 0;
+
 /** PAGE and PAGE_ITEMS: the head of the reply, then whether members follow the page. */
 export const PAGE_REPLY = { unknownCursor: -1, found: 0, last: 0, more: 1 } as const;
 

@@ -5,6 +5,7 @@ import {
   DELETION,
   DONE,
   ITEM_SOURCE,
+  LIST_UNCHANGED,
   PAGE_REPLY,
   READ_REPLY,
   RESERVATION,
@@ -13,12 +14,16 @@ import {
   TRANSITION_REPLY,
 } from './replies.js';
 import { STATUS_RANK } from '../../shared/task.js';
+import { LIST_VERSION_FIELD } from './list-pages.js';
 
 // Lua shared by the scripts that keep or read an owner's list items: a hash in the owner's slot,
 // id -> "<rank>:<expiry ms, 13 digits>:<item>", beside the owner index (a sorted set of
 // "<created_at, 10 digits>:<id>" members). An item outlives its record until the hash expires or
 // the member is trimmed, so readers leave out items past their expiry: their records are gone.
 // add_member puts a member in the index and trims the members before the window, with their items.
+// Every change to an index or its items bumps the items hash's version field (list-pages.ts: the
+// API keeps a page while it is unchanged); a new hash's version starts at Redis's clock in µs, so
+// a hash that expired and came back never repeats a version an API process may still hold.
 // each_item reads the entries of members[1..n] with one HMGET and calls found(id, entry) for each
 // entry and missing(id), when given, for each member with none. page_entries reads a list page:
 // the HMGET's reply as it is when every member has an entry (the usual page: no per-item Lua, which
@@ -35,7 +40,14 @@ local function entry(rank, expiry, item) return rank .. ':' .. string.format('%0
 local function entry_rank(v) return tonumber(string.sub(v, 1, 1)) end
 local function entry_expiry(v) return tonumber(string.sub(v, 3, 15)) end
 local function entry_item(v) return string.sub(v, 17) end
+local function bump(items)
+  if redis.call('HINCRBY', items, '${LIST_VERSION_FIELD}', 1) == 1 then
+    local t = redis.call('TIME')
+    redis.call('HSET', items, '${LIST_VERSION_FIELD}', t[1] .. string.format('%06d', t[2]))
+  end
+end
 local function add_member(index, items, member, bound, ttl)
+  bump(items)
   redis.call('ZADD', index, 0, member)
   local old = redis.call('ZRANGE', index, '-', bound, 'BYLEX', 'LIMIT', 0, 200)
   if #old > 0 then
@@ -62,6 +74,10 @@ local function each_item(items, members, n, found, missing)
     local v = vals[i]
     if v then found(ids[i], v) elseif missing then missing(ids[i]) end
   end
+end
+local function list_version(items, known)
+  local v = redis.call('HGET', items, '${LIST_VERSION_FIELD}')
+  return v or false, v ~= false and v == known
 end
 local function page_entries(index, items, max, min, limit)
   local members = list_members(index, max, min, limit)
@@ -139,11 +155,15 @@ redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 return ${RESERVATION.added}`;
 
 // KEYS: owner index, owner's list items. ARGV: max (exclusive or inclusive lex bound), min, limit,
-// task key prefix. Replies the members' entries, newest first. A member with no entry was
-// written by an older release; when one is on the page the reply is pairs instead, an
+// the list version of the page the caller keeps ('' for none), task key prefix. Replies
+// LIST_UNCHANGED while that version holds (list-pages.ts), else the members' entries, newest
+// first, then the list version (nil when the items have none). A member with no entry was
+// written by an older release; when one is on the page the entries are pairs instead, an
 // ITEM_SOURCE and its text: an entry, the item from the task hash, or the record (a record with
 // no item stored at all; the API makes its item).
 export const LIST = `${OWNER_ITEMS}
+local version, unchanged = list_version(KEYS[2], ARGV[4])
+if unchanged then return ${LIST_UNCHANGED} end
 local entries, out = {}, nil
 local function add(code, text)
   if not out then
@@ -154,12 +174,17 @@ local function add(code, text)
   out[#out + 1] = code; out[#out + 1] = text
 end
 local page, complete = page_entries(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
-if complete then return page end
+if complete then
+  page[#page + 1] = version
+  return page
+end
 each_item(KEYS[2], page, #page, function(_, v) add(${ITEM_SOURCE.entry}, v) end, function(id)
-  local h = redis.call('HMGET', ARGV[4] .. '{' .. id .. '}', 'l', 'j')
+  local h = redis.call('HMGET', ARGV[5] .. '{' .. id .. '}', 'l', 'j')
   if h[1] then add(${ITEM_SOURCE.taskHash}, h[1]) elseif h[2] then add(${ITEM_SOURCE.record}, h[2]) end
 end)
-return out or entries`;
+out = out or entries
+out[#out + 1] = version
+return out`;
 
 // Cluster mode, step 1 of a transition. KEYS: task hash. ARGV: json, status, rank, ttl, terminal
 // flag, public view, list item, owner, kind, wait channel, id, strict flag ('2': requeue). The same forward-only
@@ -200,14 +225,20 @@ end
 add_member(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
 return ${DONE}`;
 
-// Cluster mode list. KEYS: owner index, owner's list items. ARGV: max, min, limit (as LIST takes
-// them). Replies the members' entries, newest first.
+// Cluster mode list. KEYS: owner index, owner's list items. ARGV: max, min, limit, kept version
+// (as LIST takes them). Replies LIST_UNCHANGED, or the members' entries, newest first, then the
+// list version.
 export const LIST_ITEMS = `${OWNER_ITEMS}
+local version, unchanged = list_version(KEYS[2], ARGV[4])
+if unchanged then return ${LIST_UNCHANGED} end
 local page, complete = page_entries(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
-if complete then return page end
-local out = {}
-each_item(KEYS[2], page, #page, function(_, v) out[#out + 1] = v end)
-return out`;
+if not complete then
+  local out = {}
+  each_item(KEYS[2], page, #page, function(_, v) out[#out + 1] = v end)
+  page = out
+end
+page[#page + 1] = version
+return page`;
 
 // Cluster mode reservation, after the caller has summed the shards. KEYS: the task's gauge shard.
 // ARGV: id, now, stale bound.
@@ -294,7 +325,7 @@ return ${DONE}`;
 // KEYS: task hash, then (single node) owner index and owner's list items. ARGV: owner, kind, ttl,
 // index member, id, deletion channel (the id is published there: every API process drops its view). Only a finished task of this owner and kind is deleted; a tombstone of the owner
 // is unlisted again (a cluster's delete that stopped before UNLIST). Replies {DELETION, member}.
-export const DELETE_TASK = `
+export const DELETE_TASK = `${OWNER_ITEMS}
 local h = redis.call('HMGET', KEYS[1], 'o', 'k', 'r', 'x', 'f', 'm')
 local member, code = ARGV[4], ${DELETION.deleted}
 if h[4] then
@@ -312,11 +343,14 @@ end
 if #KEYS == 3 and member ~= '' then
   redis.call('ZREM', KEYS[2], member)
   redis.call('HDEL', KEYS[3], ARGV[5])
+  if redis.call('EXISTS', KEYS[3]) == 1 then bump(KEYS[3]) end
 end
 return {code, member}`;
 
 // Cluster mode, the second step of a delete (the first is DELETE_TASK on the task hash alone).
 // KEYS: owner index, owner's list items. ARGV: index member, id. Idempotent.
-export const UNLIST = `redis.call('ZREM', KEYS[1], ARGV[1])
+export const UNLIST = `${OWNER_ITEMS}
+redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[2])
+if redis.call('EXISTS', KEYS[2]) == 1 then bump(KEYS[2]) end
 return ${DONE}`;

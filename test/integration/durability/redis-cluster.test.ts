@@ -17,6 +17,7 @@ import type { ImageTaskRecord } from '../../../src/shared/image-task.js';
 import type { VideoTaskRecord } from '../../../src/shared/video-task.js';
 import { eventually, http, imageSteps, KEY_A, KEY_B, startKiln, submitBody, type Kiln } from '../../support/kiln.js';
 import { imageRecord, succeededRecord } from '../../support/records.js';
+import { bumpListVersion } from '../../support/list-version.js';
 
 let cluster: RedisCluster;
 let kiln: Kiln;
@@ -171,6 +172,7 @@ describe('Kiln on a Redis Cluster', () => {
       // As if the owner step and the gauge step of the terminal write had failed after its record step.
       await redis.hdel(store.ownerItemsKey(owner), r.id);
       await redis.zrem(store.ownerKey(owner), indexMember(r.created_at, r.id));
+      await bumpListVersion(redis, store.ownerItemsKey(owner));
       const before = await store.unfinishedCount();
       expect(await store.reserve(r.id, 1e9)).toBe(true);
       expect(await store.unfinishedCount()).toBe(before + 1);
@@ -211,6 +213,7 @@ describe('Kiln on a Redis Cluster', () => {
       gone.id,
       `${entry.slice(0, 2)}${String(Date.now() - 1).padStart(13, '0')}${entry.slice(15)}`,
     );
+    await bumpListVersion(redis, store.ownerItemsKey(owner));
     const statuses = async () => {
       const out = await store.read([gone.id, kept.id], owner, 'image', null, 0);
       return out.limited ? null : out.views.map((v) => (typeof v === 'object' ? v.status : v));
