@@ -196,8 +196,7 @@ export abstract class RedisTaskStore extends TaskKeys {
     // an older release, which does not bump it).
     const until = typeof entries[0] === 'number' ? 0 : firstExpiry(entries as Buffer[]);
     const page = listPage(entries as (number | Buffer)[], frame);
-    if (key !== null && version !== null)
-      this.listPages.set(key, frame, version.toString(), page, Math.min(until, Date.now() + 2000));
+    if (key !== null && version !== null) this.listPages.set(key, frame, version.toString(), page, until);
     return page;
   }
 

@@ -28,8 +28,14 @@ export class ListPages {
   private readonly kept = new Map<string, Kept>();
   private bytes = 0;
 
-  /** `maxBytes`: what all kept pages may hold; a page above a quarter of it is not kept. */
-  constructor(private readonly maxBytes = 4 * 2 ** 20) {}
+  /**
+   * `maxBytes`: what all kept pages may hold; a page above a quarter of it is not kept. `maxAgeMs`:
+   * the longest a page is kept (its key's window bound moves on within a second anyway).
+   */
+  constructor(
+    private readonly maxBytes = 4 * 2 ** 20,
+    private readonly maxAgeMs = 2000,
+  ) {}
 
   /** The page kept for `key` and `frame`, if it has not expired (its version is the caller's to check). */
   get(key: string, frame: ListFrame | undefined, now = Date.now()): Kept | undefined {
@@ -42,12 +48,12 @@ export class ListPages {
     return k.frame === frame ? k : undefined;
   }
 
-  /** Keeps `page`, made after `version` was read, until `until` (ms). */
+  /** Keeps `page`, read with list version `version`, until `until` (ms) at the latest. */
   set(key: string, frame: ListFrame | undefined, version: string, page: Buffer, until: number, now = Date.now()) {
     const old = this.kept.get(key);
     if (old) this.drop(key, old);
     if (until <= now || page.length > this.maxBytes / 4) return;
-    this.kept.set(key, { version, frame, page, until });
+    this.kept.set(key, { version, frame, page, until: Math.min(until, now + this.maxAgeMs) });
     this.bytes += page.length;
     // Oldest first (a Map iterates in insertion order): expired ones, then as many as the bound needs.
     for (const [k, v] of this.kept) {

@@ -19,6 +19,13 @@ describe('ListPages', () => {
     expect(pages.size).toBe(0);
   });
 
+  it('keeps a page no longer than its age bound', () => {
+    const pages = new ListPages(1000, 500);
+    pages.set('k', frame, '1', page(10), Infinity, 1_000);
+    expect(pages.get('k', frame, 1_499)).toBeDefined();
+    expect(pages.get('k', frame, 1_500)).toBeUndefined();
+  });
+
   it('replaces the page of a key, and keeps none that has already ended', () => {
     const pages = new ListPages();
     pages.set('k', frame, '1', page(10), 5_000, 1_000);
