@@ -192,11 +192,12 @@ export abstract class RedisTaskStore extends TaskKeys {
     if (reply === LIST_UNCHANGED && kept) return kept.page;
     const entries = reply as (number | Buffer | null)[];
     const version = entries.pop() as Buffer | null;
-    // An older release's pairs are not kept, nor a page of items with no version yet (written by
-    // an older release, which does not bump it).
-    const until = typeof entries[0] === 'number' ? 0 : firstExpiry(entries as Buffer[]);
+    // Kept: a first page of entries with a version. Not an older release's pairs, nor items with
+    // no version yet (an older release wrote them, and its writes do not bump it).
+    const keep = key !== null && version !== null && typeof entries[0] !== 'number';
+    const until = keep ? firstExpiry(entries as Buffer[]) : 0;
     const page = listPage(entries as (number | Buffer)[], frame);
-    if (key !== null && version !== null) this.listPages.set(key, frame, version.toString(), page, until);
+    if (keep) this.listPages.set(key, frame, version.toString(), page, until);
     return page;
   }
 

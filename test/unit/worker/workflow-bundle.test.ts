@@ -34,6 +34,11 @@ describe('leanBundle', () => {
     expect(run(code)).toEqual(['a → b', '…', true]);
   });
 
+  it('escapes from U+0100 on and leaves Latin-1 as it is', () => {
+    const code = leanBundle(`// \u00e9 \u00ff \u0100\n${inlineMap(map)}`);
+    expect(code.startsWith('// \u00e9 \u00ff \\u0100\n')).toBe(true);
+  });
+
   it('refuses a bundle without an inline source map', () => {
     expect(() => leanBundle(body)).toThrow(/no inline source map/);
     expect(() => leanBundle(`${body}//# sourceMappingURL=bundle.js.map\n`)).toThrow(/no inline source map/);
