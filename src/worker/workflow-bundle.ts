@@ -14,6 +14,12 @@ import { PROJECT_ROOT } from '../infra/project-root.js';
 // The TypeScript sources, also when this module runs compiled: the bundler compiles them itself.
 export const WORKFLOWS_PATH = join(PROJECT_ROOT, 'workflows', 'index.ts');
 const SELF = fileURLToPath(import.meta.url);
+// The child runs this module's own file. In the worker's minified bundle (dist/bundle/worker,
+// scripts/build-bundle.ts) import.meta.url is a chunk's, so the child runs the compiled module
+// that the same `npm run build:server` wrote.
+const CHILD = /workflow-bundle\.[jt]s$/.test(SELF)
+  ? SELF
+  : join(PROJECT_ROOT, 'dist', 'server', 'src', 'worker', 'workflow-bundle.js');
 
 /** A bundle file and how to remove it once the worker has read it. */
 export interface BundleFile {
@@ -29,7 +35,7 @@ export async function bundleInChild(interceptorModules: string[] = []): Promise<
   try {
     // The parent's loader flags (tsx), not its inspector: the child must not take its debug port.
     const flags = process.execArgv.filter((a) => !a.startsWith('--inspect'));
-    const child = spawn(process.execPath, [...flags, SELF, codePath], {
+    const child = spawn(process.execPath, [...flags, CHILD, codePath], {
       env: { ...process.env, KILN_BUNDLE_INTERCEPTORS: JSON.stringify(interceptorModules) },
       stdio: ['ignore', 'ignore', 'inherit'],
     });

@@ -72,8 +72,8 @@ describe('npm run dev', () => {
       // exec: the shell became node running the compiled dev.js; no npm or tsx stays resident.
       expect(procs[0].cmd).toMatch(/dist\/server\/scripts\/dev\.js/);
       expect(procs.filter((p) => /tsx|npm/.test(p.cmd))).toEqual([]);
-      expect(procs.filter((p) => /dist\/server\/src\/api\/main\.js/.test(p.cmd))).toHaveLength(1);
-      expect(procs.filter((p) => /dist\/server\/src\/worker\/main\.js/.test(p.cmd))).toHaveLength(1);
+      expect(procs.filter((p) => /dist\/bundle\/api\/main\.js/.test(p.cmd))).toHaveLength(1);
+      expect(procs.filter((p) => /dist\/bundle\/worker\/main\.js/.test(p.cmd))).toHaveLength(1);
 
       process.kill(-dev.pid!, 'SIGINT');
       await vi.waitFor(() => expect(procs.filter((p) => alive(p.pid))).toEqual([]), {

@@ -55,12 +55,10 @@ const JEMALLOC = [
 
 describe('bin/kiln-run', () => {
   it('runs the compiled API or worker with a 4 MiB young generation and capped allocator arenas', () => {
-    for (const [mode, main] of [
-      ['api', 'api/main.js'],
-      ['worker', 'worker/main.js'],
-    ]) {
+    for (const mode of ['api', 'worker']) {
       const seen = launch({}, mode);
-      expect(seen.main).toBe(join(ROOT, 'dist/server/src', main));
+      // The minified bundle (scripts/build-bundle.ts), not the compiled modules beside it.
+      expect(seen.main).toBe(join(ROOT, 'dist/bundle', mode, 'main.js'));
       expect(seen.execArgv).toContain('--max-semi-space-size=4');
       // src/ops/idle-gc.ts collects through it when a busy API process goes idle.
       expect(seen.execArgv).toContain('--expose-gc');

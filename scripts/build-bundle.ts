@@ -1,0 +1,63 @@
+// The last step of `npm run build:server`: the compiled API and worker (dist/server, from tsc) as
+// minified bundles in dist/bundle/{api,worker}, which bin/kiln-run starts. Why: V8 keeps every
+// loaded module's source text for the process's life (lazy compilation reads it again), so the
+// comments and whitespace of a few hundred modules cost each process memory. Measured at idle
+// (BENCHMARKS.md, memory): API −3.6 MiB a process, worker −3.5; an unminified bundle costs more than
+// the modules (+8.5 MiB: it holds modules the process never loads), so the bundle is minified and
+// split, and what is loaded on demand (the OpenTelemetry SDK, each provider) stays in chunks of
+// its own.
+//
+// Kept outside the bundles, loaded from node_modules as before:
+//   - pino and its transports: `LOG_FORMAT=pretty` starts a worker thread from a file beside pino;
+//   - @grpc/grpc-js: it loads .proto files beside itself (channelz, xDS);
+//   - in the worker, every @temporalio package: the worker's own bundler (webpack) and its native
+//     core load from their packages, and one copy of @temporalio/common and /proto must serve both;
+//   - in the worker, jimp: its text plugin reads its fonts from files beside itself (bundled, the
+//     local provider's every task failed, 'Failed to parse URL from …/dist/bundle/fonts/…').
+// Stack traces name minified functions; the linked source maps (*.js.map) give the original file,
+// line and name with KILN_NODE_FLAGS=--enable-source-maps (README, "Memory").
+import { rmSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const COMPILED = join(ROOT, 'dist', 'server', 'src');
+const BUNDLE_DIR = join(ROOT, 'dist', 'bundle');
+
+// CommonJS modules inside an ES module bundle still call require and read __dirname.
+const BANNER = [
+  "import { createRequire as __kilnRequire } from 'node:module';",
+  "import { fileURLToPath as __kilnPath } from 'node:url';",
+  "import { dirname as __kilnDir } from 'node:path';",
+  'const require = __kilnRequire(import.meta.url);',
+  'const __filename = __kilnPath(import.meta.url);',
+  'const __dirname = __kilnDir(__filename);',
+].join('\n');
+
+async function bundle(role: 'api' | 'worker'): Promise<void> {
+  const outdir = join(BUNDLE_DIR, role);
+  rmSync(outdir, { recursive: true, force: true });
+  await build({
+    entryPoints: [join(COMPILED, role, 'main.js')],
+    outdir,
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node24',
+    minify: true,
+    sourcemap: 'linked',
+    banner: { js: BANNER },
+    external: [
+      'pino',
+      'pino-pretty',
+      'thread-stream',
+      '@grpc/grpc-js',
+      ...(role === 'worker' ? ['@temporalio/*', 'jimp', '@jimp/*'] : []),
+    ],
+    logLevel: 'warning',
+  });
+}
+
+await Promise.all([bundle('api'), bundle('worker')]);
