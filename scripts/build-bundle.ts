@@ -2,10 +2,10 @@
 // minified bundles in dist/bundle/{api,worker}, which bin/kiln-run starts. Why: V8 keeps every
 // loaded module's source text for the process's life (lazy compilation reads it again), so the
 // comments and whitespace of a few hundred modules cost each process memory. Measured at idle
-// (BENCHMARKS.md, memory): API −3.6 MiB a process, worker −3.5; an unminified bundle costs more than
-// the modules (+8.5 MiB: it holds modules the process never loads), so the bundle is minified and
-// split, and what is loaded on demand (the OpenTelemetry SDK, each provider) stays in chunks of
-// its own.
+// (BENCHMARKS.md, memory): API −2.5 MiB a process, worker −3.6, for no more CPU per task. An
+// unminified bundle costs more than the modules (+8.5 MiB: it holds modules the process never
+// loads), so the bundle is minified and split, and what is loaded on demand (the OpenTelemetry
+// SDK, each provider) stays in chunks of its own.
 //
 // Kept outside the bundles, loaded from node_modules as before:
 //   - pino and its transports: `LOG_FORMAT=pretty` starts a worker thread from a file beside pino;
