@@ -122,13 +122,8 @@ export const usesJemalloc = (pid: number): boolean => readFileSync(`/proc/${pid}
  */
 function spawnLaunched(mode: 'api' | 'worker', env: NodeJS.ProcessEnv, logFile?: string): ChildProcess {
   if (!built) {
-    // `npm run build:server`'s two steps: tsc, then the bundles bin/kiln-run starts.
-    execFileSync(
-      process.execPath,
-      [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')],
-      { stdio: 'inherit' },
-    );
-    execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/build-bundle.ts')], { stdio: 'inherit' });
+    // tsc, then the bundles bin/kiln-run starts: package.json says the steps once.
+    execFileSync('npm', ['run', '-s', 'build:server'], { cwd: ROOT, stdio: 'inherit' });
     built = true;
   }
   const child = spawn('sh', [join(ROOT, 'bin/kiln-run'), mode], {

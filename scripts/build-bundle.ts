@@ -15,13 +15,12 @@
 //   - in the worker, jimp: its text plugin reads its fonts from files beside itself (bundled, the
 //     local provider's every task failed, 'Failed to parse URL from …/dist/bundle/fonts/…').
 // Stack traces name minified functions; the linked source maps (*.js.map) give the original file,
-// line and name with KILN_NODE_FLAGS=--enable-source-maps (README, "Memory").
+// line and name with KILN_NODE_FLAGS=--enable-source-maps (docs/operating.md, "Memory").
 import { rmSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { build } from 'esbuild';
+import { PROJECT_ROOT as ROOT } from '../src/infra/project-root.js';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const COMPILED = join(ROOT, 'dist', 'server', 'src');
 const BUNDLE_DIR = join(ROOT, 'dist', 'bundle');
 
