@@ -13,13 +13,19 @@
 //   - in the worker, every @temporalio package: the worker's own bundler (webpack) and its native
 //     core load from their packages, and one copy of @temporalio/common and /proto must serve both;
 //   - in the worker, jimp: its text plugin reads its fonts from files beside itself (bundled, the
-//     local provider's every task failed, 'Failed to parse URL from …/dist/bundle/fonts/…').
+//     local provider's every task failed, 'Failed to parse URL from …/dist/bundle/fonts/…');
+//   - iconv-lite and mime-db: data, not code. Bundled, their tables (iconv-lite's code pages, which
+//     a UTF-8 body never loads, and mime-db's JSON) were 1.1 MB of the API bundle's text, which V8
+//     keeps; from node_modules the tables are read only when required, and a JSON file's text is
+//     dropped once parsed. package.json's overrides keep one copy of each, so the bundle's
+//     `require` finds the version every dependent was built against.
 // Stack traces name minified functions; the linked source maps (*.js.map) give the original file,
 // line and name with KILN_NODE_FLAGS=--enable-source-maps (docs/operating.md, "Memory").
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 import { PROJECT_ROOT as ROOT } from '../src/infra/project-root.js';
+import { leanTemporalProto } from './lean-temporal-proto.js';
 
 const COMPILED = join(ROOT, 'dist', 'server', 'src');
 const BUNDLE_DIR = join(ROOT, 'dist', 'bundle');
@@ -53,8 +59,13 @@ async function bundle(role: 'api' | 'worker'): Promise<void> {
       'pino-pretty',
       'thread-stream',
       '@grpc/grpc-js',
+      'iconv-lite',
+      'mime-db',
       ...(role === 'worker' ? ['@temporalio/*', 'jimp', '@jimp/*'] : []),
     ],
+    // The worker loads @temporalio/* from node_modules (above); the API's copy of the protos is
+    // bundled, and can leave out what a client never uses.
+    plugins: role === 'api' ? [leanTemporalProto()] : [],
     logLevel: 'warning',
   });
 }
