@@ -17,8 +17,9 @@
 //   - iconv-lite and mime-db: data, not code. Bundled, their tables (iconv-lite's code pages, which
 //     a UTF-8 body never loads, and mime-db's JSON) were 1.1 MB of the API bundle's text, which V8
 //     keeps; from node_modules the tables are read only when required, and a JSON file's text is
-//     dropped once parsed. package.json's overrides keep one copy of each, so the bundle's
-//     `require` finds the version every dependent was built against.
+//     dropped once parsed. package.json's overrides install one copy of each (their dependents
+//     asked for older ones with the same API), so the bundle's `require` finds the version that
+//     every dependent is installed and tested with.
 // Stack traces name minified functions; the linked source maps (*.js.map) give the original file,
 // line and name with KILN_NODE_FLAGS=--enable-source-maps (docs/operating.md, "Memory").
 import { rmSync } from 'node:fs';

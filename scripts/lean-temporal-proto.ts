@@ -7,8 +7,9 @@
 //
 // The module is rebuilt from the installed package at build time, so it follows its version: the
 // same Root, serialised with protobufjs's own toJSON and loaded with addJSON, minus those two
-// subtrees. Anything else that looks them up would fail at load or on first use;
-// test/integration/build/bundle.test.ts loads the bundle and checks what is missing and what stays.
+// subtrees. A kept message that points into them would fail protobufjs's resolve on first use:
+// test/unit/scripts/lean-temporal-proto.test.ts resolves every kept type and compares encodings
+// with the full set; test/integration/build/bundle.test.ts loads the built bundle.
 import { createRequire } from 'node:module';
 import type { Plugin } from 'esbuild';
 
