@@ -90,6 +90,18 @@ export class QuotaStore {
     readonly defaults: Limits = NO_LIMITS,
   ) {
     this.cluster = redis instanceof Cluster;
+    // EVALSHA, the script sent again only after a NOSCRIPT (a restarted Redis): as EVAL, each
+    // submit and each settled task sent its 2.2-2.4 KB and Redis hashed it to find the script.
+    redis.defineCommand('kilnUsageAdmit', { lua: ADMIT });
+    redis.defineCommand('kilnUsageSettle', { lua: SETTLE });
+  }
+
+  /** The two scripts as ioredis adds them to the client; the key count comes first. */
+  private get scripts() {
+    return this.redis as unknown as Record<
+      'kilnUsageAdmit' | 'kilnUsageSettle',
+      (...args: (string | number)[]) => Promise<unknown>
+    >;
   }
 
   /** The base of an owner's keys: its hash tag keeps them in one slot. */
@@ -129,8 +141,8 @@ export class QuotaStore {
     // reservation (so no crash can fall between them) and costs no extra wait.
     const [reply] = (await Promise.all([
       this.cluster
-        ? this.redis.eval(ADMIT, 1, `${base}res`, ...args)
-        : this.redis.eval(ADMIT, 2, `${base}res`, this.ownersKey, ...args),
+        ? this.scripts.kilnUsageAdmit(1, `${base}res`, ...args)
+        : this.scripts.kilnUsageAdmit(2, `${base}res`, this.ownersKey, ...args),
       this.cluster ? this.redis.zadd(this.ownersKey, now, a.owner) : null,
     ])) as [number[], unknown];
     const [code, scope, retryMs] = reply.map(Number);
@@ -171,7 +183,9 @@ export class QuotaStore {
 
   private async run(owner: string, id: string, action: string, status = '', sent = '0', ms = 0): Promise<number> {
     const base = this.base(owner);
-    return Number(await this.redis.eval(SETTLE, 1, `${base}res`, base, id, action, status, sent, ms, LEDGER_TTL_S));
+    return Number(
+      await this.scripts.kilnUsageSettle(1, `${base}res`, base, id, action, status, sent, ms, LEDGER_TTL_S),
+    );
   }
 
   /** The owner's reservations not yet settled, and the held (uncertain) ones. */

@@ -38,6 +38,8 @@ export const MISSING_TTL_MS = 10 * 60_000;
 
 type ScriptName =
   | 'kilnRead'
+  | 'kilnReserveOnce'
+  | 'kilnRememberFingerprint'
   | 'kilnTransition'
   | 'kilnReserve'
   | 'kilnList'
@@ -71,6 +73,9 @@ export abstract class RedisTaskStore extends TaskKeys {
     this.retentionSeconds = opts.retentionSeconds;
     this.finished = opts.finished;
     redis.defineCommand('kilnRead', { lua: READ });
+    // A keyed submit's two scripts, by SHA like the rest (as EVAL each sent its text every time).
+    redis.defineCommand('kilnReserveOnce', { numberOfKeys: 1, lua: RESERVE_ONCE });
+    redis.defineCommand('kilnRememberFingerprint', { numberOfKeys: 1, lua: REMEMBER_FINGERPRINT });
     for (const [name, [numberOfKeys, lua]] of Object.entries(scripts)) redis.defineCommand(name, { numberOfKeys, lua });
   }
 
@@ -252,12 +257,12 @@ export abstract class RedisTaskStore extends TaskKeys {
     const now = nowSeconds();
     const stale = now - STALE_RESERVATION_SECONDS;
     const full = await this.fullFlag(stale, max);
-    const r = await this.redis.eval(RESERVE_ONCE, 1, this.gaugeKey(id), id, now, stale, max, full);
+    const r = await this.scripts.kilnReserveOnce(this.gaugeKey(id), id, now, stale, max, full);
     return r === RESERVATION.added ? 'added' : r === RESERVATION.held ? 'held' : 'full';
   }
 
   async rememberFingerprint(id: string, fingerprint: string): Promise<void> {
-    await this.redis.eval(REMEMBER_FINGERPRINT, 1, this.taskKey(id), fingerprint, this.retentionSeconds);
+    await this.scripts.kilnRememberFingerprint(this.taskKey(id), fingerprint, this.retentionSeconds);
   }
 
   async fingerprintOf(

@@ -39,6 +39,34 @@ describe.each(BACKENDS('quota'))('quota store on %s', (_name, start) => {
     expect(await a.owners()).toContain(o);
   });
 
+  it('runs its scripts by SHA, and again after Redis forgot them (SCRIPT FLUSH, as after a restart)', async () => {
+    const [q] = stores();
+    const o = owner();
+    const [a, b] = [task(o), task(o)];
+    expect(await q.admit(a)).toEqual({ admitted: true, fresh: true });
+    const client = backend.clients[0];
+    const nodes = () => ('nodes' in client ? client.nodes('master') : [client]);
+    const flushAll = () => Promise.all(nodes().map((n) => n.script('FLUSH')));
+    // EVAL calls over every primary: a script sent as text each time would add one per call.
+    const evals = async () => {
+      const infos = await Promise.all(nodes().map((n) => n.info('commandstats')));
+      return infos.reduce((sum, i) => sum + Number(/cmdstat_eval:calls=(\d+)/.exec(i)?.[1] ?? 0), 0);
+    };
+    // Each script's first call on a Redis that lacks it is one EVAL (after a NOSCRIPT); then none.
+    await q.settle(o, 'task_warm', 'succeeded', true, 0);
+    const before = await evals();
+    const c = task(o);
+    await q.admit(c);
+    await q.settle(o, c.id, 'succeeded', true, 10);
+    expect(await evals()).toBe(before);
+    await flushAll();
+    expect(await q.admit(b)).toEqual({ admitted: true, fresh: true });
+    await flushAll();
+    expect(await q.settle(o, a.id, 'succeeded', true, 10)).toBe('charged');
+    expect(await q.settle(o, b.id, 'failed', true, 0)).toBe('released');
+    expect(await q.standing(o)).toMatchObject({ daily_units: 2, max_unfinished: 0 });
+  });
+
   it('settles each task once: a second settlement of any kind changes nothing', async () => {
     const [q] = stores({ ...NO_LIMITS, daily_units: 3 });
     const o = owner();
