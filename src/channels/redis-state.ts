@@ -4,6 +4,7 @@
 // lease expiry, the rate and cool-downs. Keys live a day past their last write (longer while a
 // cool-down runs): a model removed from the models file leaves nothing behind.
 import type { RedisClient } from '../tasks/store/task-store.js';
+import { defineScripts, type ScriptCommand } from '../infra/redis.js';
 import {
   CALL_OUTCOMES,
   LATENCY_BUCKETS_MS,
@@ -144,12 +145,7 @@ for _, e in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
 end
 return {now, redis.call('HGETALL', KEYS[1]), redis.call('ZCOUNT', KEYS[2], now, '+inf'), recent}`;
 
-type Command = (...args: (string | number)[]) => Promise<unknown>;
-interface Commands {
-  kilnChannelAcquire: Command;
-  kilnChannelRelease: Command;
-  kilnChannelSnapshot: Command;
-}
+type Commands = Record<'kilnChannelAcquire' | 'kilnChannelRelease' | 'kilnChannelSnapshot', ScriptCommand>;
 
 const zeroCounts = (): Record<CallOutcome, number> =>
   Object.fromEntries(CALL_OUTCOMES.map((o) => [o, 0])) as Record<CallOutcome, number>;
@@ -166,10 +162,11 @@ export class RedisChannelState implements ChannelState {
     redis: RedisClient,
     private readonly prefix: string,
   ) {
-    redis.defineCommand('kilnChannelAcquire', { numberOfKeys: 2, lua: ACQUIRE });
-    redis.defineCommand('kilnChannelRelease', { numberOfKeys: 4, lua: RELEASE });
-    redis.defineCommand('kilnChannelSnapshot', { numberOfKeys: 3, lua: SNAPSHOT });
-    this.commands = redis as unknown as Commands;
+    this.commands = defineScripts(redis, {
+      kilnChannelAcquire: { numberOfKeys: 2, lua: ACQUIRE },
+      kilnChannelRelease: { numberOfKeys: 4, lua: RELEASE },
+      kilnChannelSnapshot: { numberOfKeys: 3, lua: SNAPSHOT },
+    });
   }
 
   /** The channel's keys: state hash, failures, leases, outcome log; the hash tag puts them in one slot. */

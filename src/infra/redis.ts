@@ -5,6 +5,24 @@ import type { Config } from '../config/env.js';
 /** The read model's connection: one Redis, or a Redis Cluster (REDIS_CLUSTER_NODES). */
 export type RedisClient = Redis | Cluster;
 
+/** A Lua script as ioredis adds it to a client: the key count first unless it was defined with one. */
+export type ScriptCommand = (...args: (string | number)[]) => Promise<unknown>;
+
+/**
+ * Defines the scripts on the client and returns it typed with them. ioredis runs a defined script by
+ * its SHA (EVALSHA) and sends the text again only after a NOSCRIPT (a restarted or flushed Redis);
+ * a plain EVAL sent the whole script on every call and Redis hashed it each time.
+ */
+export function defineScripts<N extends string>(
+  redis: RedisClient,
+  scripts: Record<N, { lua: string; numberOfKeys?: number }>,
+): Record<N, ScriptCommand> {
+  for (const [name, script] of Object.entries<{ lua: string; numberOfKeys?: number }>(scripts)) {
+    redis.defineCommand(name, script);
+  }
+  return redis as unknown as Record<N, ScriptCommand>;
+}
+
 /**
  * Workers (`failFast: false`) queue commands while Redis restarts: activities wait a little, then
  * retry through Temporal. The API fails fast instead, so a poll falls back to Temporal at once

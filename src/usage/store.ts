@@ -3,6 +3,7 @@
 // (settlement.ts); a reservation whose workflow never started is voided by the sweep (sweep.ts).
 import { Cluster } from 'ioredis';
 import type { RedisClient } from '../tasks/store/task-store.js';
+import { defineScripts, type ScriptCommand } from '../infra/redis.js';
 import {
   LIMIT_NAMES,
   limitArgs,
@@ -83,6 +84,7 @@ function untilNextMonth(ms: number): number {
 
 export class QuotaStore {
   private readonly cluster: boolean;
+  private readonly scripts: Record<'kilnUsageAdmit' | 'kilnUsageSettle', ScriptCommand>;
   constructor(
     private readonly redis: RedisClient,
     private readonly prefix: string,
@@ -90,18 +92,8 @@ export class QuotaStore {
     readonly defaults: Limits = NO_LIMITS,
   ) {
     this.cluster = redis instanceof Cluster;
-    // EVALSHA, the script sent again only after a NOSCRIPT (a restarted Redis): as EVAL, each
-    // submit and each settled task sent its 2.2-2.4 KB and Redis hashed it to find the script.
-    redis.defineCommand('kilnUsageAdmit', { lua: ADMIT });
-    redis.defineCommand('kilnUsageSettle', { lua: SETTLE });
-  }
-
-  /** The two scripts as ioredis adds them to the client; the key count comes first. */
-  private get scripts() {
-    return this.redis as unknown as Record<
-      'kilnUsageAdmit' | 'kilnUsageSettle',
-      (...args: (string | number)[]) => Promise<unknown>
-    >;
+    // ADMIT and SETTLE run on every submit and every settled task: by SHA, not their 2.2-2.4 KB text.
+    this.scripts = defineScripts(redis, { kilnUsageAdmit: { lua: ADMIT }, kilnUsageSettle: { lua: SETTLE } });
   }
 
   /** The base of an owner's keys: its hash tag keeps them in one slot. */

@@ -13,6 +13,7 @@ import { firstExpiry, type ListFrame } from './list-items.js';
 import { ListPages } from './list-pages.js';
 import { LIST_UNCHANGED, listPage, RESERVATION, readOutcome } from './replies.js';
 import { DELETE_TASK, READ, REMEMBER_FINGERPRINT, RESERVE_ONCE, UNLIST } from './scripts.js';
+import { defineScripts } from '../../infra/redis.js';
 import { dispatchChannel, indexMember, type Page, type ReadOutcome, type RedisClient } from './task-store.js';
 
 export interface TaskStoreOptions {
@@ -72,11 +73,14 @@ export abstract class RedisTaskStore extends TaskKeys {
     this.redis = redis;
     this.retentionSeconds = opts.retentionSeconds;
     this.finished = opts.finished;
-    redis.defineCommand('kilnRead', { lua: READ });
-    // A keyed submit's two scripts, by SHA like the rest (as EVAL each sent its text every time).
-    redis.defineCommand('kilnReserveOnce', { numberOfKeys: 1, lua: RESERVE_ONCE });
-    redis.defineCommand('kilnRememberFingerprint', { numberOfKeys: 1, lua: REMEMBER_FINGERPRINT });
-    for (const [name, [numberOfKeys, lua]] of Object.entries(scripts)) redis.defineCommand(name, { numberOfKeys, lua });
+    defineScripts(redis, {
+      kilnRead: { lua: READ },
+      kilnReserveOnce: { numberOfKeys: 1, lua: RESERVE_ONCE },
+      kilnRememberFingerprint: { numberOfKeys: 1, lua: REMEMBER_FINGERPRINT },
+      ...Object.fromEntries(
+        Object.entries(scripts).map(([name, [numberOfKeys, lua]]) => [name, { numberOfKeys, lua }]),
+      ),
+    });
   }
 
   protected get scripts(): Scripts {

@@ -48,5 +48,7 @@ describe('AesGcmCodec', () => {
     const summary = json('bench-image: a kiln');
     expect(await new AesGcmCodec(key).encode([summary])).toEqual([summary]);
     expect(() => new AesGcmCodec(Buffer.alloc(31))).toThrow(/32 bytes/);
+    expect(() => new AesGcmCodec(Buffer.alloc(33))).toThrow(/32 bytes/);
+    expect(() => new AesGcmCodec(Buffer.alloc(32))).not.toThrow();
   });
 });
