@@ -50,6 +50,8 @@ const VARIANTS: Record<string, Record<string, string>> = {
   base: {},
   eagerActivity: { TEMPORAL_UPSTREAM_QUEUE: 'workflow' },
   noStickyCache: { WORKER_MAX_CACHED_WORKFLOWS: '0' },
+  // Redis over loopback TCP instead of its Unix socket (the stack's default): REDIS_URL is set below.
+  tcpRedis: {},
   wfPollers2: { WORKER_WORKFLOW_TASK_POLLERS: '2' },
   wfSlots100Pollers20: { WORKER_WORKFLOW_TASK_SLOTS: '100', WORKER_WORKFLOW_TASK_POLLERS: '20' },
 };
@@ -75,6 +77,7 @@ async function main() {
       const venv: Record<string, string> = {
         ...env,
         ...VARIANTS[name],
+        ...(name === 'tcpRedis' ? { REDIS_URL: redisSvc.url } : {}),
         TEMPORAL_TASK_QUEUE: `kiln-${name}`,
         PORT: String(port),
         PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,

@@ -462,7 +462,8 @@ async function main() {
   const koaRedisPort = await freePort();
   const bareRedis = spawnTs('bench/bare-koa.ts', {
     PORT: String(koaRedisPort),
-    BARE_REDIS_URL: redisSvc.url,
+    // The same way to Redis as Kiln's (its Unix socket): the baseline pays what Kiln's reads pay.
+    BARE_REDIS_URL: env.REDIS_URL!,
     BARE_KEY: store.taskKey(own[0]),
   });
   await waitHttp(`http://127.0.0.1:${barePort}/`);

@@ -45,7 +45,8 @@ async function main() {
   const env = {
     ...process.env,
     KILN_SECRET: secret(),
-    REDIS_URL: redis.url,
+    // Kiln and its Redis share this machine: the Unix socket costs each command less than loopback TCP.
+    REDIS_URL: redis.socket ?? redis.url,
     TEMPORAL_ADDRESS: temporal.url,
     PORT: String(apiPort),
     // One API process on a laptop: a second costs ~80 MiB and serves nobody else (docs/operating.md).
@@ -119,7 +120,7 @@ async function main() {
   Kiln is running.
     API            ${baseUrl}      (reference: ${baseUrl}/docs)
     Temporal UI    ${temporal.uiUrl}  (payloads decrypted through ${baseUrl}/codec)
-    Temporal gRPC  ${temporal.url}    Redis ${redis.url}
+    Temporal gRPC  ${temporal.url}    Redis ${redis.url}${redis.socket ? ` (Kiln: ${redis.socket})` : ''}
 
   Submit a task:
   ${curl}

@@ -66,16 +66,32 @@ export interface Service {
   start(): Promise<void>;
 }
 
-/** redis-server with an append-only file in `dir`, so a restart keeps its data. */
+export interface RedisService extends Service {
+  /**
+   * Its Unix socket (`dir`/redis.sock), for Kiln processes on this machine: REDIS_URL takes the
+   * path. Undefined when the path is too long for a socket address (108 bytes on Linux).
+   */
+  socket?: string;
+}
+
+/** The longest socket path Linux's sockaddr_un holds (108 bytes, one for the terminating NUL). */
+const MAX_SOCKET_PATH = 107;
+
+/**
+ * redis-server with an append-only file in `dir`, so a restart keeps its data. It listens on
+ * loopback TCP and on a Unix socket in `dir`, only for this user (mode 700).
+ */
 export async function startRedis(opts: {
   dir: string;
   port?: number;
   persist?: boolean;
   quiet?: boolean;
-}): Promise<Service> {
+}): Promise<RedisService> {
   mkdirSync(opts.dir, { recursive: true });
   const port = opts.port ?? (await freePort());
   const url = `redis://127.0.0.1:${port}`;
+  const socketPath = join(opts.dir, 'redis.sock');
+  const socket = Buffer.byteLength(socketPath) <= MAX_SOCKET_PATH ? socketPath : undefined;
   let child: ChildProcess;
   const start = async () => {
     const args = [
@@ -89,6 +105,7 @@ export async function startRedis(opts: {
       '',
       '--appendonly',
       opts.persist === false ? 'no' : 'yes',
+      ...(socket ? ['--unixsocket', socket, '--unixsocketperm', '700'] : []),
     ];
     child = spawn(binary('redis-server', 'REDIS_SERVER_BIN'), args, {
       stdio: opts.quiet === false ? 'inherit' : 'ignore',
@@ -113,7 +130,7 @@ export async function startRedis(opts: {
     );
   };
   await start();
-  return { url, port, start, stop: (signal) => stopChild(child, signal) };
+  return { url, port, ...(socket ? { socket } : {}), start, stop: (signal) => stopChild(child, signal) };
 }
 
 /**

@@ -32,7 +32,18 @@ export const EnvSchema = z.object({
   ),
   HOST: z.string().default('0.0.0.0'),
   PUBLIC_BASE_URL: z.string().url().optional(),
-  REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
+  /** redis://host:port, rediss://host:port (TLS), or the absolute path of Redis's Unix socket. */
+  REDIS_URL: unsetIfEmpty(
+    z
+      .string()
+      .refine(
+        (u) => /^rediss?:\/\/[^/?#]/i.test(u) || /^\/[^?]*[^/?](\?.*)?$/.test(u),
+        // Not echoed: the URL may hold Redis's password.
+        "REDIS_URL is redis://host:port, rediss://host:port or the absolute path of Redis's Unix socket " +
+          '(e.g. /run/redis/redis.sock, for a Redis on this host)',
+      )
+      .default('redis://127.0.0.1:6379'),
+  ),
   REDIS_PREFIX: z.string().default('kiln:'),
   /** Seeds of a Redis Cluster (host:port,host:port,…); when set Kiln uses the cluster and ignores REDIS_URL. */
   REDIS_CLUSTER_NODES: unsetIfEmpty(

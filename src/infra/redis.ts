@@ -55,7 +55,7 @@ export function connectRedis(config: Pick<Config, 'redisUrl' | 'redisClusterNode
 function redisWhere(config: Pick<Config, 'redisUrl' | 'redisClusterNodes'>): string {
   return config.redisClusterNodes
     ? `the Redis Cluster at ${config.redisClusterNodes.map((n) => `${n.host}:${n.port}`).join(',')}`
-    : `Redis at ${config.redisUrl}`;
+    : `Redis at ${config.redisUrl.replace(/\/\/[^@/]*@/, '//')}`; // without a password in the URL
 }
 
 export async function ready(redis: RedisClient, config: Config): Promise<void> {

@@ -1,0 +1,45 @@
+// REDIS_URL at start: a redis:// or rediss:// URL, or the absolute path of Redis's Unix socket (a
+// Redis on the same host); anything else stops the process with a message that says what to set,
+// and never repeats the value (it may hold Redis's password).
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../../src/config/env.js';
+
+const base = { KILN_SECRET: 'x'.repeat(32) };
+const redisUrl = (REDIS_URL?: string) =>
+  loadConfig({ ...base, ...(REDIS_URL === undefined ? {} : { REDIS_URL }) }).redisUrl;
+const refusal = (REDIS_URL: string) => {
+  try {
+    loadConfig({ ...base, REDIS_URL });
+  } catch (err) {
+    return (err as Error).message;
+  }
+  return expect.unreachable(`REDIS_URL=${REDIS_URL} was accepted`);
+};
+
+describe('REDIS_URL', () => {
+  it('defaults to loopback TCP, also when set empty', () => {
+    expect(redisUrl()).toBe('redis://127.0.0.1:6379');
+    expect(redisUrl('')).toBe('redis://127.0.0.1:6379');
+  });
+
+  it('takes redis:// and rediss:// URLs, with a password and a database', () => {
+    for (const u of ['redis://redis:6379', 'rediss://:pw@cache.example:6380/2', 'REDIS://10.0.0.1:6379'])
+      expect(redisUrl(u)).toBe(u);
+  });
+
+  it("takes the absolute path of Redis's Unix socket, with ioredis's query options", () => {
+    for (const u of ['/run/redis/redis.sock', '/tmp/r.sock?db=2']) expect(redisUrl(u)).toBe(u);
+  });
+
+  it('refuses what ioredis would read as something else, naming the forms it takes', () => {
+    // A relative path or a bare host:port would become a host name; a directory is no socket.
+    for (const u of ['redis.sock', 'localhost:6379', 'unix:///run/redis.sock', 'redis://', '/run/redis/', '/']) {
+      const message = refusal(u);
+      expect(message).toMatch(/REDIS_URL is redis:\/\/host:port, rediss:\/\/host:port or the absolute path/);
+    }
+  });
+
+  it('does not repeat a refused value, which may hold a password', () => {
+    expect(refusal('redis:/:s3cret-pass@host:6379')).not.toContain('s3cret-pass');
+  });
+});
