@@ -3,6 +3,7 @@
 // and never repeats the value (it may hold Redis's password).
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/env.js';
+import { connectRedis, ready } from '../../../src/infra/redis.js';
 
 const base = { KILN_SECRET: 'x'.repeat(32) };
 const redisUrl = (REDIS_URL?: string) =>
@@ -41,5 +42,18 @@ describe('REDIS_URL', () => {
 
   it('does not repeat a refused value, which may hold a password', () => {
     expect(refusal('redis:/:s3cret-pass@host:6379')).not.toContain('s3cret-pass');
+  });
+
+  it('names where Redis was sought when it cannot be reached at start, without the password', async () => {
+    // Port 1 on loopback: nothing listens, the connection is refused at once.
+    const config = loadConfig({ ...base, REDIS_URL: 'redis://kiln:s3cret-pass@127.0.0.1:1' });
+    const redis = connectRedis(config, true);
+    redis.on('error', () => undefined); // the refusal is read from ready()'s error
+    const err = await ready(redis, config).then(
+      () => expect.unreachable('connected to port 1'),
+      (e: Error) => e,
+    );
+    expect(err.message).toMatch(/^cannot reach Redis at redis:\/\/127\.0\.0\.1:1 \(.*\); set REDIS_URL$/);
+    expect(err.message).not.toContain('s3cret-pass');
   });
 });
