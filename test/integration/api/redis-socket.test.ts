@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startRedis, type RedisService } from '../../../scripts/services.js';
-import { imageSteps, startKiln, type Kiln } from '../../support/kiln.js';
+import { eventually, imageSteps, startKiln, type Kiln } from '../../support/kiln.js';
 
 let redis: RedisService;
 let kiln: Kiln;
@@ -57,6 +57,14 @@ describe('Redis over its Unix socket', () => {
     await redis.stop();
     await redis.start();
     tcp = new Redis(redis.url);
+    // The API fails fast while it reconnects (a submit answers 503 service_unavailable, as over
+    // TCP): the next task goes in once /readyz sees Redis again.
+    const ready = await eventually(
+      () => fetch(`${kiln.baseUrl}/readyz`).then((r) => r.status),
+      (s) => s === 200,
+      15_000,
+    );
+    expect(ready).toBe(200);
     const id = await steps.submit('sock-image');
     expect((await steps.finish(id)).status).toBe('succeeded');
     expect(await socketClients()).toBeGreaterThanOrEqual(2);
