@@ -75,7 +75,13 @@ export interface RedisService extends Service {
 }
 
 /** The longest socket path Linux's sockaddr_un holds (108 bytes, one for the terminating NUL). */
-const MAX_SOCKET_PATH = 107;
+export const MAX_SOCKET_PATH = 107;
+
+/** Redis's socket in `dir`, or undefined when its path would not fit a socket address. */
+export function redisSocketIn(dir: string): string | undefined {
+  const path = join(dir, 'redis.sock');
+  return Buffer.byteLength(path) <= MAX_SOCKET_PATH ? path : undefined;
+}
 
 /**
  * redis-server with an append-only file in `dir`, so a restart keeps its data. It listens on
@@ -90,8 +96,7 @@ export async function startRedis(opts: {
   mkdirSync(opts.dir, { recursive: true });
   const port = opts.port ?? (await freePort());
   const url = `redis://127.0.0.1:${port}`;
-  const socketPath = join(opts.dir, 'redis.sock');
-  const socket = Buffer.byteLength(socketPath) <= MAX_SOCKET_PATH ? socketPath : undefined;
+  const socket = redisSocketIn(opts.dir);
   let child: ChildProcess;
   const start = async () => {
     const args = [

@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/env.js';
 import { connectRedis, ready } from '../../../src/infra/redis.js';
+import { MAX_SOCKET_PATH, redisSocketIn } from '../../../scripts/services.js';
 
 const base = { KILN_SECRET: 'x'.repeat(32) };
 const redisUrl = (REDIS_URL?: string) =>
@@ -55,5 +56,11 @@ describe('REDIS_URL', () => {
     );
     expect(err.message).toMatch(/^cannot reach Redis at redis:\/\/127\.0\.0\.1:1 \(.*\); set REDIS_URL$/);
     expect(err.message).not.toContain('s3cret-pass');
+  });
+
+  it("the stacks' Redis socket exists only where its path fits a socket address (107 bytes)", () => {
+    const dirOf = (total: number) => '/' + 'd'.repeat(total - '/'.length - '/redis.sock'.length);
+    expect(redisSocketIn(dirOf(MAX_SOCKET_PATH))).toHaveLength(MAX_SOCKET_PATH);
+    expect(redisSocketIn(dirOf(MAX_SOCKET_PATH + 1))).toBeUndefined();
   });
 });
