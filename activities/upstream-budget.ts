@@ -14,7 +14,10 @@ export interface UpstreamModel {
   idempotent: boolean;
 }
 
-/** Heartbeat details: for operators (the Web UI shows them); the Redis mark is what decides uncertain. */
+/**
+ * Heartbeat details: for operators (the Web UI shows them on a call that lasts); the Redis mark is
+ * what decides uncertain.
+ */
 export interface DispatchMark {
   dispatched: boolean;
   channel?: string;
@@ -28,7 +31,7 @@ export async function underBudget<T>(
   model: UpstreamModel,
   wording: CallWording,
   initial: DispatchMark | undefined,
-  run: (signal: AbortSignal, beat: (details: DispatchMark) => void) => Promise<T>,
+  run: (signal: AbortSignal, nextBeat: (details: DispatchMark) => void) => Promise<T>,
   map: (err: unknown, timedOut: boolean) => Promise<void>,
 ): Promise<T> {
   const ctx = Context.current();
@@ -38,14 +41,14 @@ export async function underBudget<T>(
   // owner's cancel must close the upstream connection within a second: its answer comes back with a
   // heartbeat (the worker's throttle is HEARTBEAT_EVERY_MS too).
   // A local activity (an inline model) has no heartbeat: Core delivers its cancel directly.
+  // The first beat waits for the timer too: a call that ends within it costs Temporal no heartbeat
+  // (each is a write of the workflow's mutable state), and a cancel still arrives within a second.
   let details = initial;
   const every = Math.max(200, Math.min(HEARTBEAT_EVERY_MS, Math.floor(model.heartbeatTimeoutMs / 3)));
-  const beats = !ctx.info.isLocal;
-  const timer = beats ? setInterval(() => ctx.heartbeat(details), every) : undefined;
+  const timer = ctx.info.isLocal ? undefined : setInterval(() => ctx.heartbeat(details), every);
   try {
     return await run(signal, (d) => {
       details = d;
-      if (beats) ctx.heartbeat(d);
     });
   } catch (err) {
     await map(err, timeout.aborted);

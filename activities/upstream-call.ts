@@ -246,9 +246,9 @@ async function attemptOn<M extends CallModel<CallChannel>, T>(
     upstream,
     wording,
     { dispatched: false },
-    (signal, beat) => {
+    (signal, nextBeat) => {
       const dispatching = async () => {
-        beat({ dispatched: true, channel: channel.id });
+        nextBeat({ dispatched: true, channel: channel.id });
         await c.store.markDispatched(task.id, attempt, channel.id);
       };
       const find = how.finder?.(upstream, signal);
