@@ -215,7 +215,10 @@ export function describeRebuild(name: string, setup: () => Promise<RebuildSetup 
 
     it('rebuilds every task, list, gauge and webhook state after FLUSHALL, resuming when stopped', async () => {
       await backing.flush();
-      expect([...(await lists(kiln)).values()].flat()).toEqual([]);
+      // Empty but for running tasks: a running video's progress write may land between the flush
+      // and this read, and it writes its record (and list item) back, as any transition does.
+      const slowIds = new Set(tasks.filter((t) => t.slow).map((t) => t.id));
+      expect([...(await lists(kiln)).values()].flat().filter((id) => !slowIds.has(id))).toEqual([]);
 
       // A small page size, so the run can be stopped between pages (as a process shutting down does).
       // The rebuild's step hook stops it right after its second page, however fast the machine is.
@@ -251,9 +254,8 @@ export function describeRebuild(name: string, setup: () => Promise<RebuildSetup 
       const held = new Set(places.map((u) => u.id));
       const after = await snapshot(kiln, tasks);
       expectSameOrLater(before, after);
-      const slow = new Set(tasks.filter((t) => t.slow).map((t) => t.id));
-      expect([...held].filter((id) => !slow.has(id))).toEqual([]);
-      for (const id of slow) if (!finished(after.views.get(id))) expect(held.has(id), id).toBe(true);
+      expect([...held].filter((id) => !slowIds.has(id))).toEqual([]);
+      for (const id of slowIds) if (!finished(after.views.get(id))) expect(held.has(id), id).toBe(true);
     });
 
     it('lets running tasks finish and show it; a second rebuild changes nothing', async () => {
