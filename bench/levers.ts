@@ -21,6 +21,7 @@ import { modelTaskQueue } from '../src/config/models.js';
 import { connectTemporal } from '../src/temporal/client.js';
 import { createTaskStore } from '../src/tasks/store/create.js';
 import {
+  fanOut,
   benchTaskInput,
   BENCH_MODELS,
   SUBMIT_BODY,
@@ -168,16 +169,6 @@ async function main() {
   for (let i = 0; i < 20; i++) await (await startMinimal()).result();
   await drain();
 
-  const fanOut = async <T>(n: number, fn: () => Promise<T>): Promise<T[]> => {
-    const out: T[] = [];
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: 16 }, async () => {
-        while (next++ < n) out.push(await fn());
-      }),
-    );
-    return out;
-  };
   const rawStart = () => {
     const id = `task_${randomBytes(16).toString('hex')}`;
     return client.workflow.start('imageTaskWorkflow', {
@@ -194,7 +185,7 @@ async function main() {
       submit: () => loop(16, SECONDS, rawStart),
       batch: async () => {
         const t = performance.now();
-        const hs = await fanOut(BATCH, startMinimal);
+        const hs = await fanOut(BATCH, 16, startMinimal);
         await Promise.all(hs.map((h) => h.result()));
         return performance.now() - t;
       },
@@ -214,7 +205,7 @@ async function main() {
             }),
           batch: async () => {
             const t = performance.now();
-            await fanOut(BATCH, () => submitOne(k.base));
+            await fanOut(BATCH, 16, () => submitOne(k.base));
             while ((await store.unfinishedCount()) > 0) await sleep(5);
             return performance.now() - t;
           },

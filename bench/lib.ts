@@ -151,6 +151,18 @@ export async function waitHttp(url: string, timeoutMs = 60_000): Promise<void> {
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** `n` calls handed out to `callers` concurrent loops; resolves with their results once all returned. */
+export async function fanOut<T>(n: number, callers: number, fn: () => Promise<T>): Promise<T[]> {
+  const out: T[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: callers }, async () => {
+      while (next++ < n) out.push(await fn());
+    }),
+  );
+  return out;
+}
+
 /** HTTP load with autocannon: fixed duration, fixed connections. */
 export async function load(opts: {
   url: string;

@@ -16,6 +16,7 @@ import { SA } from '../src/temporal/search-attributes.js';
 import { taskSummary } from '../src/tasks/summary.js';
 import type { ImageTaskRecord } from '../src/shared/image-task.js';
 import {
+  fanOut,
   benchTaskInput,
   cpuByRole,
   readThreads,
@@ -205,17 +206,6 @@ async function main() {
     // Waits for its worker; warms it up.
     for (let i = 0; i < 20; i++)
       await Promise.all([(await startMinimal()).result(), (await startMinimal(false, true)).result()]);
-    /** `n` items handed out to `callers` concurrent loops; resolves when every call has returned. */
-    const fanOut = async <T>(n: number, callers: number, fn: () => Promise<T>): Promise<T[]> => {
-      const out: T[] = [];
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: callers }, async () => {
-          while (next++ < n) out.push(await fn());
-        }),
-      );
-      return out;
-    };
     const minimalRound = async (operatorView = false, local = false) => {
       const t = performance.now();
       const handles = await fanOut(BATCH, 16, () => startMinimal(operatorView, local));

@@ -183,6 +183,8 @@ export async function startTemporal(opts: {
   pragmas?: string[];
   /** Server dynamic config (`--dynamic-config-value KEY=JSON`), e.g. system.enableActivityEagerExecution: true. */
   dynamicConfig?: Record<string, unknown>;
+  /** Where the server serves its Prometheus metrics (`/metrics`); none when unset. */
+  metricsPort?: number;
 }): Promise<Service & { uiUrl?: string }> {
   mkdirSync(dirname(opts.dbFile), { recursive: true });
   const port = opts.port ?? (await freePort());
@@ -201,6 +203,7 @@ export async function startTemporal(opts: {
       opts.dbFile,
       '--log-level',
       'error',
+      ...(opts.metricsPort ? ['--metrics-port', String(opts.metricsPort)] : []),
       ...(opts.pragmas ?? DEV_SQLITE_PRAGMAS).flatMap((p) => ['--sqlite-pragma', p]),
       ...Object.values(SEARCH_ATTRIBUTES).flatMap((n) => ['--search-attribute', `${n}=Keyword`]),
       // A caller's value replaces the default of the same key: each key is passed once.

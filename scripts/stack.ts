@@ -47,11 +47,17 @@ export async function startBackingServices(opts: {
   models?: unknown[];
   /** The Temporal dev server's dynamic config (startTemporal). */
   temporalDynamicConfig?: Record<string, unknown>;
+  /** Where the Temporal dev server serves its Prometheus metrics (startTemporal). */
+  temporalMetricsPort?: number;
 }) {
   const dir = mkdtempSync(join(tmpdir(), `kiln-${opts.name}-`));
   const [redis, temporal] = await Promise.all([
     startRedis({ dir: join(dir, 'redis'), persist: false }),
-    startTemporal({ dbFile: join(dir, 'temporal.sqlite'), dynamicConfig: opts.temporalDynamicConfig }),
+    startTemporal({
+      dbFile: join(dir, 'temporal.sqlite'),
+      dynamicConfig: opts.temporalDynamicConfig,
+      metricsPort: opts.temporalMetricsPort,
+    }),
   ]);
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;

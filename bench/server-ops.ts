@@ -1,0 +1,190 @@
+// `npm run bench:server-ops`: what one task asks of the Temporal server, counted, not timed. The
+// dev server's own Prometheus counters (`--metrics-port`) are read before and after each kind's
+// batch: RPCs by operation, persistence calls by operation (UpdateWorkflowExecution is a write of
+// a workflow's state), visibility writes and server task executions, per task. Kinds: the minimal
+// one-activity workflow (bench/minimal), the same started with Kiln's owner and model search
+// attributes, with its Web UI summary, and with both (as Kiln starts a task), a Kiln task (`bench-image`, through the API) and a Kiln inline task. Counts do not
+// move with the machine's noise, so a lever that saves the server work shows here exactly, where
+// bench:levers' times cannot tell it from noise. Each batch is followed by a pause (SETTLE_MS), so
+// the server's timeout timers count with their own kind. BENCH_BATCH (200 tasks a kind),
+// BENCH_SETTLE_SECONDS (150). Unpinned: the server's CPU per task over each batch is the one timed figure.
+import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { Redis } from 'ioredis';
+import { freePort, ROOT } from '../scripts/services.js';
+import { startBackingServices } from '../scripts/stack.js';
+import { loadConfig } from '../src/config/env.js';
+import { ownerOfKey } from '../src/infra/callers.js';
+import { connectTemporal } from '../src/temporal/client.js';
+import { createTaskStore } from '../src/tasks/store/create.js';
+import { SA } from '../src/temporal/search-attributes.js';
+import { taskSummary } from '../src/tasks/summary.js';
+import {
+  fanOut,
+  BENCH_MODELS,
+  SUBMIT_BODY,
+  cpuByRole,
+  drainTasks,
+  fmt,
+  sleep,
+  spawnApi,
+  spawnTs,
+  spawnWorker,
+  waitHttp,
+  type CpuRole,
+} from './lib.js';
+
+const BATCH = Number(process.env.BENCH_BATCH ?? 200);
+const KEY = 'bench-key-owner-0000000000';
+/**
+ * The pause after each batch: longer than the timeout timers a task leaves behind (they fire after
+ * it ended, and cost the server a look at the closed workflow): the workflow task's (10 s), the
+ * minimal's activity (1 min) and Kiln's (its model's timeout, 120 s here). Shorter, each kind's
+ * counts take in the timers of the kinds before it.
+ */
+const SETTLE_MS = Number(process.env.BENCH_SETTLE_SECONDS ?? 150) * 1000;
+/** The counters read, by family: `<family> <service> <operation>` keys. */
+const FAMILIES = ['service_requests', 'persistence_requests', 'visibility_persistence_requests', 'task_requests'];
+
+async function main() {
+  const started = new Date();
+  const metricsPort = await freePort();
+  const stack = await startBackingServices({
+    name: 'server-ops',
+    models: BENCH_MODELS,
+    env: { RATE_LIMIT_TASK_MS: '0', RATE_LIMIT_BATCH_MS: '0', MAX_UNFINISHED_TASKS: '1000000', LOG_LEVEL: 'warn' },
+    temporalMetricsPort: metricsPort,
+  });
+  process.once('exit', () => void stack.stop());
+  const { env, temporal } = stack;
+  const config = loadConfig({ ...process.env, ...env });
+  const { base } = stack;
+  const worker = spawnWorker(env);
+  const api = spawnApi({ ...env, API_PROCESSES: '2' });
+  const minimalWorker = spawnTs('bench/minimal/worker.ts', {
+    TEMPORAL_ADDRESS: temporal.url,
+    MINIMAL_QUEUE: 'bench-min',
+  });
+  await waitHttp(`${base}/readyz`, 180_000);
+
+  const redis = new Redis(stack.redis.url);
+  const store = createTaskStore(redis, { prefix: config.redisPrefix, retentionSeconds: config.retentionSeconds });
+  const { client } = await connectTemporal(config);
+  const owner = ownerOfKey(config.ownerKey, KEY);
+  const operatorView = {
+    typedSearchAttributes: [
+      { key: SA.owner, value: owner },
+      { key: SA.model, value: 'bench-image' },
+    ],
+    staticSummary: taskSummary('image', 'bench-image', owner, 'bench', config.ops.summaryPromptChars),
+  };
+  /** `view`: which of Kiln's start options for operators the start carries. */
+  type View = 'none' | 'search attributes' | 'summary' | 'both';
+  const startMinimal = (view: View) =>
+    client.workflow.start('minimalBaselineWorkflow', {
+      workflowId: `min_${randomBytes(16).toString('hex')}`,
+      taskQueue: 'bench-min',
+      args: ['bench-min.act'],
+      ...(view === 'both' || view === 'search attributes'
+        ? { typedSearchAttributes: operatorView.typedSearchAttributes }
+        : {}),
+      ...(view === 'both' || view === 'summary' ? { staticSummary: operatorView.staticSummary } : {}),
+    });
+  const submit = async (model: string) => {
+    const r = await fetch(`${base}/v1beta/models/${model}:generateContent`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: SUBMIT_BODY,
+    });
+    if (r.status !== 202) throw new Error(`submit answered ${r.status}: ${await r.text()}`);
+  };
+  const minimalBatch = (view: View) => async () => {
+    const handles = await fanOut(BATCH, 16, () => startMinimal(view));
+    await Promise.all(handles.map((h) => h.result()));
+  };
+  const kilnBatch = (model: string) => async () => {
+    await fanOut(BATCH, 16, () => submit(model));
+    while ((await store.unfinishedCount()) > 0) await sleep(5);
+  };
+  const kinds: Record<string, () => Promise<void>> = {
+    minimal: minimalBatch('none'),
+    'minimal + search attributes': minimalBatch('search attributes'),
+    'minimal + summary': minimalBatch('summary'),
+    "minimal + both (Kiln's start)": minimalBatch('both'),
+    'Kiln (bench-image)': kilnBatch('bench-image'),
+    'Kiln inline (bench-image-inline)': kilnBatch('bench-image-inline'),
+  };
+
+  // Warm-up: every path once, then quiet.
+  for (let i = 0; i < 20; i++) {
+    await (await startMinimal('none')).result();
+    await submit('bench-image');
+    await submit('bench-image-inline');
+  }
+  await drainTasks(store, client, 'server-ops');
+  await sleep(SETTLE_MS);
+
+  const serverRole: CpuRole = { cmdline: (c) => /temporal/.test(c) && c.includes(`--port ${temporal.port} `) };
+  const counts: Record<string, Map<string, number>> = {};
+  const serverCpu: Record<string, number> = {};
+  for (const [name, batch] of Object.entries(kinds)) {
+    const before = await counters(metricsPort);
+    const cpuBefore = cpuByRole({ server: serverRole }).server;
+    await batch();
+    // The server's CPU over the batch alone: over the pause it would take in the server's idle upkeep.
+    serverCpu[name] = (cpuByRole({ server: serverRole }).server - cpuBefore) / BATCH;
+    await sleep(SETTLE_MS);
+    const after = await counters(metricsPort);
+    counts[name] = new Map([...after].map(([k, v]) => [k, (v - (before.get(k) ?? 0)) / BATCH]));
+    console.error(`server-ops: ${name} done`);
+  }
+
+  // Rows where some kind counts at least 0.05 a task; the background (shard and queue upkeep) is below.
+  const names = Object.keys(kinds);
+  const keys = [...new Set(names.flatMap((n) => [...counts[n].keys()]))]
+    .filter((k) => names.some((n) => (counts[n].get(k) ?? 0) >= 0.05))
+    .sort();
+  const writes = (n: string) =>
+    [...counts[n]].filter(([k]) => / (Create|Update|Append)\w*$/.test(k)).reduce((a, [, v]) => a + v, 0);
+  const commit = execFileSync('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD']).toString().trim();
+  const text = [
+    `Run: \`npm run bench:server-ops\` (BENCH_BATCH=${BATCH}) ${started.toISOString()} → ${new Date().toISOString()}, commit ${commit}`,
+    '',
+    `| Per task | ${names.join(' | ')} |`,
+    `|---|${names.map(() => '---:').join('|')}|`,
+    ...keys.map((k) => `| ${k} | ${names.map((n) => fmt(counts[n].get(k) ?? 0, 2)).join(' | ')} |`),
+    `| **persistence writes** (Create*, Update*, Append*) | ${names.map((n) => fmt(writes(n), 2)).join(' | ')} |`,
+    `| **server CPU (ms)** | ${names.map((n) => fmt(serverCpu[n], 1)).join(' | ')} |`,
+  ].join('\n');
+  writeFileSync(join(ROOT, 'bench', 'last-server-ops.md'), `${text}\n`);
+  console.log(text);
+  worker.kill('SIGTERM');
+  api.kill('SIGTERM');
+  minimalWorker.kill('SIGTERM');
+  redis.disconnect();
+  await sleep(1000);
+  await stack.stop();
+  process.exit(0);
+}
+
+/** The server's counters of FAMILIES, summed by family, service and operation. */
+async function counters(port: number): Promise<Map<string, number>> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const m = /^(\w+)\{(.*)\} (\S+)$/.exec(line);
+    if (!m || !FAMILIES.includes(m[1])) continue;
+    const label = (name: string) => new RegExp(`${name}="([^"]*)"`).exec(m[2])?.[1] ?? '-';
+    const key = `${m[1]} ${label('service_name')} ${label('operation')}`;
+    out.set(key, (out.get(key) ?? 0) + Number(m[3]));
+  }
+  if (!out.size) throw new Error(`no Temporal server counters at 127.0.0.1:${port}/metrics`);
+  return out;
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
