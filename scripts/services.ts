@@ -152,13 +152,18 @@ export const DEV_SQLITE_PRAGMAS = (process.env.KILN_SQLITE_PRAGMAS ?? 'journal_m
  *   - its history cache kept up to 128,000 workflows' mutable state for an hour; a gateway's
  *     workflows are short, and one whose state was evicted is read back from SQLite;
  *   - one partition per task queue instead of 4: a single server gains nothing from spreading a
- *     queue, and each partition is a queue manager of its own.
+ *     queue, and each partition is a queue manager of its own;
+ *   - its search-attribute cache on, as a production server has it: the dev server reads the
+ *     cluster metadata from SQLite on every use instead (5–7 reads a task, counted by
+ *     `npm run bench:server-ops`), so that attributes added while it runs are seen at once. Kiln's
+ *     are registered at start (`--search-attribute`); the forced reads cost ~9 % more server CPU a task.
  * KILN_TEMPORAL_DYNAMIC_CONFIG (a JSON object) adds to or replaces these.
  */
 export const DEV_DYNAMIC_CONFIG: Record<string, unknown> = {
   'history.hostLevelCacheMaxSize': 512,
   'matching.numTaskqueueReadPartitions': 1,
   'matching.numTaskqueueWritePartitions': 1,
+  'system.forceSearchAttributesCacheRefreshOnRead': false,
   ...(process.env.KILN_TEMPORAL_DYNAMIC_CONFIG ? JSON.parse(process.env.KILN_TEMPORAL_DYNAMIC_CONFIG) : {}),
 };
 
