@@ -13,7 +13,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { Redis } from 'ioredis';
-import { freePort, ROOT } from '../scripts/services.js';
+import { freePort, ROOT, temporalCounters } from '../scripts/services.js';
 import { startBackingServices } from '../scripts/stack.js';
 import { loadConfig } from '../src/config/env.js';
 import { ownerOfKey } from '../src/infra/callers.js';
@@ -58,9 +58,8 @@ async function main() {
     temporalMetricsPort: metricsPort,
   });
   process.once('exit', () => void stack.stop());
-  const { env, temporal } = stack;
+  const { env, temporal, base } = stack;
   const config = loadConfig({ ...process.env, ...env });
-  const { base } = stack;
   const worker = spawnWorker(env);
   const api = spawnApi({ ...env, API_PROCESSES: '2' });
   const minimalWorker = spawnTs('bench/minimal/worker.ts', {
@@ -130,13 +129,13 @@ async function main() {
   const counts: Record<string, Map<string, number>> = {};
   const serverCpu: Record<string, number> = {};
   for (const [name, batch] of Object.entries(kinds)) {
-    const before = await counters(metricsPort);
+    const before = await temporalCounters(metricsPort, FAMILIES);
     const cpuBefore = cpuByRole({ server: serverRole }).server;
     await batch();
     // The server's CPU over the batch alone: over the pause it would take in the server's idle upkeep.
     serverCpu[name] = (cpuByRole({ server: serverRole }).server - cpuBefore) / BATCH;
     await sleep(SETTLE_MS);
-    const after = await counters(metricsPort);
+    const after = await temporalCounters(metricsPort, FAMILIES);
     counts[name] = new Map([...after].map(([k, v]) => [k, (v - (before.get(k) ?? 0)) / BATCH]));
     console.error(`server-ops: ${name} done`);
   }
@@ -167,21 +166,6 @@ async function main() {
   await sleep(1000);
   await stack.stop();
   process.exit(0);
-}
-
-/** The server's counters of FAMILIES, summed by family, service and operation. */
-async function counters(port: number): Promise<Map<string, number>> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const out = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    const m = /^(\w+)\{(.*)\} (\S+)$/.exec(line);
-    if (!m || !FAMILIES.includes(m[1])) continue;
-    const label = (name: string) => new RegExp(`${name}="([^"]*)"`).exec(m[2])?.[1] ?? '-';
-    const key = `${m[1]} ${label('service_name')} ${label('operation')}`;
-    out.set(key, (out.get(key) ?? 0) + Number(m[3]));
-  }
-  if (!out.size) throw new Error(`no Temporal server counters at 127.0.0.1:${port}/metrics`);
-  return out;
 }
 
 main().catch((err) => {

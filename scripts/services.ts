@@ -255,3 +255,21 @@ export async function startTemporal(opts: {
     ...(uiPort ? { uiUrl: `http://127.0.0.1:${uiPort}` } : {}),
   };
 }
+
+/**
+ * A dev server's Prometheus counters (`metricsPort` of startTemporal) of the given families, summed
+ * by `<family> <service> <operation>`. The server hands them over about once a second.
+ */
+export async function temporalCounters(metricsPort: number, families: string[]): Promise<Map<string, number>> {
+  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const m = /^(\w+)\{(.*)\} (\S+)$/.exec(line);
+    if (!m || !families.includes(m[1])) continue;
+    const label = (name: string) => new RegExp(`${name}="([^"]*)"`).exec(m[2])?.[1] ?? '-';
+    const key = `${m[1]} ${label('service_name')} ${label('operation')}`;
+    out.set(key, (out.get(key) ?? 0) + Number(m[3]));
+  }
+  if (!out.size) throw new Error(`no Temporal server counters at 127.0.0.1:${metricsPort}/metrics`);
+  return out;
+}

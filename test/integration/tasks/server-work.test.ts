@@ -8,22 +8,16 @@ import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { describe, expect, inject, it } from 'vitest';
-import { freePort, startTemporal } from '../../../scripts/services.js';
+import { freePort, startTemporal, temporalCounters } from '../../../scripts/services.js';
 import { SA } from '../../../src/temporal/search-attributes.js';
 
 const STARTS = 20;
 
-/**
- * `persistence_requests` for GetCurrentClusterMetadata, summed over the server's services. The
- * server hands its counters to Prometheus about once a second: read after a settle.
- */
+/** `persistence_requests` for GetCurrentClusterMetadata, over the server's services, once settled. */
 async function clusterMetadataReads(metricsPort: number): Promise<number> {
   await new Promise((r) => setTimeout(r, 2500));
-  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-  return text
-    .split('\n')
-    .filter((l) => l.startsWith('persistence_requests{') && l.includes('operation="GetCurrentClusterMetadata"'))
-    .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+  const counters = await temporalCounters(metricsPort, ['persistence_requests']);
+  return [...counters].filter(([k]) => k.endsWith(' GetCurrentClusterMetadata')).reduce((sum, [, v]) => sum + v, 0);
 }
 
 /** Cluster-metadata reads made by STARTS workflow starts with Kiln's search attributes. */
