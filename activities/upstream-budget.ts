@@ -3,9 +3,10 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { CallWording } from '../src/shared/call-wording.js';
 import { UpstreamFailure } from '../src/upstreams/failures.js';
+import type { CancelFeed } from './cancel-notices.js';
+import { heartbeating } from './heartbeats.js';
 
-/** Longest gap between an upstream call's heartbeats, and the workers' heartbeat throttle. */
-export const HEARTBEAT_EVERY_MS = 400;
+export { HEARTBEAT_EVERY_MS } from './heartbeats.js';
 
 /** What a call needs of its upstream (a model's channel, merged over the model's settings). */
 export interface UpstreamModel {
@@ -23,6 +24,12 @@ export interface DispatchMark {
   channel?: string;
 }
 
+/** Whose call it is, and the feed that tells its attempt of a cancel (activities/heartbeats.ts). */
+export interface Listening {
+  taskId: string;
+  feed?: CancelFeed;
+}
+
 /**
  * Runs `run` within the model's timeout and Temporal's cancellation, heartbeating meanwhile. `map`
  * may turn a failure into the attempt's outcome first; failures mapped by no one are retried.
@@ -30,6 +37,7 @@ export interface DispatchMark {
 export async function underBudget<T>(
   model: UpstreamModel,
   wording: CallWording,
+  listening: Listening,
   initial: DispatchMark | undefined,
   run: (signal: AbortSignal, nextBeat: (details: DispatchMark) => void) => Promise<T>,
   map: (err: unknown, timedOut: boolean) => Promise<void>,
@@ -37,15 +45,10 @@ export async function underBudget<T>(
   const ctx = Context.current();
   const timeout = AbortSignal.timeout(model.timeoutMs);
   const signal = AbortSignal.any([timeout, ctx.cancellationSignal]);
-  // Heartbeats carry cancellation to the attempt and let Temporal notice a dead worker quickly. An
-  // owner's cancel must close the upstream connection within a second: its answer comes back with a
-  // heartbeat (the worker's throttle is HEARTBEAT_EVERY_MS too).
-  // A local activity (an inline model) has no heartbeat: Core delivers its cancel directly.
-  // The first beat waits for the timer too: a call that ends within it costs Temporal no heartbeat
-  // (each is a write of the workflow's mutable state), and a cancel still arrives within a second.
+  // Heartbeats carry a cancel to the attempt and let Temporal notice a dead worker. An owner's cancel
+  // closes the upstream connection within a second: the workflow's cancel notice quickens the beats.
   let details = initial;
-  const every = Math.max(200, Math.min(HEARTBEAT_EVERY_MS, Math.floor(model.heartbeatTimeoutMs / 3)));
-  const timer = ctx.info.isLocal ? undefined : setInterval(() => ctx.heartbeat(details), every);
+  const stop = heartbeating(ctx, listening.taskId, listening.feed, () => details);
   try {
     return await run(signal, (d) => {
       details = d;
@@ -66,6 +69,6 @@ export async function underBudget<T>(
     }
     throw err; // retryable: a transport failure before dispatch, a read, or an idempotent upstream
   } finally {
-    clearInterval(timer);
+    stop();
   }
 }

@@ -26,7 +26,9 @@ import type { TaskStore } from '../src/tasks/store/task-store.js';
 import { storeRetry } from './retrying.js';
 import { createOrFind, LookupFailed, type Found } from './lookup.js';
 import { TransportFailure, UpstreamFailure } from '../src/upstreams/failures.js';
-import { HEARTBEAT_EVERY_MS, underBudget } from './upstream-budget.js';
+import { underBudget } from './upstream-budget.js';
+import { heartbeating } from './heartbeats.js';
+import type { CancelFeed } from './cancel-notices.js';
 import {
   mayHaveReached,
   modelOf,
@@ -56,12 +58,15 @@ export interface KindDeps<M extends CallModel<CallChannel> & { provider: string 
   origin?: CancelOrigin;
   models: M[];
   providers: Partial<Record<M['provider'], P>>;
+  /** Cancel notices (activities/cancel-notices.ts); without them attempts heartbeat often. */
+  cancels?: CancelFeed;
 }
 
 /** A kind's upstream calls, on the deployment's channels; `origin` unknown when none is given. */
 export function kindUpstream<M extends CallModel<CallChannel> & { provider: string }>(deps: KindDeps<M, unknown>) {
   const origin = deps.origin ?? cancelOrigin(undefined);
-  return { ...upstreamCalls(deps.store, deps.models, origin, channelPicker(deps.channels, storeRetry)), origin };
+  const picker = channelPicker(deps.channels, storeRetry);
+  return { ...upstreamCalls(deps.store, deps.models, origin, picker, deps.cancels), origin, cancels: deps.cancels };
 }
 
 /** Upstream calls for the tasks of a worker's `models` (one kind: image or video). */
@@ -70,8 +75,10 @@ export function upstreamCalls<M extends CallModel<CallChannel>>(
   models: M[],
   origin: CancelOrigin,
   picker: ChannelPicker,
+  cancels?: CancelFeed,
 ) {
-  const c: Calls<M> = { store: patientStore(redisStore), byId: new Map(models.map((m) => [m.id, m])), origin, picker };
+  const byId = new Map(models.map((m) => [m.id, m]));
+  const c: Calls<M> = { store: patientStore(redisStore), byId, origin, picker, ...(cancels ? { cancels } : {}) };
   return {
     mayHaveReached: (task: TaskRef) => mayHaveReached(c, task),
     reach: (task: TaskRef) => reach(c, task),
@@ -204,7 +211,7 @@ async function takeChannel<M extends CallModel<CallChannel>>(
   const { isLocal } = ctx.info;
   // While it waits for a channel with room the attempt heartbeats: a long wait must not look
   // like a dead worker, and a cancel must reach it.
-  const beating = isLocal ? undefined : setInterval(() => ctx.heartbeat(), HEARTBEAT_EVERY_MS);
+  const stop = heartbeating(ctx, task.id, c.cancels);
   const taken = await c.picker
     .take(model, task.id, {
       tried: task.route?.tried ?? [],
@@ -213,7 +220,7 @@ async function takeChannel<M extends CallModel<CallChannel>>(
       wait: !isLocal,
       signal: ctx.cancellationSignal,
     })
-    .finally(() => clearInterval(beating));
+    .finally(stop);
   if (!taken)
     throw ApplicationFailure.nonRetryable('no channel with room for an inline call now', INLINE_BUSY_FAILURE_TYPE);
   return taken as ChannelOf<M>;
@@ -245,6 +252,7 @@ async function attemptOn<M extends CallModel<CallChannel>, T>(
   return underBudget(
     upstream,
     wording,
+    { taskId: task.id, ...(c.cancels ? { feed: c.cancels } : {}) },
     { dispatched: false },
     (signal, nextBeat) => {
       const dispatching = async () => {
@@ -300,6 +308,7 @@ async function read<M extends CallModel<CallChannel>, T>(
   return underBudget(
     upstream,
     wording,
+    { taskId: task.id, ...(c.cancels ? { feed: c.cancels } : {}) },
     undefined,
     (signal) => call(upstream, signal),
     async (err) => {

@@ -8,6 +8,7 @@ import type { TaskStore } from '../src/tasks/store/task-store.js';
 import type { AnyTaskRecord } from '../src/shared/records.js';
 import type { Closing, Reach } from '../src/shared/closing.js';
 import type { CancelOrigin } from './cancel-origin.js';
+import type { CancelFeed } from './cancel-notices.js';
 import type { ChannelPicker, PickableChannel } from '../src/upstreams/channel-picker.js';
 import { retrying, STORE_RETRY_MS } from './retrying.js';
 
@@ -65,6 +66,8 @@ export interface Calls<M extends CallModel<CallChannel>> {
   byId: Map<string, M>;
   origin: CancelOrigin;
   picker: ChannelPicker;
+  /** Cancel notices: attempts heartbeat quietly while they listen (activities/heartbeats.ts). */
+  cancels?: CancelFeed;
 }
 
 export type ChannelOf<M extends CallModel<CallChannel>> = M['channels'][number];

@@ -3,11 +3,12 @@
 // batch: RPCs by operation, persistence calls by operation (UpdateWorkflowExecution is a write of
 // a workflow's state), visibility writes and server task executions, per task. Kinds: the minimal
 // one-activity workflow (bench/minimal), the same started with Kiln's owner and model search
-// attributes, with its Web UI summary, and with both (as Kiln starts a task), a Kiln task (`bench-image`, through the API) and a Kiln inline task. Counts do not
+// attributes, with its Web UI summary, and with both (as Kiln starts a task), a Kiln task (`bench-image`, through the API),
+// a Kiln inline task, and a Kiln task whose call lasts (BENCH_LONG_CALL_MS, 5 s: its heartbeats). Counts do not
 // move with the machine's noise, so a lever that saves the server work shows here exactly, where
 // bench:levers' times cannot tell it from noise. Each batch is followed by a pause (SETTLE_MS), so
 // the server's timeout timers count with their own kind. BENCH_BATCH (200 tasks a kind),
-// BENCH_SETTLE_SECONDS (150). Unpinned: the server's CPU per task over each batch is the one timed figure.
+// BENCH_SETTLE_SECONDS (150), BENCH_KINDS (a comma list of parts of kinds' names: those only). Unpinned: the server's CPU per task over each batch is the one timed figure.
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -45,6 +46,20 @@ const KEY = 'bench-key-owner-0000000000';
  * counts take in the timers of the kinds before it.
  */
 const SETTLE_MS = Number(process.env.BENCH_SETTLE_SECONDS ?? 150) * 1000;
+/**
+ * A model whose call lasts as a real upstream's does (LONG_CALL_MS, 5 s; gpt-image and Gemini's
+ * image models answer in 5-60 s): what the attempt's heartbeats cost the server while it waits.
+ */
+const LONG_CALL_MS = Number(process.env.BENCH_LONG_CALL_MS ?? 5000);
+const SLOW_MODEL = {
+  id: 'bench-image-slow',
+  provider: 'local',
+  latencyMs: LONG_CALL_MS,
+  idempotent: true,
+  concurrency: 256,
+};
+/** BENCH_KINDS=minimal,slow,…: the kinds whose name contains one of these (all by default). */
+const PICKED = process.env.BENCH_KINDS?.split(',').filter(Boolean);
 /** The counters read, by family: `<family> <service> <operation>` keys. */
 const FAMILIES = ['service_requests', 'persistence_requests', 'visibility_persistence_requests', 'task_requests'];
 
@@ -53,7 +68,7 @@ async function main() {
   const metricsPort = await freePort();
   const stack = await startBackingServices({
     name: 'server-ops',
-    models: BENCH_MODELS,
+    models: [...BENCH_MODELS, SLOW_MODEL],
     env: { RATE_LIMIT_TASK_MS: '0', RATE_LIMIT_BATCH_MS: '0', MAX_UNFINISHED_TASKS: '1000000', LOG_LEVEL: 'warn' },
     temporalMetricsPort: metricsPort,
   });
@@ -114,7 +129,9 @@ async function main() {
     "minimal + both (Kiln's start)": minimalBatch('both'),
     'Kiln (bench-image)': kilnBatch('bench-image'),
     'Kiln inline (bench-image-inline)': kilnBatch('bench-image-inline'),
+    [`Kiln, a ${LONG_CALL_MS / 1000} s call (bench-image-slow)`]: kilnBatch('bench-image-slow'),
   };
+  for (const name of Object.keys(kinds)) if (PICKED && !PICKED.some((p) => name.includes(p))) delete kinds[name];
 
   // Warm-up: every path once, then quiet.
   for (let i = 0; i < 20; i++) {

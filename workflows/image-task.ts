@@ -24,6 +24,7 @@ import {
   endStatus,
   inlineBusy,
   lostAfterSending,
+  noticeCancel,
   overChannels,
 } from './task-outcome.js';
 import { startWebhookDelivery } from './webhook-delivery.js';
@@ -51,6 +52,7 @@ export async function imageTaskWorkflow({
 }: ImageTaskWorkflowInput): Promise<ImageTaskRecord> {
   let record: ImageTaskRecord = newImageRecord(task, 'queued');
   setHandler(getTaskQuery, () => record);
+  noticeCancel(task.id);
   const setEndStatus = endStatus();
   // Written by the worker before this workflow task completes, so before the upstream activity can
   // start; no marker in history (see activities/read-model.ts).

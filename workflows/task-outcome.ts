@@ -5,6 +5,7 @@ import {
   ApplicationFailure,
   CancellationScope,
   isCancellation,
+  proxySinks,
   setCurrentDetails,
   sleep,
   TimeoutFailure,
@@ -23,6 +24,7 @@ import {
 import { SEARCH_ATTRIBUTES, type TaskStatus } from '../src/shared/task.js';
 import { notResent, type CallWording } from '../src/shared/call-wording.js';
 import type { ReachAnswer } from '../activities/upstream-call.js';
+import type { CancelNoticeSinks } from '../activities/cancel-notices.js';
 import {
   attemptLog,
   CHANNEL_FAILOVER_FAILURE_TYPE,
@@ -167,6 +169,17 @@ export function classify(err: unknown): Outcome {
  * (its next heartbeat, well under a second), so what the cancel message says about the upstream
  * is settled. Only the cancel path differs: Temporal's schedule command does not carry this.
  */
+const { cancelNotice } = proxySinks<CancelNoticeSinks>();
+
+/**
+ * Tells every worker when this task is asked to cancel (a sink: no command, not on replay): the
+ * attempt holding its upstream call then heartbeats at once and often, and hears Temporal's cancel
+ * within a second, though it beats quietly otherwise (activities/heartbeats.ts).
+ */
+export function noticeCancel(taskId: string): void {
+  CancellationScope.current().cancelRequested.catch(() => cancelNotice.requested(taskId));
+}
+
 export function cancelable<O extends ActivityOptions | LocalActivityOptions>(options: O): O {
   return { ...options, cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED };
 }

@@ -34,6 +34,7 @@ import {
   endedBefore,
   endStatus,
   lostAfterSending,
+  noticeCancel,
   overChannels,
   STOP_UNKNOWN,
   type Outcome,
@@ -73,6 +74,7 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
   const deadlineMs = input.resume?.deadlineMs ?? Date.now() + policy.overallTimeoutMs;
   let record: VideoTaskRecord = input.resume?.record ?? newVideoRecord(task, 'queued');
   setHandler(getVideoTaskQuery, () => record);
+  noticeCancel(task.id);
   const write = async (next: VideoTaskRecord) => {
     record = next;
     await recordVideoTransition(record);

@@ -9,7 +9,8 @@ import { IMAGE_CALL } from '../../src/shared/call-wording.js';
 import { upstreamKey } from '../../src/shared/credentials.js';
 import { settle, type Settled } from '../read-model.js';
 import { Slots } from '../inline-slots.js';
-import { HEARTBEAT_EVERY_MS, keepTiming, kindUpstream, type KindDeps } from '../upstream-call.js';
+import { keepTiming, kindUpstream, type KindDeps } from '../upstream-call.js';
+import { heartbeating } from '../heartbeats.js';
 import { workerSlots } from '../../src/config/channels.js';
 import { providerFor, runsJobs, type ImageProvider } from '../providers/contract.js';
 import { imageJobActivities, recordSucceeded, type ImageDone } from './jobs.js';
@@ -69,7 +70,7 @@ export function createActivities(deps: ActivityDeps) {
       // it does); on the model's queue, the call waits for a slot, heartbeating, and stays `queued`.
       const claim = async () => {
         if (isLocal) release = slot?.tryTake() ?? busy();
-        else if (slot) release = await whileBeating(ctx, () => slot.take(ctx.cancellationSignal));
+        else if (slot) release = await whileBeating(ctx, input.id, () => slot.take(ctx.cancellationSignal));
       };
       try {
         return await generate(input, stored, claim);
@@ -100,6 +101,16 @@ export function createActivities(deps: ActivityDeps) {
     );
     return recordSucceeded(store, succeededRecord(input, sent.value, timing, sent.channel));
   }
+
+  /** `wait`, heartbeating meanwhile: a long wait must not look like a dead worker, and a cancel arrives. */
+  async function whileBeating<T>(ctx: Context, taskId: string, wait: () => Promise<T>): Promise<T> {
+    const stop = heartbeating(ctx, taskId, upstream.cancels);
+    try {
+      return await wait();
+    } finally {
+      stop();
+    }
+  }
 }
 
 export type Activities = ReturnType<typeof createActivities>;
@@ -107,14 +118,4 @@ export type Activities = ReturnType<typeof createActivities>;
 /** An inline call without a free slot (or on a worker that does not run the model inline). */
 function busy(): never {
   throw ApplicationFailure.nonRetryable('no free slot for an inline call on this worker', INLINE_BUSY_FAILURE_TYPE);
-}
-
-/** `wait`, heartbeating meanwhile: a long wait must not look like a dead worker, and a cancel arrives. */
-async function whileBeating<T>(ctx: Context, wait: () => Promise<T>): Promise<T> {
-  const timer = setInterval(() => ctx.heartbeat(), HEARTBEAT_EVERY_MS);
-  try {
-    return await wait();
-  } finally {
-    clearInterval(timer);
-  }
 }

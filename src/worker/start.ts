@@ -10,6 +10,7 @@ import { referenceFetcher } from '../../activities/providers/references.js';
 import { imageProviders, videoProviders } from './providers.js';
 import { createVideoActivities } from '../../activities/video/index.js';
 import { readModelSinks } from '../../activities/read-model.js';
+import { CancelNotices, cancelNoticeSinks } from '../../activities/cancel-notices.js';
 import { HEARTBEAT_EVERY_MS } from '../../activities/upstream-call.js';
 import { createWebhookActivities } from '../../activities/deliver-webhook.js';
 import { type Config } from '../config/env.js';
@@ -53,6 +54,10 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   const redis = connectRedis(config);
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis error'));
   const store = createStore(config, redis);
+  // Its own connection: a subscribed connection sends no other commands.
+  const cancels = new CancelNotices(connectRedis(config), store.cancelChannel, (err) =>
+    log.warn({ err: err.message }, 'cancel notices unavailable: attempts heartbeat often'),
+  );
   const { blobs } = createBlobs(config);
   const imageModels = modelsOfKind(config.models, 'image');
   const keys = configuredKeys(
@@ -76,6 +81,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     models: imageModels,
     providers: available(imageModels, imageRegistry),
     keys,
+    cancels,
   });
   // The local providers draw their pictures with jimp's core (loaded on first use): load it now
   // when a local model is configured, so no first task pays for it inside its upstream budget.
@@ -87,6 +93,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     models: videoModels,
     providers: available(videoModels, videoRegistry),
     keys,
+    cancels,
   });
   const webhooks = createWebhookActivities({
     store,
@@ -158,6 +165,9 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
       // The read model's `queued` write (no history event), and the tracing exporter if any.
       sinks: {
         ...readModelSinks(store, (err) => log.warn({ err: (err as Error).message }, 'queued write failed')),
+        ...cancelNoticeSinks(redis, store.cancelChannel, (err) =>
+          log.warn({ err: (err as Error).message }, 'cancel notice not sent'),
+        ),
         ...(wfTracing.sinks ?? {}),
       },
       maxConcurrentLocalActivityExecutions: LOCAL_ACTIVITY_SLOTS + inlineCalls,
@@ -214,6 +224,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     await reconciler?.stop();
     await beacon.stop();
     await tracing?.shutdown();
+    cancels.close();
     redis.disconnect();
     await connection.close().catch(() => undefined);
   });

@@ -28,6 +28,10 @@ export class TaskKeys {
   get deletionChannel() {
     return `${this.prefix}deleted`;
   }
+  /** Pub/sub channel of tasks asked to cancel (activities/cancel-notices.ts): workers listen. */
+  get cancelChannel() {
+    return `${this.prefix}cancel`;
+  }
   protected limiterKey(key: string) {
     return `${this.prefix}rl:${key}`;
   }

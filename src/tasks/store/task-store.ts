@@ -39,6 +39,8 @@ export interface TaskStore {
   readonly waitChannel: string;
   /** Pub/sub channel of deleted tasks' ids (src/tasks/deletion-feed.ts listens). */
   readonly deletionChannel: string;
+  /** Pub/sub channel of tasks asked to cancel, by id (activities/cancel-notices.ts listens). */
+  readonly cancelChannel: string;
 
   /**
    * Writes a transition if it moves the task forward, with the owner index entry and list item.

@@ -50,6 +50,9 @@ beforeAll(async () => {
       { id: 'kiln-image-1', provider: 'local', latencyMs: 300, idempotent: true },
       // The default heartbeatTimeoutMs (10 s): a cancel must not wait for a slow heartbeat.
       { ...upstream, id: 'hang', baseUrl: hanging.baseUrl, idempotent: false },
+      // Heartbeats every 10 s while no cancel is pending (a third of 30 s): only the cancel notice
+      // can make its cancel prompt.
+      { ...upstream, id: 'hang-quiet', baseUrl: hanging.baseUrl, idempotent: false, heartbeatTimeoutMs: 30_000 },
       { ...upstream, id: 'hang-direct', baseUrl: hanging.baseUrl, idempotent: false, form: 'direct' },
       { ...upstream, id: 'flaky', baseUrl: gemini.baseUrl, idempotent: true, heartbeatTimeoutMs: 1000 },
     ],
@@ -62,9 +65,9 @@ afterAll(async () => {
 });
 
 /** A task of the hanging model whose upstream call is under way (the fake holds its connection). */
-async function hangingTask(): Promise<{ id: string; call: Held }> {
+async function hangingTask(model = 'hang'): Promise<{ id: string; call: Held }> {
   const before = hanging.requests.length;
-  const id = await steps.submit('hang');
+  const id = await steps.submit(model);
   const [call] = (await hanging.waitForRequests(before + 1)).slice(before);
   await steps.until(id, 'running');
   return { id, call };
@@ -117,6 +120,43 @@ describe('cancel an image task', () => {
     expect((await handle.describe()).status.name).toBe('COMPLETED');
     expect(await handle.result()).toMatchObject({ status: 'failed', error: { code: 'canceled' } });
     expect(await kiln.api.store.get(id)).toMatchObject({ status: 'failed', error: { code: 'canceled' } });
+  });
+
+  it('a call that heartbeats quietly still closes within seconds of a cancel: the workflow tells the workers', async () => {
+    const { id, call } = await hangingTask('hang-quiet');
+    const handle = kiln.api.client.workflow.getHandle(id);
+    // Quiet: 1.5 s into the call Temporal has had no heartbeat from it (each one is a write of the
+    // workflow's state); the old 400 ms beat would have sent three.
+    await new Promise((r) => setTimeout(r, 1500 - (Date.now() - call.at)));
+    const [pending] = (await handle.describe()).raw.pendingActivities ?? [];
+    expect(pending?.activityType?.name).toBe('generateImage');
+    expect(pending?.lastHeartbeatTime ?? null).toBeNull();
+    const t0 = Date.now();
+    expect((await cancel(id)).status).toBe(202);
+    const closedAt = await eventually(
+      async () => call.closedAt,
+      (t) => t !== undefined,
+      30_000,
+    );
+    console.log(`quiet cancel: the upstream connection closed ${closedAt! - t0} ms after the cancel call`);
+    // Without the notice the next beat would be up to 10 s away.
+    expect(closedAt! - t0).toBeLessThan(2500);
+    expect(await kiln.api.store.get(id)).toMatchObject({ status: 'failed', error: { code: 'canceled' } });
+  });
+
+  it("an operator's cancel from Temporal (the Web UI's, the CLI's) is as prompt", async () => {
+    const { id, call } = await hangingTask('hang-quiet');
+    const t0 = Date.now();
+    await kiln.api.client.workflow.getHandle(id).cancel();
+    const closedAt = await eventually(
+      async () => call.closedAt,
+      (t) => t !== undefined,
+      30_000,
+    );
+    console.log(`operator cancel: the upstream connection closed ${closedAt! - t0} ms after the cancel`);
+    expect(closedAt! - t0).toBeLessThan(2500);
+    const done = await steps.until(id, 'failed');
+    expect(done.error.code).toBe('canceled');
   });
 
   it('answers a finished task 200, unchanged, with its timing fields', async () => {
