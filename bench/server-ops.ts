@@ -4,7 +4,8 @@
 // a workflow's state), visibility writes and server task executions, per task. Kinds: the minimal
 // one-activity workflow (bench/minimal), the same started with Kiln's owner and model search
 // attributes, with its Web UI summary, and with both (as Kiln starts a task), a Kiln task (`bench-image`, through the API),
-// a Kiln inline task, and a Kiln task whose call lasts (BENCH_LONG_CALL_MS, 5 s: its heartbeats). Counts do not
+// a Kiln inline task, a Kiln task whose call lasts (BENCH_LONG_CALL_MS, 5 s: its heartbeats) and a video whose job lasts 20 s
+// (its check loop). Counts do not
 // move with the machine's noise, so a lever that saves the server work shows here exactly, where
 // bench:levers' times cannot tell it from noise. Each batch is followed by a pause (SETTLE_MS), so
 // the server's timeout timers count with their own kind. BENCH_BATCH (200 tasks a kind),
@@ -58,6 +59,15 @@ const SLOW_MODEL = {
   idempotent: true,
   concurrency: 256,
 };
+/** A video whose upstream job lasts 20 s, checked every 2 s: what its check loop costs the server. */
+const SLOW_VIDEO = {
+  id: 'bench-video-slow',
+  kind: 'video',
+  provider: 'local',
+  latencyMs: 20_000,
+  pollIntervalMs: 2000,
+  concurrency: 256,
+};
 /** BENCH_KINDS=minimal,slow,…: the kinds whose name contains one of these (all by default). */
 const PICKED = process.env.BENCH_KINDS?.split(',').filter(Boolean);
 /** The counters read, by family: `<family> <service> <operation>` keys. */
@@ -68,7 +78,7 @@ async function main() {
   const metricsPort = await freePort();
   const stack = await startBackingServices({
     name: 'server-ops',
-    models: [...BENCH_MODELS, SLOW_MODEL],
+    models: [...BENCH_MODELS, SLOW_MODEL, SLOW_VIDEO],
     env: { RATE_LIMIT_TASK_MS: '0', RATE_LIMIT_BATCH_MS: '0', MAX_UNFINISHED_TASKS: '1000000', LOG_LEVEL: 'warn' },
     temporalMetricsPort: metricsPort,
   });
@@ -118,8 +128,16 @@ async function main() {
     const handles = await fanOut(BATCH, 16, () => startMinimal(view));
     await Promise.all(handles.map((h) => h.result()));
   };
+  const submitVideo = async () => {
+    const r = await fetch(`${base}/v1/videos`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: SLOW_VIDEO.id, prompt: 'bench' }),
+    });
+    if (r.status !== 200 && r.status !== 202) throw new Error(`video submit answered ${r.status}: ${await r.text()}`);
+  };
   const kilnBatch = (model: string) => async () => {
-    await fanOut(BATCH, 16, () => submit(model));
+    await fanOut(BATCH, 16, () => (model === SLOW_VIDEO.id ? submitVideo() : submit(model)));
     while ((await store.unfinishedCount()) > 0) await sleep(5);
   };
   const kinds: Record<string, () => Promise<void>> = {
@@ -130,6 +148,7 @@ async function main() {
     'Kiln (bench-image)': kilnBatch('bench-image'),
     'Kiln inline (bench-image-inline)': kilnBatch('bench-image-inline'),
     [`Kiln, a ${LONG_CALL_MS / 1000} s call (bench-image-slow)`]: kilnBatch('bench-image-slow'),
+    'Kiln video, a 20 s job checked every 2 s (bench-video-slow)': kilnBatch(SLOW_VIDEO.id),
   };
   for (const name of Object.keys(kinds)) if (PICKED && !PICKED.some((p) => name.includes(p))) delete kinds[name];
 
