@@ -31,7 +31,8 @@ export function heartbeating(
   details: () => unknown = () => undefined,
 ): () => void {
   if (ctx.info.isLocal) return () => undefined;
-  const gaps = beatGaps(ctx.info.heartbeatTimeoutMs);
+  // 0 or unset: no heartbeat timeout on the activity; beat as for the model default.
+  const gaps = beatGaps(ctx.info.heartbeatTimeoutMs || undefined);
   const beat = () => ctx.heartbeat(details());
   let pending = false;
   let timer: NodeJS.Timeout | undefined;

@@ -45,7 +45,12 @@ class TestFeed implements CancelFeed {
  * generateImage with a call of `callMs` under a 3 s heartbeat timeout (quiet gap 1 s, pending
  * 400 ms); `during` runs once the call has begun. Returns each heartbeat's time since the call began.
  */
-async function attempt(callMs: number, cancels: CancelFeed | undefined, during?: (taskId: string) => void) {
+async function attempt(
+  callMs: number,
+  cancels: CancelFeed | undefined,
+  during?: (taskId: string) => void,
+  heartbeatTimeoutMs = 3000,
+) {
   let began = 0;
   const acts = createActivities({
     store: new MemoryStore(),
@@ -64,7 +69,7 @@ async function attempt(callMs: number, cancels: CancelFeed | undefined, during?:
     },
     ...(cancels ? { cancels } : {}),
   });
-  const env = new MockActivityEnvironment({ heartbeatTimeoutMs: 3000 }, { logger: new DefaultLogger('ERROR') });
+  const env = new MockActivityEnvironment({ heartbeatTimeoutMs }, { logger: new DefaultLogger('ERROR') });
   const beats: { at: number; details: unknown }[] = [];
   env.on('heartbeat', (details: unknown) => beats.push({ at: Date.now() - began, details }));
   await env.run(acts.generateImage, imageTaskInput('img'));
@@ -97,6 +102,10 @@ describe('an upstream attempt heartbeats', () => {
     expect(beats[1].at - beats[0].at).toBeGreaterThanOrEqual(390);
     expect(beats[1].at - beats[0].at).toBeLessThan(900);
     expect(beats[0].details).toEqual({ dispatched: true, channel: 'default' });
+  });
+
+  it('an activity with no heartbeat timeout (0) beats as for the 10 s default: quiet for a 1 s call', async () => {
+    expect(await attempt(1000, new TestFeed(), undefined, 0)).toEqual([]);
   });
 
   it('a notice for another task changes nothing', async () => {
