@@ -22,7 +22,10 @@ const REMEMBER_MS = 60_000;
 export interface CancelFeed {
   /** False while the channel is not subscribed: a notice could be missed, so attempts beat often. */
   readonly listening: boolean;
-  /** Calls `heard` when a notice for `taskId` arrives, or at once if one arrived lately. Returns the unwatch. */
+  /**
+   * Calls `heard` when a notice for `taskId` arrives (at once if one arrived lately), or when the
+   * feed stops listening and could miss one. Returns the unwatch.
+   */
   watch(taskId: string, heard: () => void): () => void;
 }
 
@@ -40,7 +43,11 @@ export class CancelNotices implements CancelFeed {
     subscriber.on('message', (ch: string, id: string) => {
       if (ch === this.channel) this.heard(id);
     });
-    subscriber.on('close', () => (this.subscribed = false));
+    subscriber.on('close', () => {
+      this.subscribed = false;
+      // A notice may now go unheard: every attempt beats often until it ends.
+      for (const set of this.watchers.values()) for (const fn of set) fn();
+    });
     subscriber.on('ready', () => void this.subscribe());
     if (subscriber.status === 'ready') void this.subscribe();
   }
