@@ -11,7 +11,6 @@ export { HEARTBEAT_EVERY_MS } from './heartbeats.js';
 /** What a call needs of its upstream (a model's channel, merged over the model's settings). */
 export interface UpstreamModel {
   timeoutMs: number;
-  heartbeatTimeoutMs: number;
   idempotent: boolean;
 }
 
@@ -27,7 +26,7 @@ export interface DispatchMark {
 /** Whose call it is, and the feed that tells its attempt of a cancel (activities/heartbeats.ts). */
 export interface Listening {
   taskId: string;
-  feed?: CancelFeed;
+  feed?: CancelFeed | undefined;
 }
 
 /**

@@ -77,8 +77,13 @@ export function upstreamCalls<M extends CallModel<CallChannel>>(
   picker: ChannelPicker,
   cancels?: CancelFeed,
 ) {
-  const byId = new Map(models.map((m) => [m.id, m]));
-  const c: Calls<M> = { store: patientStore(redisStore), byId, origin, picker, ...(cancels ? { cancels } : {}) };
+  const c: Calls<M> = {
+    store: patientStore(redisStore),
+    byId: new Map(models.map((m) => [m.id, m])),
+    origin,
+    picker,
+    cancels,
+  };
   return {
     mayHaveReached: (task: TaskRef) => mayHaveReached(c, task),
     reach: (task: TaskRef) => reach(c, task),
@@ -252,7 +257,7 @@ async function attemptOn<M extends CallModel<CallChannel>, T>(
   return underBudget(
     upstream,
     wording,
-    { taskId: task.id, ...(c.cancels ? { feed: c.cancels } : {}) },
+    { taskId: task.id, feed: c.cancels },
     { dispatched: false },
     (signal, nextBeat) => {
       const dispatching = async () => {
@@ -308,7 +313,7 @@ async function read<M extends CallModel<CallChannel>, T>(
   return underBudget(
     upstream,
     wording,
-    { taskId: task.id, ...(c.cancels ? { feed: c.cancels } : {}) },
+    { taskId: task.id, feed: c.cancels },
     undefined,
     (signal) => call(upstream, signal),
     async (err) => {

@@ -67,7 +67,7 @@ export interface Calls<M extends CallModel<CallChannel>> {
   origin: CancelOrigin;
   picker: ChannelPicker;
   /** Cancel notices: attempts heartbeat quietly while they listen (activities/heartbeats.ts). */
-  cancels?: CancelFeed;
+  cancels?: CancelFeed | undefined;
 }
 
 export type ChannelOf<M extends CallModel<CallChannel>> = M['channels'][number];
