@@ -60,6 +60,8 @@ export interface KindDeps<M extends CallModel<CallChannel> & { provider: string 
   providers: Partial<Record<M['provider'], P>>;
   /** Cancel notices (activities/cancel-notices.ts); without them attempts heartbeat often. */
   cancels?: CancelFeed;
+  /** Aborts when the worker begins to stop: job watches hand their jobs back (activities/job-watch.ts). */
+  stopping?: AbortSignal;
 }
 
 /** A kind's upstream calls, on the deployment's channels; `origin` unknown when none is given. */

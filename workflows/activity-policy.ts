@@ -2,6 +2,7 @@
 import type { ActivityOptions, LocalActivityOptions } from '@temporalio/workflow';
 import { TASK_FAILURE_CODES, UNCERTAIN_FAILURE_TYPE } from '../src/shared/errors.js';
 import type { ActivityPolicy } from '../src/shared/task.js';
+import { WATCH_WINDOW_MS } from '../src/shared/upstream-job.js';
 
 /** Read-model writes and the may-have-reached question, run as local activities. */
 export const LOCAL_ACTIVITY: LocalActivityOptions = {
@@ -48,4 +49,13 @@ export function inlineUpstreamActivity(policy: ActivityPolicy): LocalActivityOpt
 /** The call that asks an upstream to stop a job (a cancel, a spent budget): bounded, as a model queue without a worker must not hold the task's outcome for long. */
 export function stopJobActivity(policy: ActivityPolicy, taskQueue: string): ActivityOptions {
   return { ...upstreamActivity(policy, taskQueue), scheduleToCloseTimeout: '1m' };
+}
+
+/**
+ * A job watch (activities/job-watch.ts): it lasts its window or what is left of the task's budget,
+ * heartbeating; checks that fail on passing faults may each wait up to 30 s before they go again.
+ */
+export function watchActivity(policy: ActivityPolicy, taskQueue: string, leftMs: number): ActivityOptions {
+  const slack = policy.maxAttempts * (policy.timeoutMs + 30_000) + 15_000;
+  return { ...upstreamActivity(policy, taskQueue), startToCloseTimeout: Math.min(WATCH_WINDOW_MS, leftMs) + slack };
 }

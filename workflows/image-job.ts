@@ -1,12 +1,13 @@
 // The job path of an image task whose provider answers later (fal, Replicate, DashScope): create
-// the upstream job, check it on durable timers, then fetch the images, which the fetch records
-// `succeeded` itself. A cancel or the task's budget running out stops the upstream job.
-import { CancellationScope, proxyActivities, sleep } from '@temporalio/workflow';
+// the upstream job, have one activity watch it (a workflow an older release started checks it on
+// durable timers), then fetch the images, which the fetch records `succeeded` itself. A cancel or
+// the task's budget running out stops the upstream job.
+import { CancellationScope, patched, proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities, ImageDone } from '../activities/image/index.js';
 import type { ImageTaskInput } from '../src/shared/image-task.js';
 import type { ActivityPolicy } from '../src/shared/task.js';
 import type { UpstreamJob } from '../src/shared/upstream-job.js';
-import { stopJobActivity, upstreamActivity } from './activity-policy.js';
+import { stopJobActivity, upstreamActivity, watchActivity } from './activity-policy.js';
 import { canceledByOwner, canceledJob, cancelable, overChannels, STOP_UNKNOWN, type Outcome } from './task-outcome.js';
 
 /** How the job ended when it did not succeed: the outcome is known (a cancel, the budget). */
@@ -25,11 +26,19 @@ export async function imageJob(task: ImageTaskInput, policy: JobPolicy, activity
   // A create that never answered is the caller's to classify (uncertain or not sent).
   const job = await overChannels(task, upstream.createImageJob, policy.queueMs);
   try {
+    const watching = patched('watch-job-in-one-activity');
     for (;;) {
       const left = deadlineMs - Date.now();
       if (left <= 0) throw new JobEnded(timedOut(overallTimeoutMs));
-      await sleep(Math.min(pollIntervalMs, left));
-      const state = await upstream.checkImageJob({ task, job });
+      let state;
+      if (watching) {
+        const { watchImageJob } = proxyActivities<Activities>(cancelable(watchActivity(policy, activityQueue, left)));
+        state = await watchImageJob({ task, job, plan: { pollIntervalMs, deadlineMs, attempts: policy.maxAttempts } });
+        if (state.state === 'running' && state.timedOut) throw new JobEnded(timedOut(overallTimeoutMs));
+      } else {
+        await sleep(Math.min(pollIntervalMs, left));
+        state = await upstream.checkImageJob({ task, job });
+      }
       if (state.state === 'completed') return await upstream.fetchImageJob({ task, job, outputs: state.outputs ?? [] });
     }
   } catch (err) {

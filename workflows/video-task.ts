@@ -1,6 +1,7 @@
-// One workflow per video task; workflow id = task id. It creates the upstream job, checks it with
-// durable timers in between (no activity waits for minutes), records progress, and copies the
-// finished video into Kiln's blob store. Every transition goes to Redis through an activity.
+// One workflow per video task; workflow id = task id. It creates the upstream job, has one activity
+// watch it (checks every pollIntervalMs, progress written to Redis, quiet heartbeats; a workflow an
+// older release started checks it on durable timers), and copies the finished video into Kiln's
+// blob store. Every transition goes to Redis through an activity.
 import {
   CancellationScope,
   ContinueAsNew,
@@ -24,7 +25,7 @@ import {
   type VideoTaskInput,
   type VideoTaskRecord,
 } from '../src/shared/video-task.js';
-import { LOCAL_ACTIVITY, stopJobActivity, upstreamActivity } from './activity-policy.js';
+import { LOCAL_ACTIVITY, stopJobActivity, upstreamActivity, watchActivity } from './activity-policy.js';
 import {
   canceled,
   canceledByOwner,
@@ -112,19 +113,35 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
         await startWebhookDelivery(everyEvent, record, 'queued');
       }
     }
+    // A workflow an older release started goes on checking from here, one timer and activity a check.
+    const watching = patched('watch-job-in-one-activity');
     for (;;) {
       const left = deadlineMs - Date.now();
       if (left <= 0) throw new OverallTimeout();
-      await sleep(Math.min(policy.pollIntervalMs, left));
-      const state = await upstream.checkVideo({ task, job });
+      let state;
+      if (watching) {
+        const { watchVideo } = proxyActivities<VideoActivities>(
+          cancelable(watchActivity(policy, input.activityQueue, left)),
+        );
+        const plan = { pollIntervalMs: policy.pollIntervalMs, deadlineMs, attempts: policy.maxAttempts };
+        state = await watchVideo({ task, job, record, plan: { ...plan, progress: record.progress } });
+        if (state.state === 'running' && state.timedOut) {
+          record = { ...record, progress: Math.max(record.progress, state.progress) };
+          throw new OverallTimeout();
+        }
+      } else {
+        await sleep(Math.min(policy.pollIntervalMs, left));
+        state = await upstream.checkVideo({ task, job });
+      }
       if (state.state === 'completed') {
         const out = await upstream.fetchVideo({ task, job, outputs: state.outputs ?? [], results: input.results });
         record = { ...record, ...finished(), status: 'succeeded', progress: 100, ...out, error: null };
         break;
       }
-      // Progress only moves forward, and 100 means done.
+      // Progress only moves forward, and 100 means done. A watch has written it to the read model.
       const progress = Math.min(99, Math.max(record.progress, Math.floor(state.progress ?? 0)));
-      if (progress !== record.progress) await write({ ...record, progress });
+      if (watching) record = { ...record, progress };
+      else if (progress !== record.progress) await write({ ...record, progress });
       if (workflowInfo().continueAsNewSuggested) {
         return await continueAsNew<typeof videoTaskWorkflow>({ ...input, resume: { job, record, deadlineMs } });
       }

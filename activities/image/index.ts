@@ -47,7 +47,7 @@ export function createActivities(deps: ActivityDeps) {
     /** A local activity, asked when the owner cancels: see upstreamCalls. */
     upstreamReach: upstream.reach,
 
-    ...imageJobActivities(store, providers, keys, upstream),
+    ...imageJobActivities(store, providers, keys, upstream, deps.stopping),
 
     /**
      * One upstream generation. Marks the task running, calls the model's provider, and records

@@ -1,12 +1,12 @@
 // Image models whose provider answers later (fal, Replicate, DashScope): the task creates the
-// upstream job, the workflow checks it on durable timers (workflows/image-job.ts), and the
+// upstream job, one activity watches it (activities/job-watch.ts; workflows/image-job.ts), and the
 // finished images are copied into Kiln's blob store and recorded `succeeded` by the fetch itself.
 import type { ImageModel, ImageUpstream } from '../../src/config/models.js';
 import type { ImageTaskInput, ImageTaskRecord } from '../../src/shared/image-task.js';
 import { IMAGE_CALL } from '../../src/shared/call-wording.js';
 import { upstreamKey } from '../../src/shared/credentials.js';
 import type { Closing } from '../../src/shared/closing.js';
-import type { JobCheck, JobOutput, UpstreamJob } from '../../src/shared/upstream-job.js';
+import type { JobCheck, JobOutput, UpstreamJob, WatchPlan, Watched } from '../../src/shared/upstream-job.js';
 import type { TaskStore } from '../../src/tasks/store/task-store.js';
 import { settle, type Settled } from '../read-model.js';
 import type { kindUpstream } from '../upstream-call.js';
@@ -18,6 +18,7 @@ import {
   type ImageProvider,
 } from '../providers/contract.js';
 import { finderOf } from '../lookup.js';
+import { watchJob } from '../job-watch.js';
 import { runningRecord, succeededRecord } from './records.js';
 
 /** What an attempt that ends the task answers: its final record, and whether the read model holds it. */
@@ -29,6 +30,10 @@ export interface ImageDone extends Settled {
 export interface ImageJobStep {
   task: ImageTaskInput;
   job: UpstreamJob;
+}
+
+export interface ImageJobWatch extends ImageJobStep {
+  plan: WatchPlan;
 }
 
 /**
@@ -47,6 +52,7 @@ export function imageJobActivities(
   providers: Partial<Record<string, ImageProvider>>,
   keys: Record<string, string>,
   upstream: ReturnType<typeof kindUpstream<ImageModel>>,
+  stopping?: AbortSignal,
 ) {
   const jobProvider = (name: string): ImageJobProvider => {
     const p = providerFor(providers, name);
@@ -67,6 +73,9 @@ export function imageJobActivities(
       fn(callOf(input, model, signal), jobProvider(model.provider)),
     );
 
+  const check = ({ task, job }: ImageJobStep): Promise<JobCheck> =>
+    read(task, job, (call, provider) => provider.check({ ...call, job }));
+
   return {
     /** Starts the upstream job. Marks the task running; an attempt lost after sending is uncertain. */
     async createImageJob(input: ImageTaskInput): Promise<UpstreamJob> {
@@ -82,9 +91,14 @@ export function imageJobActivities(
       return { ...sent.value, channel: sent.channel, timing };
     },
 
-    /** One look at the upstream job (a read: safe to retry). */
-    async checkImageJob({ task, job }: ImageJobStep): Promise<JobCheck> {
-      return read(task, job, (call, provider) => provider.check({ ...call, job }));
+    /** One look at the upstream job (a read: safe to retry); workflows an older release started. */
+    async checkImageJob(step: ImageJobStep): Promise<JobCheck> {
+      return check(step);
+    },
+
+    /** Checks the job every pollIntervalMs until it completes (activities/job-watch.ts). */
+    async watchImageJob({ task, job, plan }: ImageJobWatch): Promise<Watched> {
+      return watchJob(plan, { taskId: task.id, feed: upstream.cancels, stopping, check: () => check({ task, job }) });
     },
 
     /** Copies the finished images into the blob store and records `succeeded` with them. */

@@ -1,5 +1,5 @@
-// Video activities: create the upstream job, check it, copy the finished files into the blob store.
-// Waiting between checks is the workflow's (durable timers), never an activity's.
+// Video activities: create the upstream job, watch it (activities/job-watch.ts; one check at a time
+// for workflows an older release started), copy the finished files into the blob store.
 import type { VideoModel, VideoUpstream } from '../../src/config/models.js';
 import { upstreamKey } from '../../src/shared/credentials.js';
 import { VIDEO_CALL } from '../../src/shared/call-wording.js';
@@ -12,13 +12,21 @@ import type {
 } from '../../src/shared/video-task.js';
 import { TERMINAL_STATUSES } from '../../src/shared/task.js';
 import type { Closing } from '../../src/shared/closing.js';
+import type { WatchPlan, Watched } from '../../src/shared/upstream-job.js';
 import { keepTiming, kindUpstream, type KindDeps } from '../upstream-call.js';
 import { providerFor, type VideoCall, type VideoFinished, type VideoProvider } from '../providers/contract.js';
 import { finderOf } from '../lookup.js';
+import { watchJob } from '../job-watch.js';
 
 export interface VideoActivityDeps extends KindDeps<VideoModel, VideoProvider> {
   /** Configured upstream keys (`credential: {env}`), by variable name. */
   keys: Record<string, string>;
+}
+
+export interface VideoWatch extends VideoStep {
+  plan: WatchPlan;
+  /** The record the workflow holds: progress is written over it. */
+  record: VideoTaskRecord;
 }
 
 export interface VideoStep {
@@ -48,11 +56,24 @@ export function createVideoActivities(deps: VideoActivityDeps) {
       fn(callOf(input, model, signal), providerFor(providers, model.provider)),
     );
 
+  /** A watch cut off by the task's end (a cancel, the budget) wrote progress the workflow never saw. */
+  const keepProgress = async (record: VideoTaskRecord): Promise<VideoTaskRecord> => {
+    const stored = (await store.get(record.id).catch(() => null)) as VideoTaskRecord | null;
+    return stored && stored.progress > record.progress ? { ...record, progress: stored.progress } : record;
+  };
+  const check = ({ task, job }: VideoStep): Promise<VideoCheck> =>
+    read(task, job, (call, provider) => provider.check({ ...call, job }));
+
   return {
     /** Writes one transition of a video task to the read model (run as a local activity). */
     async recordVideoTransition(record: VideoTaskRecord): Promise<void> {
+      if (!TERMINAL_STATUSES.includes(record.status)) {
+        await store.transition(record);
+        return;
+      }
       // A create that never returned left its timing only in the stored record.
-      await store.transition(TERMINAL_STATUSES.includes(record.status) ? await keepTiming(store, record) : record);
+      const ended = await keepTiming(store, record);
+      await store.transition(ended.status === 'succeeded' ? ended : await keepProgress(ended));
     },
     /** A local activity: see upstreamCalls. */
     videoMayHaveReachedUpstream: upstream.mayHaveReached,
@@ -107,8 +128,19 @@ export function createVideoActivities(deps: VideoActivityDeps) {
     },
 
     /** One look at the upstream job (a read: safe to retry). */
-    async checkVideo({ task, job }: VideoStep): Promise<VideoCheck> {
-      return read(task, job, (call, provider) => provider.check({ ...call, job }));
+    async checkVideo(step: VideoStep): Promise<VideoCheck> {
+      return check(step);
+    },
+
+    /** Checks the job every pollIntervalMs, writing its progress to the read model, until it completes. */
+    async watchVideo({ task, job, plan, record }: VideoWatch): Promise<Watched> {
+      return watchJob(plan, {
+        taskId: task.id,
+        feed: upstream.cancels,
+        stopping: deps.stopping,
+        check: () => check({ task, job }),
+        progressed: (progress) => store.transition({ ...record, progress }).then(() => undefined),
+      });
     },
 
     /** Copies the finished video (and, workflow-node, every output) into the blob store. */

@@ -85,6 +85,8 @@ export const EnvSchema = z.object({
   WORKER_WORKFLOW_TASK_SLOTS: unsetIfEmpty(z.coerce.number().int().min(2).optional()),
   /** Worker: concurrent workflow task polls (SDK default min(10, slots)). */
   WORKER_WORKFLOW_TASK_POLLERS: unsetIfEmpty(z.coerce.number().int().min(2).optional()),
+  /** Worker: upstream jobs (videos, image jobs) one worker watches at once, per model beside its channels' calls. */
+  WORKER_JOB_WATCHES: z.coerce.number().int().min(1).max(100_000).default(500),
   /** The Temporal Web UI's address (e.g. http://localhost:8233): the console links a task to its workflow there. */
   TEMPORAL_UI_URL: unsetIfEmpty(z.string().url().optional()),
   KILN_SECRET: z
@@ -187,7 +189,7 @@ export interface Config {
     eagerStart: boolean;
   };
   /** The workflow worker's Temporal options; unset: the SDK's defaults. */
-  worker: { maxCachedWorkflows?: number; workflowTaskSlots?: number; workflowTaskPollers?: number };
+  worker: { maxCachedWorkflows?: number; workflowTaskSlots?: number; workflowTaskPollers?: number; jobWatches: number };
   authMode: 'passthrough' | 'keys';
   ownerKey: Buffer;
   payloadKey: Buffer;
@@ -341,6 +343,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ...(e.WORKER_MAX_CACHED_WORKFLOWS !== undefined ? { maxCachedWorkflows: e.WORKER_MAX_CACHED_WORKFLOWS } : {}),
       ...(e.WORKER_WORKFLOW_TASK_SLOTS !== undefined ? { workflowTaskSlots: e.WORKER_WORKFLOW_TASK_SLOTS } : {}),
       ...(e.WORKER_WORKFLOW_TASK_POLLERS !== undefined ? { workflowTaskPollers: e.WORKER_WORKFLOW_TASK_POLLERS } : {}),
+      jobWatches: e.WORKER_JOB_WATCHES,
     },
     authMode: e.AUTH_MODE,
     ownerKey: derive('kiln owner hmac v1'),

@@ -31,6 +31,26 @@ export interface JobOutput {
  */
 export type JobCheck = { state: 'running'; progress?: number } | { state: 'completed'; outputs?: JobOutput[] };
 
+/** The longest one watch lasts: then the workflow records the job's progress and starts another. */
+export const WATCH_WINDOW_MS = 5 * 60_000;
+
+/** What the workflow hands a watch: when to look, until when, and how often a passing fault may repeat. */
+export interface WatchPlan {
+  pollIntervalMs: number;
+  /** Epoch ms: the task's overall budget. */
+  deadlineMs: number;
+  /** The model's maxAttempts: consecutive checks that may fail on a passing fault. */
+  attempts: number;
+  /** The progress the task already shows (video). */
+  progress?: number;
+}
+
+/**
+ * How a watch ended. `running`: the job is not done; `timedOut` when the task's budget is spent
+ * (the workflow ends it upstream_timeout), else the window closed or the worker is stopping.
+ */
+export type Watched = (JobCheck & { state: 'completed' }) | { state: 'running'; progress: number; timedOut?: boolean };
+
 /**
  * The id Kiln gives the upstream request of a task's job, for upstreams that take one of the
  * caller's (ComfyUI's `prompt_id`, Kling's `external_task_id`): the task id (`task_<32 hex>`,

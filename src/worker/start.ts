@@ -17,6 +17,7 @@ import { type Config } from '../config/env.js';
 import { modelTaskQueue, modelsOfKind, type AnyChannel } from '../config/models.js';
 import { configuredKeys } from '../shared/credentials.js';
 import { workerSlots } from '../config/channels.js';
+import { imageRunsJobs } from '../config/providers.js';
 import { RedisChannelState } from '../channels/redis-state.js';
 import { createQuota, createStore } from '../usage/settlement.js';
 import { connectRedis } from '../infra/redis.js';
@@ -74,6 +75,8 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     imageProviders(providerDeps, named(imageModels)),
     videoProviders(providerDeps, named(videoModels)),
   ]);
+  // Aborted when shutdown begins: job watches hand their jobs back to be watched by another worker.
+  const stopping = new AbortController();
   const activities = createActivities({
     store,
     channels,
@@ -82,6 +85,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     providers: available(imageModels, imageRegistry),
     keys,
     cancels,
+    stopping: stopping.signal,
   });
   // The local providers draw their pictures with jimp's core (loaded on first use): load it now
   // when a local model is configured, so no first task pays for it inside its upstream budget.
@@ -94,6 +98,7 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     providers: available(videoModels, videoRegistry),
     keys,
     cancels,
+    stopping: stopping.signal,
   });
   const webhooks = createWebhookActivities({
     store,
@@ -128,24 +133,28 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     generateImage: activities.generateImage,
     createImageJob: activities.createImageJob,
     checkImageJob: activities.checkImageJob,
+    watchImageJob: activities.watchImageJob,
     fetchImageJob: activities.fetchImageJob,
     cancelImageJob: activities.cancelImageJob,
   };
   const videoUpstream = {
     createVideo: video.createVideo,
     checkVideo: video.checkVideo,
+    watchVideo: video.watchVideo,
     fetchVideo: video.fetchVideo,
     cancelVideo: video.cancelVideo,
   };
   // TEMPORAL_UPSTREAM_QUEUE=workflow: new tasks' upstream calls come on the workflow's queue (eager
   // activity execution), in one slot pool with room for every model's channels; the model queues
   // keep their workers below for tasks started before a switch.
-  const upstreamHere = config.temporal.upstreamQueue === 'workflow';
   const allModels = [...imageModels, ...videoModels];
+  const upstreamHere = config.temporal.upstreamQueue === 'workflow';
+  const modelSlots = (m: (typeof allModels)[number]) =>
+    workerSlots(m) + (m.kind === 'video' || imageRunsJobs(m.provider) ? config.worker.jobWatches : 0);
   const upstreamSlots = upstreamHere
     ? {
         // Webhook attempts keep the SDK default's room (100) beside every model's calls.
-        maxConcurrentActivityTaskExecutions: 100 + allModels.reduce((n, m) => n + workerSlots(m), 0),
+        maxConcurrentActivityTaskExecutions: 100 + allModels.reduce((n, m) => n + modelSlots(m), 0),
         maxHeartbeatThrottleInterval: HEARTBEAT_EVERY_MS,
       }
     : {};
@@ -201,8 +210,9 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
           taskQueue: modelTaskQueue(config.temporal.taskQueue, m.id),
           ...interceptors(workerTracing(tracing, { workflows: false, prebuiltBundle: true })),
           activities: upstream,
-          // Room for every channel's whole share: the channels' leases in Redis hold the deployment's limits.
-          maxConcurrentActivityTaskExecutions: workerSlots(m),
+          // Room for every channel's whole share (the channels' leases in Redis hold the deployment's
+          // limits), and for the jobs this worker watches (they hold a slot while the job runs).
+          maxConcurrentActivityTaskExecutions: modelSlots(m),
           // A cancel reaches a running call with its next heartbeat: the default throttle would hold it for seconds.
           maxHeartbeatThrottleInterval: HEARTBEAT_EVERY_MS,
           // A deploy should not cut off upstream calls (for a non-idempotent model that means uncertain).
@@ -236,6 +246,8 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
       await reconciler?.stop();
       await beacon.stop();
       for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+      // After the polls stop, so that no handed-back watch comes straight back to this worker.
+      stopping.abort();
       await done;
     },
   };

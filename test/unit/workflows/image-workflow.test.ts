@@ -33,7 +33,10 @@ const caseOf = (id: string) => cases.get(id) ?? expect.unreachable(`no test case
 const OWNER_CANCEL = { how: 'canceled', by: 'owner' } as const;
 
 // One-call models only: the job path has its own tests.
-const activities: Omit<Activities, 'createImageJob' | 'checkImageJob' | 'fetchImageJob' | 'cancelImageJob'> = {
+const activities: Omit<
+  Activities,
+  'createImageJob' | 'checkImageJob' | 'watchImageJob' | 'fetchImageJob' | 'cancelImageJob'
+> = {
   recordTransition: (r) => caseOf(r.id).store.transition(r),
   recordOutcome: (r) => settle(caseOf(r.id).store, r),
   mayHaveReachedUpstream: async (i) => {

@@ -1,6 +1,6 @@
-// videoTaskWorkflow on the time-skipping test server, with plain functions as its activities: the
-// poll loop's durable timers (minutes of workflow time, no real waiting), progress, the overall
-// timeout, and the create call's failure outcomes.
+// videoTaskWorkflow on the time-skipping test server, with plain functions as its activities: what
+// it does with each watch of the job (activities/job-watch.ts, tested on its own), progress, the
+// overall timeout, and the create call's failure outcomes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApplicationFailure } from '@temporalio/activity';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
@@ -9,21 +9,24 @@ import type { VideoTaskWorkflowInput } from '../../../workflows/video-task.js';
 import { SEARCH_ATTRIBUTES } from '../../../src/shared/task.js';
 import {
   newVideoRecord,
-  type VideoCheck,
   type VideoJob,
   type VideoOutput,
   type VideoPolicy,
   type VideoTaskInput,
   type VideoTaskRecord,
 } from '../../../src/shared/video-task.js';
+import type { WatchPlan, Watched } from '../../../src/shared/upstream-job.js';
 import { MemoryStore } from '../../support/unit-store.js';
 import { runToEnd, startWorker, timeSkippingEnv, unitQueue } from '../../support/unit-temporal.js';
 
 interface Case {
   create: (input: VideoTaskInput) => Promise<VideoJob>;
-  check: (n: number) => Promise<VideoCheck>;
+  /** The n-th watch of the job. */
+  watch: (n: number) => Promise<Watched>;
   store: MemoryStore;
-  calls: { create: number; check: number; fetch: number; mayHaveReachedUpstream: number };
+  calls: { create: number; watch: number; fetch: number; cancel: number; mayHaveReachedUpstream: number };
+  /** The plan of every watch. */
+  plans: WatchPlan[];
   /** `progress` of every record the workflow wrote. */
   progress: number[];
   fetched?: VideoOutput[];
@@ -49,16 +52,22 @@ const activities: VideoActivities = {
     reach: (await caseOf(i.id).store.wasDispatched(i.id)) ? 'sent_not_idempotent' : 'not_sent',
     closing: OWNER_CANCEL,
   }),
-  cancelVideo: async () => ({ stopped: false, closing: OWNER_CANCEL }),
+  cancelVideo: async ({ task }) => {
+    caseOf(task.id).calls.cancel++;
+    return { stopped: true, closing: OWNER_CANCEL };
+  },
   createVideo: async (i) => {
     const c = caseOf(i.id);
     c.calls.create++;
     await c.store.transition({ ...record(i), status: 'running' });
     return c.create(i);
   },
-  checkVideo: async ({ task }) => {
+  // Only workflows an older release started check one at a time (test/integration/tasks/job-watch.test.ts).
+  checkVideo: async () => expect.unreachable('a new workflow watches its job in one activity'),
+  watchVideo: async ({ task, plan }) => {
     const c = caseOf(task.id);
-    return c.check(++c.calls.check);
+    c.plans.push(plan);
+    return c.watch(++c.calls.watch);
   },
   fetchVideo: async ({ task, job, outputs }) => {
     const c = caseOf(task.id);
@@ -93,7 +102,7 @@ const POLICY: VideoPolicy = {
 let n = 0;
 
 async function run(
-  c: Partial<Pick<Case, 'create' | 'check'>>,
+  c: Partial<Pick<Case, 'create' | 'watch'>>,
   policy: Partial<VideoPolicy> = {},
   store = new MemoryStore(),
 ) {
@@ -106,9 +115,10 @@ async function run(
   };
   const theCase: Case = {
     create: c.create ?? (async () => ({ upstreamId: `job-${n}` })),
-    check: c.check ?? (async () => ({ state: 'completed' })),
+    watch: c.watch ?? (async () => ({ state: 'completed' })),
     store,
-    calls: { create: 0, check: 0, fetch: 0, mayHaveReachedUpstream: 0 },
+    calls: { create: 0, watch: 0, fetch: 0, cancel: 0, mayHaveReachedUpstream: 0 },
+    plans: [],
     progress: [],
   };
   cases.set(task.id, theCase);
@@ -141,19 +151,24 @@ async function run(
   };
 }
 
-describe('videoTaskWorkflow poll loop', () => {
-  it('checks the job five times on durable timers and finishes with the video', async () => {
-    const progress = [20, 10, 55.5, 100];
-    const r = await run({
-      check: async (i) =>
-        i <= progress.length
-          ? { state: 'running', progress: progress[i - 1] }
-          : { state: 'completed', outputs: [{ url: 'https://upstream.example/v.mp4' }] },
-    });
-    expect(r.calls).toEqual({ create: 1, check: 5, fetch: 1, mayHaveReachedUpstream: 0 });
-    expect(r.timers).toEqual([10, 10, 10, 10, 10]);
-    // Fifty seconds of timers went by in workflow time (the test server skipped them).
-    expect(r.workflowSeconds).toBeGreaterThanOrEqual(50);
+describe('videoTaskWorkflow job watch', () => {
+  it("watches the job until it completes, carrying each watch's progress into the next; finishes with the video", async () => {
+    const answers: Watched[] = [
+      { state: 'running', progress: 20 },
+      { state: 'running', progress: 55 },
+      { state: 'completed', outputs: [{ url: 'https://upstream.example/v.mp4' }] },
+    ];
+    const r = await run({ watch: async (i) => answers[i - 1]! });
+    expect(r.calls).toEqual({ create: 1, watch: 3, fetch: 1, cancel: 0, mayHaveReachedUpstream: 0 });
+    // No durable timer: the watch waits between checks itself.
+    expect(r.timers).toEqual([]);
+    expect(r.plans.map((p) => [p.pollIntervalMs, p.attempts, p.progress])).toEqual([
+      [10_000, 3, 0],
+      [10_000, 3, 20],
+      [10_000, 3, 55],
+    ]);
+    // Every watch gets the task's one deadline: its start plus the overall budget.
+    expect(new Set(r.plans.map((p) => p.deadlineMs)).size).toBe(1);
     expect(r.result).toMatchObject({
       status: 'succeeded',
       progress: 100,
@@ -161,18 +176,19 @@ describe('videoTaskWorkflow poll loop', () => {
       error: null,
     });
     expect(r.fetched).toEqual([{ url: 'https://upstream.example/v.mp4' }]);
-    // Progress only moves forward in whole numbers, and 99 is the most an unfinished job shows.
-    expect(r.progress).toEqual([0, 20, 55, 99, 100]);
+    // The watch writes progress to the read model; the workflow writes `queued` and the outcome.
+    expect(r.progress).toEqual([0, 100]);
     expect(r.store.statuses(r.task.id)).toEqual(['accepted', 'queued', 'running', 'succeeded']);
     expect(r.status).toBeUndefined(); // `running` taken back: a success leaves KilnStatus unset
   });
 
-  it('ends failed / upstream_timeout when the job outlives the overall budget', async () => {
-    const r = await run({ check: async () => ({ state: 'running', progress: 40 }) }, { overallTimeoutMs: 60_000 });
-    // One check per ten seconds of a one-minute budget.
-    expect(r.calls.check).toBe(6);
-    expect(r.calls.fetch).toBe(0);
-    expect(r.workflowSeconds).toBeGreaterThanOrEqual(60);
+  it('ends failed / upstream_timeout when the watch finds the budget spent, and asks the upstream to stop the job', async () => {
+    const r = await run(
+      { watch: async () => ({ state: 'running', progress: 40, timedOut: true }) },
+      { overallTimeoutMs: 60_000 },
+    );
+    expect(r.calls).toMatchObject({ watch: 1, fetch: 0, cancel: 1 });
+    expect(r.plans[0]!.deadlineMs - r.task.created_at * 1000).toBeGreaterThan(0);
     expect(r.result).toMatchObject({
       status: 'failed',
       progress: 40,
@@ -182,15 +198,25 @@ describe('videoTaskWorkflow poll loop', () => {
     expect(r.status).toEqual(['failed']);
   });
 
-  it('retries a check that failed transiently (reads are safe to repeat)', async () => {
+  it('a watch whose attempt failed (a worker that died) is sent again by Temporal', async () => {
     const r = await run({
-      check: async (i) => {
-        if (i === 1) throw ApplicationFailure.retryable('502 from upstream', 'upstream_transient');
+      watch: async (i) => {
+        if (i === 1) throw ApplicationFailure.retryable('heartbeat timeout', 'worker_gone');
         return { state: 'completed' };
       },
     });
-    expect(r.calls.check).toBe(2);
+    expect(r.calls.watch).toBe(2);
     expect(r.result.status).toBe('succeeded');
+  });
+
+  it('a watch that ended on a failure of the job ends the task with its code', async () => {
+    const r = await run({
+      watch: async () => {
+        throw ApplicationFailure.nonRetryable('the job failed upstream: the prompt was refused', 'invalid_request');
+      },
+    });
+    expect(r.calls).toMatchObject({ watch: 1, fetch: 0 });
+    expect(r.result).toMatchObject({ status: 'failed', error: { code: 'invalid_request' } });
   });
 
   it('ends failed with the code of a create call that was refused', async () => {
@@ -199,7 +225,7 @@ describe('videoTaskWorkflow poll loop', () => {
         throw ApplicationFailure.nonRetryable('key rejected', 'auth_failed');
       },
     });
-    expect(r.calls).toMatchObject({ create: 1, check: 0, mayHaveReachedUpstream: 0 });
+    expect(r.calls).toMatchObject({ create: 1, watch: 0, mayHaveReachedUpstream: 0 });
     expect(r.timers).toEqual([]);
     expect(r.result).toMatchObject({ status: 'failed', error: { code: 'auth_failed', message: 'key rejected' } });
   });
@@ -216,7 +242,7 @@ describe('videoTaskWorkflow poll loop', () => {
       {},
       store,
     );
-    expect(r.calls).toMatchObject({ create: 3, check: 0, mayHaveReachedUpstream: 1 });
+    expect(r.calls).toMatchObject({ create: 3, watch: 0, mayHaveReachedUpstream: 1 });
     expect(r.result).toMatchObject({
       status: 'uncertain',
       error: null,
