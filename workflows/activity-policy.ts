@@ -53,9 +53,15 @@ export function stopJobActivity(policy: ActivityPolicy, taskQueue: string): Acti
 
 /**
  * A job watch (activities/job-watch.ts): it lasts its window or what is left of the task's budget,
- * heartbeating; checks that fail on passing faults may each wait up to 30 s before they go again.
+ * and one more wait and check past its window; checks that fail on passing faults may each wait up
+ * to 30 s before they go again. Heartbeats notice a worker that died long before this bound.
  */
-export function watchActivity(policy: ActivityPolicy, taskQueue: string, leftMs: number): ActivityOptions {
-  const slack = policy.maxAttempts * (policy.timeoutMs + 30_000) + 15_000;
-  return { ...upstreamActivity(policy, taskQueue), startToCloseTimeout: Math.min(WATCH_WINDOW_MS, leftMs) + slack };
+export function watchActivity(
+  policy: ActivityPolicy,
+  taskQueue: string,
+  watch: { leftMs: number; pollIntervalMs: number },
+): ActivityOptions {
+  const checks = policy.maxAttempts * (policy.timeoutMs + 30_000);
+  const last = Math.min(WATCH_WINDOW_MS, watch.leftMs) + watch.pollIntervalMs;
+  return { ...upstreamActivity(policy, taskQueue), startToCloseTimeout: last + checks + 15_000 };
 }

@@ -32,7 +32,9 @@ export async function imageJob(task: ImageTaskInput, policy: JobPolicy, activity
       if (left <= 0) throw new JobEnded(timedOut(overallTimeoutMs));
       let state;
       if (watching) {
-        const { watchImageJob } = proxyActivities<Activities>(cancelable(watchActivity(policy, activityQueue, left)));
+        const { watchImageJob } = proxyActivities<Activities>(
+          cancelable(watchActivity(policy, activityQueue, { leftMs: left, pollIntervalMs })),
+        );
         state = await watchImageJob({ task, job, plan: { pollIntervalMs, deadlineMs, attempts: policy.maxAttempts } });
         if (state.state === 'running' && state.timedOut) throw new JobEnded(timedOut(overallTimeoutMs));
       } else {

@@ -121,7 +121,9 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
       let state;
       if (watching) {
         const { watchVideo } = proxyActivities<VideoActivities>(
-          cancelable(watchActivity(policy, input.activityQueue, left)),
+          cancelable(
+            watchActivity(policy, input.activityQueue, { leftMs: left, pollIntervalMs: policy.pollIntervalMs }),
+          ),
         );
         const plan = { pollIntervalMs: policy.pollIntervalMs, deadlineMs, attempts: policy.maxAttempts };
         state = await watchVideo({ task, job, record, plan: { ...plan, progress: record.progress } });

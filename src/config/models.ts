@@ -282,8 +282,8 @@ function jobChecks(m: Raw<typeof ImageModelSchema>, channels: AnyChannel[], list
         'cannot share a model with channels that answer within the call',
     );
   if (jobs.length && m.inline) issue(['inline'], `${jobs[0]!.provider} runs jobs, which an inline model cannot`);
-  // Each check costs the workflow's history a timer and an activity: past Temporal's history limit
-  // a task could not end.
+  // A workflow an older release started pays each check a timer and an activity in its history
+  // (past Temporal's history limit it could not end); a job watch pays an upstream request.
   if (jobs.length && m.overallTimeoutMs / m.pollIntervalMs > MAX_JOB_CHECKS)
     issue(
       ['pollIntervalMs'],

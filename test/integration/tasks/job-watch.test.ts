@@ -56,6 +56,17 @@ beforeAll(async () => {
         idempotent: true,
         pollIntervalMs: 300,
       },
+      // A 30 s heartbeat timeout: the watch beats every 10 s, so only the cancel notice makes a cancel prompt.
+      {
+        ...job,
+        id: 'v-quiet',
+        kind: 'video',
+        provider: 'local',
+        latencyMs: 20_000,
+        idempotent: true,
+        pollIntervalMs: 300,
+        heartbeatTimeoutMs: 30_000,
+      },
       {
         ...job,
         id: 'fal',
@@ -163,5 +174,24 @@ describe('job watch', () => {
       .map((e) => e.activityTaskStartedEventAttributes?.attempt)
       .filter((a): a is number => a != null);
     expect(attempts).toEqual([1, 1, 1, 1]);
+  }, 60_000);
+
+  it('a cancel reaches a quiet watch at once (the cancel notice), and the task ends canceled', async () => {
+    const api = http(kiln.baseUrl);
+    const created = await api('/v1/videos', { method: 'POST', json: { model: 'v-quiet', prompt: 'a quiet kiln' } });
+    expect(created.status, created.text).toBe(200);
+    const id = created.json.id as string;
+    const get = () => api(`/v1/videos/${id}`);
+    await eventually(get, (r) => r.json.status === 'in_progress' && r.json.progress > 0);
+    const asked = Date.now();
+    expect((await api(`/v1/videos/${id}/cancel`, { method: 'POST' })).status).toBe(202);
+    const done = await waitForStatus(get, (s) => s === 'completed' || s === 'failed');
+    const tookMs = Date.now() - asked;
+    console.log(`cancel of a watched video: canceled ${tookMs} ms after the request`);
+    expect(done).toMatchObject({ status: 'failed', error: { code: 'canceled' } });
+    // The quiet beat is 10 s; without the notice this takes up to that long.
+    expect(tookMs).toBeLessThan(2500);
+    const events = (await kiln.api.client.workflow.getHandle(id).fetchHistory()).events ?? [];
+    expect(typesOf(events)).toContain('ACTIVITY_TASK_CANCELED');
   }, 60_000);
 });

@@ -8,6 +8,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { watchJob, type WatchDeps } from '../../../activities/job-watch.js';
 import type { JobCheck, WatchPlan } from '../../../src/shared/upstream-job.js';
+import { watchActivity } from '../../../workflows/activity-policy.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -172,5 +173,23 @@ describe('watchJob', () => {
     );
     expect(await result).toEqual({ state: 'completed' });
     expect(run.checksAt).toHaveLength(2);
+  });
+});
+
+describe('watchActivity (the watch activity options)', () => {
+  const policy = { timeoutMs: 30_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3, queueMs: 60_000 };
+  const ms = (d: unknown) => Number(d);
+
+  it('bounds a watch by its window, one more wait, and every check retried; keeps the heartbeat timeout', () => {
+    const o = watchActivity(policy, 'q', { leftMs: 3_600_000, pollIntervalMs: 60_000 });
+    // 5 min + one 60 s wait + 3 × (30 s call + 30 s wait) + 15 s; not the capacity wait of a create.
+    expect(ms(o.startToCloseTimeout)).toBe(300_000 + 60_000 + 180_000 + 15_000);
+    expect(o.heartbeatTimeout).toBe(10_000);
+    expect(o.taskQueue).toBe('q');
+  });
+
+  it('a budget shorter than the window bounds it instead', () => {
+    const o = watchActivity(policy, 'q', { leftMs: 20_000, pollIntervalMs: 2000 });
+    expect(ms(o.startToCloseTimeout)).toBe(20_000 + 2000 + 180_000 + 15_000);
   });
 });
