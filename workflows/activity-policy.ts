@@ -52,9 +52,10 @@ export function stopJobActivity(policy: ActivityPolicy, taskQueue: string): Acti
 }
 
 /**
- * A job watch (activities/job-watch.ts): it lasts its window or what is left of the task's budget,
- * and one more wait and check past its window; checks that fail on passing faults may each wait up
- * to 30 s before they go again. Heartbeats notice a worker that died long before this bound.
+ * A job watch (activities/job-watch.ts), on the workers' watch queue (`watchQueue`): it lasts its
+ * window or what is left of the task's budget, and one more wait and check past its window; checks
+ * that fail on passing faults may each wait up to 30 s before they go again. Heartbeats notice a
+ * worker that died long before this bound.
  */
 export function watchActivity(
   policy: ActivityPolicy,

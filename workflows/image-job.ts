@@ -2,11 +2,11 @@
 // the upstream job, have one activity watch it (a workflow an older release started checks it on
 // durable timers), then fetch the images, which the fetch records `succeeded` itself. A cancel or
 // the task's budget running out stops the upstream job.
-import { CancellationScope, patched, proxyActivities, sleep } from '@temporalio/workflow';
+import { CancellationScope, patched, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities, ImageDone } from '../activities/image/index.js';
 import type { ImageTaskInput } from '../src/shared/image-task.js';
 import type { ActivityPolicy } from '../src/shared/task.js';
-import type { UpstreamJob } from '../src/shared/upstream-job.js';
+import { watchQueue, type UpstreamJob } from '../src/shared/upstream-job.js';
 import { stopJobActivity, upstreamActivity, watchActivity } from './activity-policy.js';
 import { canceledByOwner, canceledJob, cancelable, overChannels, STOP_UNKNOWN, type Outcome } from './task-outcome.js';
 
@@ -33,7 +33,7 @@ export async function imageJob(task: ImageTaskInput, policy: JobPolicy, activity
       let state;
       if (watching) {
         const { watchImageJob } = proxyActivities<Activities>(
-          cancelable(watchActivity(policy, activityQueue, { leftMs: left, pollIntervalMs })),
+          cancelable(watchActivity(policy, watchQueue(workflowInfo().taskQueue), { leftMs: left, pollIntervalMs })),
         );
         state = await watchImageJob({ task, job, plan: { pollIntervalMs, deadlineMs, attempts: policy.maxAttempts } });
         if (state.state === 'running' && state.timedOut) throw new JobEnded(timedOut(overallTimeoutMs));

@@ -18,6 +18,7 @@ import {
 import type { VideoActivities } from '../activities/video/index.js';
 import { SEARCH_ATTRIBUTES, type TaskStatus } from '../src/shared/task.js';
 import { VIDEO_CALL } from '../src/shared/call-wording.js';
+import { watchQueue } from '../src/shared/upstream-job.js';
 import {
   newVideoRecord,
   type VideoJob,
@@ -122,7 +123,10 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
       if (watching) {
         const { watchVideo } = proxyActivities<VideoActivities>(
           cancelable(
-            watchActivity(policy, input.activityQueue, { leftMs: left, pollIntervalMs: policy.pollIntervalMs }),
+            watchActivity(policy, watchQueue(workflowInfo().taskQueue), {
+              leftMs: left,
+              pollIntervalMs: policy.pollIntervalMs,
+            }),
           ),
         );
         const plan = { pollIntervalMs: policy.pollIntervalMs, deadlineMs, attempts: policy.maxAttempts };

@@ -46,6 +46,14 @@ export interface WatchPlan {
 }
 
 /**
+ * The queue of job watches, beside the workflows' own (every worker serves it): a watch holds its
+ * slot while the job runs, so watches must not take the slots of the model queues' upstream calls.
+ */
+export function watchQueue(workflowQueue: string): string {
+  return `${workflowQueue}.watch`;
+}
+
+/**
  * How a watch ended. `running`: the job is not done; `timedOut` when the task's budget is spent
  * (the workflow ends it upstream_timeout), else the window closed or the worker is stopping.
  */

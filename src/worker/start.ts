@@ -18,6 +18,7 @@ import { modelTaskQueue, modelsOfKind, type AnyChannel } from '../config/models.
 import { configuredKeys } from '../shared/credentials.js';
 import { workerSlots } from '../config/channels.js';
 import { imageRunsJobs } from '../config/providers.js';
+import { watchQueue } from '../shared/upstream-job.js';
 import { RedisChannelState } from '../channels/redis-state.js';
 import { createQuota, createStore } from '../usage/settlement.js';
 import { connectRedis } from '../infra/redis.js';
@@ -133,14 +134,12 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
     generateImage: activities.generateImage,
     createImageJob: activities.createImageJob,
     checkImageJob: activities.checkImageJob,
-    watchImageJob: activities.watchImageJob,
     fetchImageJob: activities.fetchImageJob,
     cancelImageJob: activities.cancelImageJob,
   };
   const videoUpstream = {
     createVideo: video.createVideo,
     checkVideo: video.checkVideo,
-    watchVideo: video.watchVideo,
     fetchVideo: video.fetchVideo,
     cancelVideo: video.cancelVideo,
   };
@@ -149,12 +148,12 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
   // keep their workers below for tasks started before a switch.
   const allModels = [...imageModels, ...videoModels];
   const upstreamHere = config.temporal.upstreamQueue === 'workflow';
-  const modelSlots = (m: (typeof allModels)[number]) =>
-    workerSlots(m) + (m.kind === 'video' || imageRunsJobs(m.provider) ? config.worker.jobWatches : 0);
+  // Models whose tasks run upstream jobs: their watches have a queue of their own (below).
+  const jobModels = allModels.filter((m) => m.kind === 'video' || imageRunsJobs(m.provider));
   const upstreamSlots = upstreamHere
     ? {
         // Webhook attempts keep the SDK default's room (100) beside every model's calls.
-        maxConcurrentActivityTaskExecutions: 100 + allModels.reduce((n, m) => n + modelSlots(m), 0),
+        maxConcurrentActivityTaskExecutions: 100 + allModels.reduce((n, m) => n + workerSlots(m), 0),
         maxHeartbeatThrottleInterval: HEARTBEAT_EVERY_MS,
       }
     : {};
@@ -210,9 +209,8 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
           taskQueue: modelTaskQueue(config.temporal.taskQueue, m.id),
           ...interceptors(workerTracing(tracing, { workflows: false, prebuiltBundle: true })),
           activities: upstream,
-          // Room for every channel's whole share (the channels' leases in Redis hold the deployment's
-          // limits), and for the jobs this worker watches (they hold a slot while the job runs).
-          maxConcurrentActivityTaskExecutions: modelSlots(m),
+          // Room for every channel's whole share: the channels' leases in Redis hold the deployment's limits.
+          maxConcurrentActivityTaskExecutions: workerSlots(m),
           // A cancel reaches a running call with its next heartbeat: the default throttle would hold it for seconds.
           maxHeartbeatThrottleInterval: HEARTBEAT_EVERY_MS,
           // A deploy should not cut off upstream calls (for a non-idempotent model that means uncertain).
@@ -220,6 +218,23 @@ export async function startWorkers(config: Config, log: Logger, opts: WorkerOpti
         }),
       ),
     )),
+    // Job watches (activities/job-watch.ts) hold a slot while their job runs: on a queue of their own,
+    // so they never take the room of an upstream call; a watch hands its job back when shutdown begins.
+    ...(jobModels.length
+      ? [
+          await Worker.create({
+            ...common,
+            taskQueue: watchQueue(config.temporal.taskQueue),
+            ...interceptors(workerTracing(tracing, { workflows: false, prebuiltBundle: true })),
+            activities: { watchImageJob: activities.watchImageJob, watchVideo: video.watchVideo },
+            maxConcurrentActivityTaskExecutions: config.worker.jobWatches,
+            maxHeartbeatThrottleInterval: HEARTBEAT_EVERY_MS,
+            // A check in flight when shutdown begins: the longest one, then the watch hands back.
+            shutdownGraceTime:
+              opts.shutdownGraceMs ?? Math.max(...jobModels.flatMap((m) => m.channels.map((c) => c.timeoutMs))) + 5000,
+          }),
+        ]
+      : []),
   ];
   // Readiness sees this process's workers through the beacon; it goes first on shutdown.
   const beacon = startBeacon(redis, config.redisPrefix, config.temporal.taskQueue);

@@ -14,6 +14,7 @@ import {
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
 import { SEARCH_ATTRIBUTES } from '../../src/shared/task.js';
+import { watchQueue } from '../../src/shared/upstream-job.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const WORKFLOWS = `${ROOT}workflows/index.ts`;
@@ -75,8 +76,9 @@ export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
 
 /**
  * Starts a worker on `taskQueue` that serves the workflows and the given activities (plain
- * functions) until `stop()`. Give workflows the same queue as their activityQueue so this one
- * worker serves both; one worker per test file (its start and shutdown are the slow part).
+ * functions) until `stop()`, and one on its watch queue for job watches. Give workflows the same
+ * queue as their activityQueue so this worker serves both; one per test file (its start and
+ * shutdown are the slow part).
  */
 export async function startWorker(
   env: TestWorkflowEnvironment,
@@ -92,12 +94,19 @@ export async function startWorker(
     activities,
     ...(sinks ? { sinks } : {}),
   });
-  const running = worker.run();
+  const watches = await Worker.create({
+    connection: env.nativeConnection,
+    namespace: env.namespace ?? 'default',
+    taskQueue: watchQueue(taskQueue),
+    activities,
+  });
+  const workers = [worker, watches];
+  const running = Promise.all(workers.map((w) => w.run()));
   // A worker that fails is reported by stop(), not as an unhandled rejection.
   running.catch(() => undefined);
   return {
     async stop() {
-      if (worker.getState() === 'RUNNING') worker.shutdown();
+      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
       await running;
     },
   };

@@ -127,6 +127,12 @@ describe('job watch', () => {
     const events = (await handle.fetchHistory()).events ?? [];
     expect(activitiesOf(events)).toEqual(['createVideo', 'watchVideo', 'fetchVideo']);
     expect(typesOf(events)).not.toContain('TIMER_STARTED');
+    // The watch has its queue: it never takes a slot of the model queue's upstream calls.
+    const queues = events
+      .map((e) => e.activityTaskScheduledEventAttributes?.taskQueue?.name)
+      .filter((q): q is string => !!q);
+    const base = kiln.config.temporal.taskQueue;
+    expect(queues).toEqual([`${base}.model.v-local`, `${base}.watch`, `${base}.model.v-local`]);
     await replay({ events }, id);
   });
 
