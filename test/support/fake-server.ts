@@ -9,7 +9,7 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 
 export abstract class FakeServer<R> {
   readonly requests: R[] = [];
@@ -133,11 +133,27 @@ export function answerLater(
 
 /** A URL on 127.0.0.1 where nothing listens (a port that was free a moment ago). */
 export async function closedPortUrl(): Promise<string> {
+  // Port 1023 lies below the ephemeral range listen(0) draws from (and off fetch's bad-port list),
+  // so no server of a test running beside this one can take it before it is used, as it could
+  // take a freed ephemeral port (a CI run once saw such a port answer).
+  if (await refuses(1023)) return 'http://127.0.0.1:1023';
   const s = createServer();
   await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
   const port = (s.address() as AddressInfo).port;
   await new Promise<void>((r) => s.close(() => r()));
   return `http://127.0.0.1:${port}`;
+}
+
+/** Whether a connection to this loopback port is refused (nothing listens there). */
+function refuses(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'ECONNREFUSED'));
+  });
 }
 
 /** A request as the fake upstreams record it. */
