@@ -86,7 +86,7 @@ export const EnvSchema = z.object({
   /** Worker: concurrent workflow task polls (SDK default min(10, slots)). */
   WORKER_WORKFLOW_TASK_POLLERS: unsetIfEmpty(z.coerce.number().int().min(2).optional()),
   /** Worker: upstream jobs (videos, image jobs) one worker watches at once, on the watch queue `<TEMPORAL_TASK_QUEUE>.watch`. */
-  WORKER_JOB_WATCHES: z.coerce.number().int().min(1).max(100_000).default(500),
+  WORKER_JOB_WATCHES: unsetIfEmpty(z.coerce.number().int().min(1).max(100_000).default(500)),
   /** The Temporal Web UI's address (e.g. http://localhost:8233): the console links a task to its workflow there. */
   TEMPORAL_UI_URL: unsetIfEmpty(z.string().url().optional()),
   KILN_SECRET: z
