@@ -130,7 +130,7 @@ export async function videoTaskWorkflow(input: VideoTaskWorkflowInput): Promise<
           ),
         );
         const plan = { pollIntervalMs: policy.pollIntervalMs, deadlineMs, attempts: policy.maxAttempts };
-        state = await watchVideo({ task, job, record, plan: { ...plan, progress: record.progress } });
+        state = await watchVideo({ task, job, record, plan });
         if (state.state === 'running' && state.timedOut) {
           record = { ...record, progress: Math.max(record.progress, state.progress) };
           throw new OverallTimeout();

@@ -25,7 +25,7 @@ export interface VideoActivityDeps extends KindDeps<VideoModel, VideoProvider> {
 
 export interface VideoWatch extends VideoStep {
   plan: WatchPlan;
-  /** The record the workflow holds: progress is written over it. */
+  /** The record the workflow holds: progress is written over it, starting from its own. */
   record: VideoTaskRecord;
 }
 
@@ -134,13 +134,17 @@ export function createVideoActivities(deps: VideoActivityDeps) {
 
     /** Checks the job every pollIntervalMs, writing its progress to the read model, until it completes. */
     async watchVideo({ task, job, plan, record }: VideoWatch): Promise<Watched> {
-      return watchJob(plan, {
-        taskId: task.id,
-        feed: upstream.cancels,
-        stopping: deps.stopping,
-        check: () => check({ task, job }),
-        progressed: (progress) => store.transition({ ...record, progress }).then(() => undefined),
-      });
+      // The record's progress is where the watch starts: it never writes less.
+      return watchJob(
+        { ...plan, progress: record.progress },
+        {
+          taskId: task.id,
+          feed: upstream.cancels,
+          stopping: deps.stopping,
+          check: () => check({ task, job }),
+          progressed: (progress) => store.transition({ ...record, progress }).then(() => undefined),
+        },
+      );
     },
 
     /** Copies the finished video (and, workflow-node, every output) into the blob store. */

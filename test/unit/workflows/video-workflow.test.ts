@@ -64,9 +64,10 @@ const activities: VideoActivities = {
   },
   // Only workflows an older release started check one at a time (test/integration/tasks/job-watch.test.ts).
   checkVideo: async () => expect.unreachable('a new workflow watches its job in one activity'),
-  watchVideo: async ({ task, plan }) => {
+  watchVideo: async ({ task, plan, record }) => {
     const c = caseOf(task.id);
-    c.plans.push(plan);
+    // The watch starts from the progress of the record it is handed.
+    c.plans.push({ ...plan, progress: record.progress });
     return c.watch(++c.calls.watch);
   },
   fetchVideo: async ({ task, job, outputs }) => {
