@@ -1,6 +1,6 @@
 // The provider contract: what an image or video provider implements. An upstream that answers
 // within its request is one call (`generate`); one that answers later is a job (create, check,
-// fetch, cancel) whose checks the workflow spaces out on durable timers. Video providers are jobs;
+// fetch, cancel) whose checks a job watch spaces out (activities/job-watch.ts). Video providers are jobs;
 // an image provider is either, whichever its upstream speaks.
 import type { ImageUpstream, VideoUpstream } from '../../src/config/models.js';
 import type { GenerationResult, ImageTaskInput } from '../../src/shared/image-task.js';

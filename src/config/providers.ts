@@ -29,7 +29,7 @@ export const VIDEO_PROVIDERS = [
 export type ImageProviderName = (typeof IMAGE_PROVIDERS)[number];
 export type VideoProviderName = (typeof VIDEO_PROVIDERS)[number];
 
-/** Image providers whose upstream answers later: their tasks create a job and check it on durable timers. */
+/** Image providers whose upstream answers later: their tasks create a job and watch it (activities/job-watch.ts). */
 const IMAGE_JOB_PROVIDERS: ReadonlySet<string> = new Set<ImageProviderName>([
   'fal',
   'replicate',

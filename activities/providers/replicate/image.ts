@@ -1,5 +1,5 @@
-// Replicate image models as jobs: the task's request becomes a prediction's `input` (src/shared/replicate-input.ts), the
-// workflow checks the prediction on durable timers, and the finished files are copied into Kiln's
+// Replicate image models as jobs: the task's request becomes a prediction's `input` (src/shared/replicate-input.ts), a
+// job watch checks the prediction, and the finished files are copied into Kiln's
 // blob store, one candidate each, in the order of `output`.
 import type { BlobStore } from '../../../src/blobs/local.js';
 import type { SafeFetch } from '../../../src/infra/safe-fetch.js';

@@ -8,7 +8,7 @@
 // `invalid_fields` on a 422, `retry_after` on a 429). Hand-written rather than the `replicate` npm
 // client: that client retries every 429 (and GET 5xx) itself, up to 5 times, with no way to turn
 // it off (its maxRetries falls back to 5 on 0), which would hide refusals and their Retry-After
-// from Kiln's own routing. No `Prefer: wait`: Kiln checks on durable timers.
+// from Kiln's own routing. No `Prefer: wait`: Kiln checks the job itself (activities/job-watch.ts).
 import type { BlobStore } from '../../../src/blobs/local.js';
 import { REPLICATE_MODEL } from '../../../src/config/providers.js';
 import type { TaskFailureCode } from '../../../src/shared/errors.js';

@@ -1,5 +1,5 @@
 // Replicate video models as jobs: prompt, image, seconds and size become the prediction's `input`
-// (src/shared/replicate-input.ts), the workflow checks it on durable timers (progress from the model's logs), and the
+// (src/shared/replicate-input.ts), a job watch checks it (progress from the model's logs), and the
 // finished file is copied into Kiln's blob store.
 import type { BlobStore } from '../../../src/blobs/local.js';
 import type { VideoCheck, VideoJob, VideoOutput } from '../../../src/shared/video-task.js';
