@@ -48,6 +48,10 @@ export interface Siblings {
  */
 export function startSiblings(count: number, log: Logger, graceMs: number, fatal: () => void): Siblings {
   supervising = true;
+  // The count is the first process's: a sibling that worked it out again from its own CPU
+  // affinity (changed since, by taskset or a cgroup) could see 1 and take the cluster's shared
+  // handle instead of its own SO_REUSEPORT socket, failing with EADDRINUSE.
+  const env = { API_PROCESSES: String(count + 1) };
   const started = new Set<number>();
   let stopping = false;
   const workers = () => Object.values(cluster.workers ?? {}).filter((w) => w !== undefined);
@@ -69,9 +73,9 @@ export function startSiblings(count: number, log: Logger, graceMs: number, fatal
       return;
     }
     log.warn({ pid: worker.process.pid, code, signal }, 'API process exited; starting another');
-    cluster.fork();
+    cluster.fork(env);
   });
-  for (let i = 0; i < count; i++) cluster.fork();
+  for (let i = 0; i < count; i++) cluster.fork(env);
   log.info({ processes: count + 1 }, 'kiln api: this process serves and supervises the others');
   return {
     stop: () => {

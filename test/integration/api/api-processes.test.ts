@@ -1,5 +1,7 @@
 // Several API processes on one port (API_PROCESSES): both serve (the first one too: it also
 // supervises), /metrics sums them, a killed process is replaced, and SIGTERM stops them all gracefully.
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { freePort } from '../../../scripts/services.js';
 import { startKiln, KEY_A } from '../../support/kiln.js';
@@ -83,6 +85,30 @@ describe('API_PROCESSES=2', () => {
     s.child.kill('SIGKILL');
     await vi.waitFor(() => expect(others.filter(alive)).toEqual([]), { timeout: 10_000, interval: 100 });
   });
+
+  // A sibling works nothing out again: the bench pins the API to one core right after the first
+  // process listens, and a sibling that then counted its cores took the cluster's shared handle.
+  it.skipIf(availableParallelism() < 2)(
+    'without API_PROCESSES, starts one process per core and hands that count to each sibling (needs 2 cores)',
+    async () => {
+      const k = await startKiln({ models: [{ id: 'kiln-image-1', provider: 'local', latencyMs: 10 }], workers: false });
+      cleanups.push(() => k.stop());
+      const port = await freePort();
+      const s = spawnEntry(
+        'src/api/main.ts',
+        { ...k.env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', API_PROCESSES: '' },
+        'kiln api listening',
+        cleanups,
+      );
+      const cores = availableParallelism();
+      const listening = () => s.lines.filter((l) => l.msg === 'kiln api listening').map((l) => l.pid as number);
+      await vi.waitFor(() => expect(new Set(listening()).size).toBe(cores), { timeout: 30_000, interval: 100 });
+      const siblings = [...new Set(listening())].filter((p) => p !== s.child.pid);
+      expect(siblings).toHaveLength(cores - 1);
+      for (const pid of siblings)
+        expect(readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')).toContain(`API_PROCESSES=${cores}`);
+    },
+  );
 
   it('stops with an error, instead of forking forever, when its processes cannot start', async () => {
     const port = await freePort();
