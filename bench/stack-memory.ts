@@ -4,7 +4,8 @@
 //   --form production (default): compiled, as `npm run bench` and production run it — the Temporal
 //     dev server, redis-server, `bin/kiln-run api` (API_PROCESSES=2) and `bin/kiln-run worker`.
 //     Idle is read after 50 warm-up tasks and BENCH_SETTLE_SECONDS (30); the load is 3 bursts of
-//     200 tasks at 16 connections, then 10 s each of polls and list pages at 32 connections; after
+//     200 tasks at 16 connections, a backlog of 1,000 (as `npm run bench`'s submit rounds make),
+//     then 10 s each of polls and list pages at 32 connections; after
 //     is read BENCH_SETTLE_SECONDS after the load.
 //   --form dev: `npm run dev`, started as a new user starts it (its npm and shell wrappers count),
 //     with its data in a temporary directory; idle is read BENCH_SETTLE_SECONDS after 200 tasks of
@@ -33,6 +34,8 @@ import { memoryText, peakSampler, stackMemory, treeMemory } from './memory.js';
 const argv = process.argv.slice(2);
 const FORM = argv.includes('--form') ? argv[argv.indexOf('--form') + 1] : 'production';
 const SETTLE_S = Number(process.env.BENCH_SETTLE_SECONDS ?? 30);
+/** Tasks submitted at once in the backlog phase (BENCH_BACKLOG). */
+const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 1000);
 const KEY = 'bench-key-memory-00000000000';
 const say = (l: string) => console.error(`[bench:memory] ${l}`);
 
@@ -124,6 +127,17 @@ async function production() {
       ids = await submitMany(base, 'bench-image', 100, 8);
       await finished(base, ids);
     }),
+    // npm run bench's submit rounds: submits outpace the worker (~100 against ~25 a second), so
+    // several hundred workflows are open at once, each in the worker's workflow cache.
+    await phase(`a backlog of ${BACKLOG} tasks`, async () => {
+      const cpu0 = cpuByRole(roles);
+      const t0 = performance.now();
+      await finished(base, await submitMany(base, 'bench-image', BACKLOG, 16));
+      const s = (performance.now() - t0) / 1000;
+      const cpu1 = cpuByRole(roles);
+      const per = Object.entries(cpu1).map(([k, v]) => `${k} ${fmt((v - cpu0[k]) / BACKLOG)}`);
+      say(`backlog: ${fmt(BACKLOG / s)} tasks/s; CPU ms per task: ${per.join(', ')}`);
+    }),
     await phase('10 s of polls', () =>
       load({ url: `${base}/v1/tasks/${ids[0]}`, connections: 32, seconds: 10, headers }),
     ),
@@ -136,7 +150,8 @@ async function production() {
   await sleep(SETTLE_S * 1000);
   const after = stackMemory(roles);
   say(`after, ${SETTLE_S} s idle: ${memoryText(after)}`);
-  // What each retained task costs Redis (records, the owner's list, indexes) for sizing: 850 tasks.
+  // What each retained task costs Redis (records, the owner's list, indexes) for sizing: every task so far.
+  const retained = 50 + 600 + 100 + BACKLOG;
   const info = execFileSync(binary('redis-server', 'REDIS_SERVER_BIN').replace(/redis-server$/, 'redis-cli'), [
     '-p',
     String(redis.port),
@@ -144,7 +159,9 @@ async function production() {
     'memory',
   ]).toString();
   const dataset = Number(/used_memory_dataset:(\d+)/.exec(info)?.[1]);
-  say(`Redis dataset: ${fmt(dataset / 2 ** 20)} MiB for 850 tasks, ${fmt(dataset / 850 / 1024)} KiB per task`);
+  say(
+    `Redis dataset: ${fmt(dataset / 2 ** 20)} MiB for ${retained} tasks, ${fmt(dataset / retained / 1024)} KiB per task`,
+  );
   api.kill('SIGTERM');
   worker.kill('SIGTERM');
   await sleep(1000);
