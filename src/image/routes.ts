@@ -23,7 +23,8 @@ export interface ImageRouteDeps {
 }
 
 const BatchBody = z.object({
-  ids: z.array(z.string().max(256)).min(1, 'ids must not be empty').max(100, 'at most 100 ids per request'),
+  // Any string: one Kiln cannot have issued (however long) is a not_found item, not a refused batch.
+  ids: z.array(z.string()).min(1, 'ids must not be empty').max(100, 'at most 100 ids per request'),
   wait: BatchWait,
 });
 
