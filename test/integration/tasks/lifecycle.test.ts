@@ -168,27 +168,30 @@ describe('list pagination', () => {
       ]);
   });
 
-  it('uses before_created_at alone as an exclusive bound and leaves out tasks older than the window', async () => {
-    const owner = 'window-owner-key-0000000000';
-    const api = http(kiln.baseUrl, owner);
+  /** A stored succeeded record of `owner`'s, `age` seconds older than `now`. */
+  const seeded = async (owner: string, n: number, now: number, age: number) => {
     const { ownerOfKey } = await import('../../../src/infra/callers.js');
-    const ownerHash = ownerOfKey(kiln.config.ownerKey, owner);
-    const now = Math.floor(Date.now() / 1000);
-    const mk = (n: number, age: number) => ({
-      id: `task_${n.toString(16).padStart(32, 'b')}`,
+    const r = {
+      id: `task_${n.toString(16).padStart(32, 'c')}`,
       kind: 'image' as const,
-      owner: ownerHash,
+      owner: ownerOfKey(kiln.config.ownerKey, owner),
       model: 'kiln-image-1',
       status: 'succeeded' as const,
       created_at: now - age,
       finished_at: now,
       candidates: [],
       error: null,
-    });
-    const young = mk(1, 100),
-      mid = mk(2, 2 * 86400),
-      old = mk(3, 2 * 86400 + 3600);
-    for (const r of [young, mid, old]) await kiln.api.store.transition(r);
+    };
+    await kiln.api.store.transition(r);
+    return r;
+  };
+  it('uses before_created_at alone as an exclusive bound and leaves out tasks older than the window', async () => {
+    const owner = 'window-owner-key-0000000000';
+    const api = http(kiln.baseUrl, owner);
+    const now = Math.floor(Date.now() / 1000);
+    const young = await seeded(owner, 0xb1, now, 100);
+    const mid = await seeded(owner, 0xb2, now, 2 * 86400);
+    const old = await seeded(owner, 0xb3, now, 2 * 86400 + 3600);
     const all = await api('/v1/tasks');
     expect(all.json.items.map((t: { id: string }) => t.id)).toEqual([young.id, mid.id, old.id]);
     const oneDay = await api('/v1/tasks?days=1');
@@ -196,6 +199,40 @@ describe('list pagination', () => {
     expect(oneDay.json.items.map((t: { id: string }) => t.id)).toEqual([young.id]);
     const before = await api(`/v1/tasks?before_created_at=${young.created_at}`);
     expect(before.json.items.map((t: { id: string }) => t.id)).toEqual([mid.id, old.id]);
+  });
+
+  const idsOf = (r: { json: { items: { id: string }[] } }) => r.json.items.map((t) => t.id);
+
+  it('answers 20 items without limit, limit=100 at most 100 of 101, newest first', async () => {
+    const owner = 'limit-owner-key-000000000000';
+    const api = http(kiln.baseUrl, owner);
+    const now = Math.floor(Date.now() / 1000);
+    const records = await Promise.all(Array.from({ length: 101 }, (_, i) => seeded(owner, i + 1, now, i + 1)));
+    const ids = records.map((r) => r.id);
+    expect(idsOf(await api('/v1/tasks'))).toEqual(ids.slice(0, 20));
+    expect(idsOf(await api('/v1/tasks?limit=100'))).toEqual(ids.slice(0, 100));
+    expect(idsOf(await api('/v1/tasks?limit=1'))).toEqual(ids.slice(0, 1));
+  });
+
+  it('keeps a task created exactly `days` days ago and leaves out one a second older', async () => {
+    // The answer's window starts at the server's clock: exact only when no second ticks between
+    // the seeding and the answer, so an attempt that saw one starts again.
+    for (let attempt = 0; ; attempt++) {
+      const owner = `edge-owner-key-${attempt}-00000000000`;
+      const api = http(kiln.baseUrl, owner);
+      const now = Math.floor(Date.now() / 1000);
+      // The fourth, a second past three days, is in no answer.
+      const [oneDay, pastOneDay, threeDays] = await Promise.all(
+        [86400, 86401, 3 * 86400, 3 * 86400 + 1].map((age, i) => seeded(owner, 0x1000 + attempt * 8 + i, now, age)),
+      );
+      const all = await api('/v1/tasks');
+      const one = await api('/v1/tasks?days=1');
+      if (Math.floor(Date.now() / 1000) !== now && attempt < 5) continue;
+      expect(Math.floor(Date.now() / 1000), 'a second ticked during every attempt').toBe(now);
+      expect(idsOf(all)).toEqual([oneDay!.id, pastOneDay!.id, threeDays!.id]);
+      expect(idsOf(one)).toEqual([oneDay!.id]);
+      return;
+    }
   });
 });
 
