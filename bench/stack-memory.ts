@@ -89,7 +89,8 @@ async function production() {
     RATE_LIMIT_BATCH_MS: '0',
   });
   const { temporal, redis, base, env } = stack;
-  const worker = spawnWorker(env);
+  // BENCH_WORKER_FLAGS: node flags for the worker alone (a memory setting to try).
+  const worker = spawnWorker(env, process.env.BENCH_WORKER_FLAGS?.split(' ').filter(Boolean) ?? []);
   const api = spawnApi(env, [], join(stack.dir, 'api.log'));
   await waitHttp(`${base}/readyz`);
   const roles: Record<string, CpuRole> = {
