@@ -11,7 +11,8 @@ export const LIMITS = {
   jsonDepth: 64,
   /**
    * The request travels as one Temporal payload, whose hard limit is 2 MiB with the task envelope
-   * around it: the serialized request must leave room for that envelope.
+   * around it: the serialized request, deflated as the payload codec sends it, must leave room for
+   * that envelope.
    */
   requestBytes: 2 * 1024 * 1024 - 8 * 1024,
 } as const;

@@ -1,5 +1,8 @@
 // AES-256-GCM payload codec: workflow inputs (which may carry a caller's upstream key in passthrough
-// mode), results and activity arguments are encrypted before they reach Temporal's history.
+// mode), results and activity arguments are encrypted before they reach Temporal's history. A large
+// payload is compressed first (deflate), so that any request body the contract accepts (up to 2 MiB)
+// fits Temporal's 2 MiB payload limit with its task envelope: JSON text never compresses to more
+// than its size, and the few bytes a parsed request adds (default roles) are won back.
 import {
   createCipheriv,
   createDecipheriv,
@@ -8,6 +11,7 @@ import {
   randomBytes,
   type KeyObject,
 } from 'node:crypto';
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import { METADATA_ENCODING_KEY } from '@temporalio/common';
 import proto from '@temporalio/proto';
@@ -17,6 +21,17 @@ const { temporal } = proto;
 
 const ENCODING = 'binary/encrypted';
 const KEY_ID = 'encryption-key-id';
+/** Set on a payload whose sealed bytes are deflated: earlier releases' payloads have no such key. */
+const COMPRESSION = 'kiln-compression';
+const DEFLATE = 'deflate-raw';
+/**
+ * Smaller payloads (a task's record, its envelope) stay as they are: compressing them costs more
+ * CPU than the bytes it saves. The length is visible in history either way (no secret depends on it:
+ * Kiln's callers never read history).
+ */
+export const COMPRESS_FROM_BYTES = 16 * 1024;
+/** An opened payload inflates to at most this: well above any payload Temporal accepts. */
+const MAX_INFLATED_BYTES = 64 * 1024 * 1024;
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
@@ -56,10 +71,16 @@ export class AesGcmCodec implements PayloadCodec {
       if (isDisplayText(p)) return p;
       const iv = randomBytes(12);
       const cipher = createCipheriv('aes-256-gcm', this.key, iv);
-      const plain = temporal.api.common.v1.Payload.encode(p).finish();
+      const encoded = temporal.api.common.v1.Payload.encode(p).finish();
+      const deflated = encoded.length >= COMPRESS_FROM_BYTES;
+      const plain = deflated ? deflateRawSync(encoded) : encoded;
       const body = Buffer.concat([cipher.update(plain), cipher.final()]);
       return {
-        metadata: { [METADATA_ENCODING_KEY]: enc.encode(ENCODING), [KEY_ID]: enc.encode(this.keyId) },
+        metadata: {
+          [METADATA_ENCODING_KEY]: enc.encode(ENCODING),
+          [KEY_ID]: enc.encode(this.keyId),
+          ...(deflated ? { [COMPRESSION]: enc.encode(DEFLATE) } : {}),
+        },
         data: Buffer.concat([iv, cipher.getAuthTag(), body]),
       };
     });
@@ -75,7 +96,12 @@ export class AesGcmCodec implements PayloadCodec {
       const decipher = createDecipheriv('aes-256-gcm', this.key, data.subarray(0, 12));
       decipher.setAuthTag(data.subarray(12, 28));
       const plain = Buffer.concat([decipher.update(data.subarray(28)), decipher.final()]);
-      return temporal.api.common.v1.Payload.decode(plain);
+      const compression = p.metadata?.[COMPRESSION] ? dec.decode(p.metadata[COMPRESSION]) : undefined;
+      if (compression !== undefined && compression !== DEFLATE)
+        throw new Error(`payload is compressed as ${compression}, which this release cannot open`);
+      // Authenticated above: only a payload sealed under this key is ever inflated.
+      const opened = compression ? inflateRawSync(plain, { maxOutputLength: MAX_INFLATED_BYTES }) : plain;
+      return temporal.api.common.v1.Payload.decode(opened);
     });
   }
 }

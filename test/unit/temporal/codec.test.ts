@@ -4,7 +4,7 @@ import { createCipheriv, randomBytes } from 'node:crypto';
 import { METADATA_ENCODING_KEY, type Payload } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import { describe, expect, it } from 'vitest';
-import { AesGcmCodec } from '../../../src/temporal/codec.js';
+import { AesGcmCodec, COMPRESS_FROM_BYTES } from '../../../src/temporal/codec.js';
 
 const key = Buffer.alloc(32, 3);
 const json = (v: unknown): Payload => ({
@@ -50,5 +50,33 @@ describe('AesGcmCodec', () => {
     expect(() => new AesGcmCodec(Buffer.alloc(31))).toThrow(/32 bytes/);
     expect(() => new AesGcmCodec(Buffer.alloc(33))).toThrow(/32 bytes/);
     expect(() => new AesGcmCodec(Buffer.alloc(32))).not.toThrow();
+  });
+
+  it('deflates a payload from COMPRESS_FROM_BYTES on, sealed all the same, and opens it', async () => {
+    const codec = new AesGcmCodec(key);
+    const sizeOf = (p: Payload) => proto.temporal.api.common.v1.Payload.encode(p).finish().length;
+    // The largest payload left as it is, and the smallest one deflated.
+    const frame = sizeOf(json({ t: 'k'.repeat(1000) })) - 1000; // what surrounds the text at this size
+    const under = json({ t: 'k'.repeat(COMPRESS_FROM_BYTES - 1 - frame) });
+    const at = json({ t: 'k'.repeat(COMPRESS_FROM_BYTES - frame) });
+    expect([sizeOf(under), sizeOf(at)]).toEqual([COMPRESS_FROM_BYTES - 1, COMPRESS_FROM_BYTES]);
+    const [u, a] = await codec.encode([under, at]);
+    expect(u.metadata!['kiln-compression']).toBeUndefined();
+    expect(Buffer.from(a.metadata!['kiln-compression']!).toString()).toBe('deflate-raw');
+    expect(a.data!.length).toBeLessThan(1000);
+    expect(text(a)).not.toContain('kkkk');
+    expect(await codec.decode([u, a])).toEqual([under, at].map((p) => expect.objectContaining({ data: p.data })));
+    // Incompressible text (random base64, 2 MiB) does not grow past its size plus deflate's framing.
+    const noise = json({ t: randomBytes(1536 * 1024).toString('base64') });
+    const [n] = await codec.encode([noise]);
+    expect(n.data!.length).toBeLessThan(sizeOf(noise));
+    expect(JSON.parse(text((await codec.decode([n]))[0]!))).toEqual(JSON.parse(text(noise)));
+  });
+
+  it('refuses a payload marked with a compression it does not know', async () => {
+    const codec = new AesGcmCodec(key);
+    const [sealed] = await codec.encode([json({ t: 'k'.repeat(COMPRESS_FROM_BYTES) })]);
+    const marked = { ...sealed, metadata: { ...sealed.metadata, 'kiln-compression': Buffer.from('zstd') } };
+    await expect(codec.decode([marked])).rejects.toThrow(/compressed as zstd/);
   });
 });
