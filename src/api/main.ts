@@ -5,7 +5,7 @@ import cluster from 'node:cluster';
 import type { Server } from 'node:http';
 import { loadConfig } from '../config/env.js';
 import { ConfigError } from '../config/models.js';
-import { createLogger } from '../ops/log.js';
+import { createLogger, exitAfterLogs } from '../ops/log.js';
 import { reportListening, startSiblings, type Siblings } from '../ops/api-cluster.js';
 import { startIdleGc } from '../ops/idle-gc.js';
 import type { ReadModelRebuild } from '../tasks/rebuild/rebuild.js';
@@ -50,13 +50,13 @@ async function main() {
       () =>
         void Promise.all([api.close(), othersStopped]).then(() => {
           log.info('kiln api stopped');
-          process.exit(code);
+          exitAfterLogs(log, code);
         }),
     );
     server.closeIdleConnections();
     setTimeout(() => {
       log.warn('requests still running after the shutdown grace time; exiting');
-      process.exit(1);
+      exitAfterLogs(log, 1);
     }, SHUTDOWN_GRACE_MS).unref();
   };
   process.once('SIGTERM', () => stop('SIGTERM'));

@@ -3,7 +3,7 @@
 import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 import { loadConfig } from '../config/env.js';
 import { ConfigError } from '../config/models.js';
-import { createLogger } from '../ops/log.js';
+import { createLogger, exitAfterLogs } from '../ops/log.js';
 import { startIdleGc } from '../ops/idle-gc.js';
 import { startWorkers } from './start.js';
 
@@ -47,7 +47,7 @@ async function main() {
   const stop = (signal: string) => {
     idleGc.stop();
     log.info({ signal }, 'shutting down: letting running activities finish');
-    void workers.shutdown().then(() => process.exit(0));
+    void workers.shutdown().then(() => exitAfterLogs(log, 0));
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
