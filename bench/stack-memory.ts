@@ -39,6 +39,9 @@ const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 1000);
 const KEY = 'bench-key-memory-00000000000';
 const say = (l: string) => console.error(`[bench:memory] ${l}`);
 
+/** Tasks submitted so far (what Redis retains, for the per-task figure). */
+let submitted = 0;
+
 async function submitMany(base: string, model: string, n: number, connections: number): Promise<string[]> {
   const ids: string[] = [];
   let next = 0;
@@ -54,6 +57,7 @@ async function submitMany(base: string, model: string, n: number, connections: n
         const body = (await res.json()) as { id?: string };
         if (res.status !== 202 || !body.id) throw new Error(`submit answered ${res.status}: ${JSON.stringify(body)}`);
         ids.push(body.id);
+        submitted++;
       }
     }),
   );
@@ -99,6 +103,15 @@ async function production() {
     api: { tree: [api.pid!] },
     worker: { tree: [worker.pid!] },
   };
+  /** `tasks` tasks run by `run`: their rate, and each role's CPU per task. */
+  const perTask = async (tasks: number, run: () => Promise<unknown>) => {
+    const cpu0 = cpuByRole(roles);
+    const t0 = performance.now();
+    await run();
+    const s = (performance.now() - t0) / 1000;
+    const per = Object.entries(cpuByRole(roles)).map(([k, v]) => `${k} ${fmt((v - cpu0[k]) / tasks)}`);
+    return { rate: fmt(tasks / s), per: per.join(', ') };
+  };
   await finished(base, await submitMany(base, 'bench-image', 50, 8));
   await sleep(SETTLE_S * 1000);
   const idle = stackMemory(roles);
@@ -118,26 +131,20 @@ async function production() {
     await phase('3 bursts of 200 tasks', async () => {
       // CPU per task of each role over the bursts: what a lower-memory setting costs, less disturbed
       // by other work on the machine than the rate is.
-      const cpu0 = cpuByRole(roles);
-      const t0 = performance.now();
-      for (let round = 0; round < 3; round++) await finished(base, await submitMany(base, 'bench-image', 200, 16));
-      const s = (performance.now() - t0) / 1000;
-      const cpu1 = cpuByRole(roles);
-      const per = Object.entries(cpu1).map(([k, v]) => `${k} ${fmt((v - cpu0[k]) / 600)}`);
-      say(`bursts: ${fmt(600 / s)} tasks/s (batch-get polls every 5.1 s bound it); CPU ms per task: ${per.join(', ')}`);
+      const { rate, per } = await perTask(600, async () => {
+        for (let round = 0; round < 3; round++) await finished(base, await submitMany(base, 'bench-image', 200, 16));
+      });
+      say(`bursts: ${rate} tasks/s (batch-get polls every 5.1 s bound it); CPU ms per task: ${per}`);
       ids = await submitMany(base, 'bench-image', 100, 8);
       await finished(base, ids);
     }),
     // npm run bench's submit rounds: submits outpace the worker (~100 against ~25 a second), so
     // several hundred workflows are open at once, each in the worker's workflow cache.
     await phase(`a backlog of ${BACKLOG} tasks`, async () => {
-      const cpu0 = cpuByRole(roles);
-      const t0 = performance.now();
-      await finished(base, await submitMany(base, 'bench-image', BACKLOG, 16));
-      const s = (performance.now() - t0) / 1000;
-      const cpu1 = cpuByRole(roles);
-      const per = Object.entries(cpu1).map(([k, v]) => `${k} ${fmt((v - cpu0[k]) / BACKLOG)}`);
-      say(`backlog: ${fmt(BACKLOG / s)} tasks/s; CPU ms per task: ${per.join(', ')}`);
+      const { rate, per } = await perTask(BACKLOG, async () =>
+        finished(base, await submitMany(base, 'bench-image', BACKLOG, 16)),
+      );
+      say(`backlog: ${rate} tasks/s; CPU ms per task: ${per}`);
     }),
     await phase('10 s of polls', () =>
       load({ url: `${base}/v1/tasks/${ids[0]}`, connections: 32, seconds: 10, headers }),
@@ -152,7 +159,6 @@ async function production() {
   const after = stackMemory(roles);
   say(`after, ${SETTLE_S} s idle: ${memoryText(after)}`);
   // What each retained task costs Redis (records, the owner's list, indexes) for sizing: every task so far.
-  const retained = 50 + 600 + 100 + BACKLOG;
   const info = execFileSync(binary('redis-server', 'REDIS_SERVER_BIN').replace(/redis-server$/, 'redis-cli'), [
     '-p',
     String(redis.port),
@@ -161,7 +167,7 @@ async function production() {
   ]).toString();
   const dataset = Number(/used_memory_dataset:(\d+)/.exec(info)?.[1]);
   say(
-    `Redis dataset: ${fmt(dataset / 2 ** 20)} MiB for ${retained} tasks, ${fmt(dataset / retained / 1024)} KiB per task`,
+    `Redis dataset: ${fmt(dataset / 2 ** 20)} MiB for ${submitted} tasks, ${fmt(dataset / submitted / 1024)} KiB per task`,
   );
   api.kill('SIGTERM');
   worker.kill('SIGTERM');
