@@ -9,6 +9,7 @@ import type { LookupFunction } from 'node:net';
 import { ApplicationFailure } from '@temporalio/activity';
 import ipaddr from 'ipaddr.js';
 import { refusedAddress, type Resolver } from '../src/infra/safe-fetch.js';
+import { deadline } from '../src/shared/deadline.js';
 import type { TaskStore } from '../src/tasks/store/task-store.js';
 import { recordWebhookState } from '../src/tasks/store/webhook-state.js';
 import { STATUS_RANK, TERMINAL_STATUSES, type TaskStatus } from '../src/shared/task.js';
@@ -103,15 +104,16 @@ export function createWebhookActivities(deps: WebhookDeps) {
       const r = refusal(host, host);
       if (r) return Promise.reject(r);
     }
+    const timeout = deadline(WEBHOOK_TIMEOUT_MS);
     const options: RequestOptions = {
       method: 'POST',
       agent: false,
       lookup: guardedLookup,
-      signal: AbortSignal.timeout(WEBHOOK_TIMEOUT_MS),
+      signal: timeout.signal,
       headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
       ...(deps.ca ? { ca: deps.ca } : {}),
     };
-    return new Promise((done, fail) => {
+    return new Promise<number>((done, fail) => {
       const req = request(url, options, (res) => {
         res.resume();
         res.on('end', () => done(res.statusCode ?? 0));
@@ -119,7 +121,7 @@ export function createWebhookActivities(deps: WebhookDeps) {
       });
       req.on('error', fail);
       req.end(body);
-    });
+    }).finally(timeout.clear);
   }
 
   /** Why an attempt failed, in words for `last_error`; `permanent` when retrying cannot help. */

@@ -2,6 +2,7 @@
 // heartbeats meanwhile, and how a failure nobody mapped ends the attempt (retried by Temporal).
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { CallWording } from '../src/shared/call-wording.js';
+import { deadline } from '../src/shared/deadline.js';
 import { UpstreamFailure } from '../src/upstreams/failures.js';
 import type { CancelFeed } from './cancel-notices.js';
 import { heartbeating } from './heartbeats.js';
@@ -42,8 +43,8 @@ export async function underBudget<T>(
   map: (err: unknown, timedOut: boolean) => Promise<void>,
 ): Promise<T> {
   const ctx = Context.current();
-  const timeout = AbortSignal.timeout(model.timeoutMs);
-  const signal = AbortSignal.any([timeout, ctx.cancellationSignal]);
+  const timeout = deadline(model.timeoutMs);
+  const signal = AbortSignal.any([timeout.signal, ctx.cancellationSignal]);
   // Heartbeats carry a cancel to the attempt and let Temporal notice a dead worker. An owner's cancel
   // closes the upstream connection within a second: the workflow's cancel notice quickens the beats.
   let details = initial;
@@ -53,8 +54,8 @@ export async function underBudget<T>(
       details = d;
     });
   } catch (err) {
-    await map(err, timeout.aborted);
-    if (timeout.aborted) {
+    await map(err, timeout.expired);
+    if (timeout.expired) {
       throw ApplicationFailure.nonRetryable(
         `The ${wording.upstream} gave no ${wording.answer} within ${model.timeoutMs} ms.`,
         'upstream_timeout',
@@ -68,6 +69,7 @@ export async function underBudget<T>(
     }
     throw err; // retryable: a transport failure before dispatch, a read, or an idempotent upstream
   } finally {
+    timeout.clear();
     stop();
   }
 }

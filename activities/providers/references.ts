@@ -3,6 +3,7 @@
 import type { ImageUpstream } from '../../src/config/models.js';
 import { createSafeFetch, UnusableUrl, type SafeFetch } from '../../src/infra/safe-fetch.js';
 import type { ImageRequest, Part } from '../../src/shared/image-task.js';
+import { deadline } from '../../src/shared/deadline.js';
 import { UpstreamFailure } from '../../src/upstreams/failures.js';
 
 /** Media types upstream image models accept as input; SVG (a document, not a picture) is not one. */
@@ -64,18 +65,20 @@ export async function downloadReference(
   name: string,
   maxBytes?: number,
 ): Promise<{ mimeType: string; data: string }> {
-  const timeout = AbortSignal.timeout(REFERENCE_TIMEOUT_MS);
+  const timeout = deadline(REFERENCE_TIMEOUT_MS);
   try {
-    const got = await fetch(url, AbortSignal.any([signal, timeout]), maxBytes);
+    const got = await fetch(url, AbortSignal.any([signal, timeout.signal]), maxBytes);
     return { mimeType: got.mediaType, data: got.data.toString('base64') };
   } catch (err) {
     if (signal.aborted) throw err;
-    const why = timeout.aborted
+    const why = timeout.expired
       ? `no answer within ${REFERENCE_TIMEOUT_MS} ms`
       : err instanceof UnusableUrl
         ? err.message
         : 'it could not be downloaded';
     throw new UpstreamFailure('invalid_request', `${name} cannot be used: ${why}.`);
+  } finally {
+    timeout.clear();
   }
 }
 

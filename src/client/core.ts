@@ -8,6 +8,7 @@ import {
   KilnClientError,
   parseRetryAfter,
 } from './errors.js';
+import { deadline, type Deadline } from '../shared/deadline.js';
 import { DEFAULT_POLLING, realClock, retryDelay, type Clock, type PollingOptions } from './polling.js';
 
 export interface ClientOptions {
@@ -109,9 +110,13 @@ export class KilnCore {
   async fetchUrl(url: string, signal?: AbortSignal): Promise<Response> {
     const abs = this.url(url);
     const headers: Record<string, string> = this.isOwnOrigin(abs) ? { authorization: `Bearer ${this.apiKey}` } : {};
-    const res = await this.send(abs, { method: 'GET', headers, redirect: 'follow' }, signal);
-    if (!res.ok) throw errorFromResponse(res.status, res.headers, await readBody(res));
-    return res;
+    const { res, timeout } = await this.send(abs, { method: 'GET', headers, redirect: 'follow' }, signal);
+    if (res.ok) return res; // the caller reads the body, still within the timeout
+    try {
+      throw errorFromResponse(res.status, res.headers, await readBody(res));
+    } finally {
+      timeout.clear();
+    }
   }
 
   private async once<T>(method: string, path: string, opts: RequestOptions): Promise<APIResponse<T>> {
@@ -126,26 +131,42 @@ export class KilnCore {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(opts.body);
     }
-    const res = await this.send(
+    const { res, timeout } = await this.send(
       this.url(path, opts.query),
       { method, headers, body, redirect: opts.manualRedirect ? 'manual' : 'follow' },
       opts.signal,
       opts.extraTimeoutMs,
     );
-    if (res.status >= 400) throw errorFromResponse(res.status, res.headers, await readBody(res));
-    if (opts.raw || (opts.manualRedirect && res.status >= 300 && res.status < 400))
-      return { data: undefined as T, response: res };
-    const data = await readBody(res);
-    return { data: data as T, response: res };
+    try {
+      if (res.status >= 400) throw errorFromResponse(res.status, res.headers, await readBody(res));
+      if (opts.raw || (opts.manualRedirect && res.status >= 300 && res.status < 400))
+        return { data: undefined as T, response: res };
+      const data = await readBody(res);
+      return { data: data as T, response: res };
+    } finally {
+      // A raw body is read by the caller, still within the timeout; any other exchange is over.
+      if (!opts.raw || res.status >= 400) timeout.clear();
+    }
   }
 
-  private async send(url: string, init: RequestInit, signal?: AbortSignal, extraMs = 0): Promise<Response> {
-    const timeout = AbortSignal.timeout(this.timeoutMs + extraMs);
+  /** The response's headers; `timeout` also bounds reading its body, and is the caller's to clear. */
+  private async send(
+    url: string,
+    init: RequestInit,
+    signal?: AbortSignal,
+    extraMs = 0,
+  ): Promise<{ res: Response; timeout: Deadline }> {
+    const timeout = deadline(this.timeoutMs + extraMs);
     try {
-      return await this.fetchImpl(url, { ...init, signal: signal ? AbortSignal.any([signal, timeout]) : timeout });
+      const res = await this.fetchImpl(url, {
+        ...init,
+        signal: signal ? AbortSignal.any([signal, timeout.signal]) : timeout.signal,
+      });
+      return { res, timeout };
     } catch (err) {
+      timeout.clear();
       if (signal?.aborted) throw signal.reason;
-      if (timeout.aborted)
+      if (timeout.expired)
         throw new APIConnectionTimeoutError(`${init.method} ${url}: no response within ${this.timeoutMs} ms`, {
           cause: err,
         });

@@ -8,6 +8,7 @@ import { UnusableUrl, type SafeFetch } from '../infra/safe-fetch.js';
 import { rpcStatus } from '../http/google-errors.js';
 import type { BatchRecord } from './store.js';
 import { failureOf, type InlinedResponse, type TaskNow } from './view.js';
+import { withDeadline } from '../shared/deadline.js';
 
 /** Images read at once while a batch's results are built. */
 const READS_AT_ONCE = 8;
@@ -39,7 +40,7 @@ export async function inPool<T, R>(
 async function readImage(src: ImageSource, url: string): Promise<{ data: Buffer; mimeType: string }> {
   const stored = await src.blobs.read(url);
   if (stored) return stored;
-  const got = await src.fetchImage(url, AbortSignal.timeout(30_000));
+  const got = await withDeadline(30_000, (signal) => src.fetchImage(url, signal));
   return { data: got.data, mimeType: got.mediaType };
 }
 

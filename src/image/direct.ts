@@ -14,6 +14,7 @@ import type { WebhookTarget } from '../shared/webhook-types.js';
 import { validateSubmit } from './validate.js';
 // Type only: the handle's result is typed by the workflow function, whose code the API never loads.
 import type { imageTaskWorkflow } from '../../workflows/image-task.js';
+import { withDeadline } from '../shared/deadline.js';
 
 /** The contract's limit for the direct request form (task submissions allow 8). */
 export const DIRECT_REFERENCE_IMAGES = 5;
@@ -119,7 +120,7 @@ export class DirectService {
             inlineData: { mimeType: p.inlineData.mimeType ?? stored.mimeType, data: stored.data.toString('base64') },
           };
         try {
-          const got = await this.fetchImage(url, AbortSignal.timeout(30_000));
+          const got = await withDeadline(30_000, (signal) => this.fetchImage(url, signal));
           return {
             inlineData: { mimeType: p.inlineData.mimeType ?? got.mediaType, data: got.data.toString('base64') },
           };

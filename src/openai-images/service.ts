@@ -20,6 +20,7 @@ import type { RedisClient } from '../tasks/store/task-store.js';
 import type { imageTaskWorkflow } from '../../workflows/image-task.js';
 import type { Upload } from './multipart.js';
 import { imageConfigOf, imageModelOf, type ImagesAsk, type ResponseFormat } from './params.js';
+import { withDeadline } from '../shared/deadline.js';
 
 export interface OpenAIImagesDeps {
   tasks: ImageTaskService;
@@ -184,7 +185,7 @@ export class OpenAIImagesService {
     const stored = await this.deps.blobs.read(url);
     if (stored) return stored.data.toString('base64');
     try {
-      return (await this.deps.fetchImage(url, AbortSignal.timeout(30_000))).data.toString('base64');
+      return (await withDeadline(30_000, (signal) => this.deps.fetchImage(url, signal))).data.toString('base64');
     } catch (err) {
       const why = err instanceof UnusableUrl ? err.message : 'no answer in time';
       throw new KilnError(

@@ -9,6 +9,7 @@
 // around are community ones driving the websocket), hence plain fetch.
 // A box has no key of its own; a channel's credential, when set, travels as a bearer token (for a
 // reverse proxy in front of it).
+import { deadline } from '../../../src/shared/deadline.js';
 import { TransportFailure, UpstreamFailure } from '../../../src/upstreams/failures.js';
 import { causeCode, isRefusalStatus, statusToCode, upstreamMessage } from '../../../src/upstreams/answers.js';
 import { fetchText, parseUpstreamJson } from '../../../src/upstreams/http.js';
@@ -94,11 +95,11 @@ function refusalMessage(status: number, text: string, key?: string): string {
  * or not serving fails here, provably before anything was sent, and the task moves to another box.
  */
 export async function healthy(call: ComfyCall): Promise<void> {
-  const timeout = AbortSignal.timeout(HEALTH_TIMEOUT_MS);
+  const timeout = deadline(HEALTH_TIMEOUT_MS);
   try {
     const { res, text } = await fetchText(`${base(call)}/system_stats`, {
       headers: auth(call),
-      signal: AbortSignal.any([call.signal, timeout]),
+      signal: AbortSignal.any([call.signal, timeout.signal]),
     });
     if (res.ok) return;
     throw new UpstreamFailure(
@@ -110,10 +111,12 @@ export async function healthy(call: ComfyCall): Promise<void> {
     );
   } catch (err) {
     if (call.signal.aborted || err instanceof UpstreamFailure) throw err;
-    const why = timeout.aborted
+    const why = timeout.expired
       ? `no answer within ${HEALTH_TIMEOUT_MS} ms`
       : (causeCode(err) ?? (err as Error).message);
     throw new TransportFailure(`the ComfyUI box is not reachable (GET /system_stats: ${why}); nothing was sent`, false);
+  } finally {
+    timeout.clear();
   }
 }
 
