@@ -262,7 +262,13 @@ function procs(): ProcStat[] {
  * A group of processes whose CPU is counted together: root pids with their descendants (`tree`),
  * one process alone (`pid`), or the processes whose command line passes a test.
  */
-export type CpuRole = { tree: number[] } | { pid: number } | { cmdline: (c: string) => boolean };
+/**
+ * Which processes make up a role. `outside`: reported beside the stack, not in its total (a
+ * stand-in for an upstream that production runs elsewhere, like the local video provider's ffmpeg).
+ */
+export type CpuRole = ({ tree: number[] } | { pid: number } | { cmdline: (c: string) => boolean }) & {
+  outside?: boolean;
+};
 
 /** Each role's live processes; a process belongs to the first role that claims it. */
 export function resolveRoles(roles: Record<string, CpuRole>): Record<string, ProcStat[]> {

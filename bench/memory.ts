@@ -20,7 +20,10 @@ export interface StackMemory {
   roles: Record<string, number>;
   /** Processes per role, for the report (a supervisor and its children are 3). */
   counts: Record<string, number>;
+  /** The sum over the roles that are not `outside`. */
   total: number;
+  /** MiB of each `outside` role, when it had processes. */
+  outside?: Record<string, number>;
 }
 
 /** PSS of each role (a process counts for the first role that claims it) and their sum. */
@@ -29,6 +32,10 @@ export function stackMemory(roles: Record<string, CpuRole>): StackMemory {
   const out: StackMemory = { roles: {}, counts: {}, total: 0 };
   for (const [name, ps] of Object.entries(resolved)) {
     const mib = ps.reduce((a, p) => a + pssMiB(p.pid), 0);
+    if (roles[name]!.outside) {
+      if (ps.length) out.outside = { ...out.outside, [name]: mib };
+      continue;
+    }
     out.roles[name] = mib;
     out.counts[name] = ps.length;
     out.total += mib;
@@ -57,7 +64,12 @@ export const memoryText = (m: StackMemory): string =>
   Object.entries(m.roles)
     .map(([k, v]) => `${k} ${v.toFixed(0)}${m.counts[k] > 1 ? ` in ${m.counts[k]}` : ''}`)
     .join(', ') +
-  ')';
+  ')' +
+  (m.outside
+    ? `; outside it: ${Object.entries(m.outside)
+        .map(([k, v]) => `${k} ${v.toFixed(0)}`)
+        .join(', ')}`
+    : '');
 
 /**
  * Samples the stack every `everyMs` and keeps the reading with the highest total: the peak a

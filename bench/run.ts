@@ -73,6 +73,10 @@ async function main() {
   await waitHttp(`${base}/healthz`);
   // The whole stack's PSS (bench/memory.ts): what the machine must hold for it.
   const stackRoles: Record<string, CpuRole> = {
+    // The local video provider (bench-video) encodes with ffmpeg, a child of the worker: it stands
+    // in for a video maker's servers, so it is shown beside the stack, not in it. Listed first to
+    // claim its process before the worker's tree does.
+    'stand-in upstream (ffmpeg)': { cmdline: (c) => /^(\S*\/)?ffmpeg /.test(c), outside: true },
     temporal: serverRole,
     redis: redisRole,
     api: { tree: [api.pid!] },
