@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   APIConnectionError,
+  APIConnectionTimeoutError,
   AuthenticationError,
   buildImageRequest,
   chatTextOf,
@@ -61,6 +62,20 @@ describe('typed errors', () => {
     expect(isRetryable(err(502, 'upstream_error'))).toBe(false);
     expect(isRetryable(err(400, 'invalid_request'))).toBe(false);
     expect(isRetryable(err(404, 'not_found'))).toBe(false);
+  });
+
+  it('gives up on a server that never answers after timeoutMs, as APIConnectionTimeoutError', async () => {
+    // A fetch that answers only its signal, as undici does for a silent server.
+    const silent = ((_url: string, init: RequestInit) =>
+      new Promise((_, fail) =>
+        init.signal!.addEventListener('abort', () => fail(init.signal!.reason)),
+      )) as typeof fetch;
+    const kiln = new Kiln({ baseURL: 'http://kiln.test/', apiKey: 'k', fetch: silent, timeoutMs: 40, maxRetries: 0 });
+    const started = Date.now();
+    const e = await kiln.tasks.get('task_x').catch((x) => x);
+    expect(e).toBeInstanceOf(APIConnectionTimeoutError);
+    expect(e.message).toContain('no response within 40 ms');
+    expect(Date.now() - started).toBeLessThan(5_000);
   });
 
   it('turns a transport failure into APIConnectionError and a missing key into a clear error', async () => {
