@@ -260,11 +260,9 @@ function procs(): ProcStat[] {
 
 /**
  * A group of processes whose CPU is counted together: root pids with their descendants (`tree`),
- * one process alone (`pid`), or the processes whose command line passes a test.
- */
-/**
- * Which processes make up a role. `outside`: reported beside the stack, not in its total (a
- * stand-in for an upstream that production runs elsewhere, like the local video provider's ffmpeg).
+ * one process alone (`pid`), or the processes whose command line passes a test. `outside`: memory
+ * reported beside the stack, not in its total (a stand-in for an upstream that production runs
+ * elsewhere, like the local video provider's ffmpeg).
  */
 export type CpuRole = ({ tree: number[] } | { pid: number } | { cmdline: (c: string) => boolean }) & {
   outside?: boolean;

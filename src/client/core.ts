@@ -112,11 +112,7 @@ export class KilnCore {
     const headers: Record<string, string> = this.isOwnOrigin(abs) ? { authorization: `Bearer ${this.apiKey}` } : {};
     const { res, timeout } = await this.send(abs, { method: 'GET', headers, redirect: 'follow' }, signal);
     if (res.ok) return res; // the caller reads the body, still within the timeout
-    try {
-      throw errorFromResponse(res.status, res.headers, await readBody(res));
-    } finally {
-      timeout.clear();
-    }
+    throw errorFromResponse(res.status, res.headers, await readBody(res).finally(timeout.clear));
   }
 
   private async once<T>(method: string, path: string, opts: RequestOptions): Promise<APIResponse<T>> {
