@@ -84,6 +84,14 @@ export function redisSocketIn(dir: string): string | undefined {
 }
 
 /**
+ * Redis settings for Kiln's data, on every redis-server Kiln's scripts start. A task's hash (its
+ * record, list entry, owner, status: ~1.3 KB) has values over the 64 bytes up to which Redis keeps a
+ * hash as one compact listpack; at 1,024 it stays one, 1,460 bytes a task against 1,996 as a hash
+ * table (10,000 task hashes, used_memory). A longer record falls back to a hash table, as before.
+ */
+export const REDIS_SIZING_ARGS = ['--hash-max-listpack-value', '1024'];
+
+/**
  * redis-server with an append-only file in `dir`, so a restart keeps its data. It listens on
  * loopback TCP and on a Unix socket in `dir`, only for this user (mode 700).
  */
@@ -110,6 +118,7 @@ export async function startRedis(opts: {
       '',
       '--appendonly',
       opts.persist === false ? 'no' : 'yes',
+      ...REDIS_SIZING_ARGS,
       ...(socket ? ['--unixsocket', socket, '--unixsocketperm', '700'] : []),
     ];
     child = spawn(binary('redis-server', 'REDIS_SERVER_BIN'), args, {
@@ -148,6 +157,30 @@ export const DEV_SQLITE_PRAGMAS = (process.env.KILN_SQLITE_PRAGMAS ?? 'journal_m
   .filter(Boolean);
 
 /**
+ * What a single-cluster Temporal server need not hold (issue 42), for the dev server and the
+ * production-shaped one alike. Measured on the dev server after 3,000 tasks (bench:memory's phases,
+ * 2026-11-29): Temporal 237 MiB against 197 with both, for the same server CPU a task (26.5–26.7 ms
+ * against 27.2):
+ *   - the cross-cluster (XDC) cache kept 8 MiB of serialized history batches, ~17 MiB of Go heap
+ *     with its entries, for replication to other clusters, which a single cluster never reads:
+ *     at its floor (64 KiB) Temporal held 209–214 MiB, not 237;
+ *   - the history queues' task schedulers ran 512 goroutines each (transfer, timer, visibility;
+ *     replication 512 + 128), whose stacks grow under load and stay grown: 32 each (8 for
+ *     replication and in-memory timers) held 222 MiB, 3,173 goroutines → 1,053, stacks 22 → 12 MiB.
+ *     One shard's queues write through one SQLite or database connection pool; 32 workers a
+ *     queue outrun it.
+ */
+export const LEAN_HISTORY_CONFIG: Record<string, unknown> = {
+  'history.xdcCacheMaxSizeBytes': 64 * 1024,
+  'history.transferProcessorSchedulerWorkerCount': 32,
+  'history.timerProcessorSchedulerWorkerCount': 32,
+  'history.visibilityProcessorSchedulerWorkerCount': 32,
+  'history.memoryTimerProcessorSchedulerWorkerCount': 8,
+  'history.ReplicationProcessorSchedulerWorkerCount': 8,
+  'history.ReplicationLowPriorityProcessorSchedulerWorkerCount': 8,
+};
+
+/**
  * The dev server sized for a gateway (issue 42; `npm run bench:memory` measures it):
  *   - its history cache kept up to 128,000 workflows' mutable state for an hour; a gateway's
  *     workflows are short, and one whose state was evicted is read back from SQLite;
@@ -161,6 +194,7 @@ export const DEV_SQLITE_PRAGMAS = (process.env.KILN_SQLITE_PRAGMAS ?? 'journal_m
  */
 export const DEV_DYNAMIC_CONFIG: Record<string, unknown> = {
   'history.hostLevelCacheMaxSize': 512,
+  ...LEAN_HISTORY_CONFIG,
   'matching.numTaskqueueReadPartitions': 1,
   'matching.numTaskqueueWritePartitions': 1,
   'system.forceSearchAttributesCacheRefreshOnRead': false,

@@ -5,7 +5,7 @@
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { binary } from '../services.js';
+import { binary, REDIS_SIZING_ARGS } from '../services.js';
 import { Proc, run, tool, waitUntil } from './proc.js';
 
 export interface RedisNode {
@@ -125,6 +125,7 @@ export async function startRedisCluster(opts: {
         // only delays the first sync, during which a primary's loss cannot be failed over.
         '--repl-diskless-sync-delay',
         '0',
+        ...REDIS_SIZING_ARGS,
       ],
       join(nodeDir(port), 'redis.log'),
     );

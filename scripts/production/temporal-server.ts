@@ -10,6 +10,7 @@ import { stringify } from 'yaml';
 import { SEARCH_ATTRIBUTES } from '../../src/shared/task.js';
 import type { Postgres } from './postgres.js';
 import { freeLowPort, freePorts, Proc, run, TEMPORAL_CACHE_DIR, tool, waitUntil } from './proc.js';
+import { LEAN_HISTORY_CONFIG } from '../services.js';
 
 export interface TemporalServer {
   /** host:port of the frontend gRPC service (TEMPORAL_ADDRESS). */
@@ -160,7 +161,11 @@ export async function startTemporalServer(opts: TemporalOptions): Promise<Tempor
         ' - value: 255\n' +
         // The history cache keeps 128,000 workflows' state for an hour by default: a host's memory
         // then grows with every finished task. A gateway's workflows are short (docs/operating.md).
-        'history.hostLevelCacheMaxSize:\n  - value: 4096\n',
+        'history.hostLevelCacheMaxSize:\n  - value: 4096\n' +
+        // One cluster: no cross-cluster cache, history task schedulers sized for one host's pool.
+        Object.entries(LEAN_HISTORY_CONFIG)
+          .map(([k, v]) => `${k}:\n  - value: ${JSON.stringify(v)}\n`)
+          .join(''),
     );
 
   const proc = new Proc(

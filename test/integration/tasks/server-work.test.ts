@@ -3,12 +3,14 @@
 // again. The dev server's own default (forced refresh) did so 5–7 times a task, ~9 % of its CPU
 // (BENCHMARKS.md, `npm run bench:server-ops`). Read from the server's Prometheus counters; the same
 // starts against a server forced to refresh show that the counter sees those reads.
+// It also runs history's task schedulers with Kiln's worker counts (LEAN_HISTORY_CONFIG): seen in its
+// goroutine gauge against a server given Temporal's defaults back.
 import { mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { describe, expect, inject, it } from 'vitest';
-import { freePort, startTemporal, temporalCounters } from '../../../scripts/services.js';
+import { freePort, LEAN_HISTORY_CONFIG, startTemporal, temporalCounters } from '../../../scripts/services.js';
 import { SA } from '../../../src/temporal/search-attributes.js';
 
 const STARTS = 20;
@@ -22,6 +24,29 @@ async function clusterMetadataReads(metricsPort: number): Promise<number> {
 
 /** Cluster-metadata reads made by STARTS workflow starts with Kiln's search attributes. */
 async function readsPerStarts(dynamicConfig?: Record<string, unknown>): Promise<number> {
+  return withStarts(dynamicConfig, async (metricsPort, start) => {
+    await start(); // the first use may fill the cache
+    const before = await clusterMetadataReads(metricsPort);
+    for (let i = 0; i < STARTS; i++) await start();
+    return (await clusterMetadataReads(metricsPort)) - before;
+  });
+}
+
+/** The server's goroutines (one Go process: every service's), once STARTS starts have settled. */
+async function goroutinesAfterStarts(dynamicConfig?: Record<string, unknown>): Promise<number> {
+  return withStarts(dynamicConfig, async (metricsPort, start) => {
+    for (let i = 0; i < STARTS; i++) await start();
+    await new Promise((r) => setTimeout(r, 2500));
+    const gauges = await temporalCounters(metricsPort, ['num_goroutines']);
+    return gauges.get('num_goroutines history -') ?? NaN;
+  });
+}
+
+/** A dev server as Kiln's scripts start it (plus `dynamicConfig`), and a start of an image task. */
+async function withStarts<T>(
+  dynamicConfig: Record<string, unknown> | undefined,
+  run: (metricsPort: number, start: () => Promise<unknown>) => Promise<T>,
+): Promise<T> {
   const metricsPort = await freePort();
   const dir = mkdtempSync(join(inject('tmpRoot'), 'server-work-'));
   const temporal = await startTemporal({ dbFile: join(dir, 'temporal.sqlite'), metricsPort, dynamicConfig });
@@ -37,10 +62,7 @@ async function readsPerStarts(dynamicConfig?: Record<string, unknown>): Promise<
           { key: SA.model, value: 'a-model' },
         ],
       });
-    await start(); // the first use may fill the cache
-    const before = await clusterMetadataReads(metricsPort);
-    for (let i = 0; i < STARTS; i++) await start();
-    return (await clusterMetadataReads(metricsPort)) - before;
+    return await run(metricsPort, start);
   } finally {
     await connection.close();
     await temporal.stop();
@@ -56,5 +78,22 @@ describe("the dev server Kiln's scripts start", () => {
     // should the cache's 60 s expiry fall inside the loop).
     expect(forced).toBeGreaterThanOrEqual(STARTS);
     expect(kilns).toBeLessThanOrEqual(1);
+  }, 120_000);
+
+  it("runs history's task schedulers with Kiln's worker counts, not Temporal's 512 a queue", async () => {
+    // Temporal's defaults back, to see that the settings reach the server (a misspelt key is ignored).
+    const defaults = Object.fromEntries(
+      Object.keys(LEAN_HISTORY_CONFIG)
+        .filter((k) => k.endsWith('WorkerCount'))
+        .map((k) => [k, /memoryTimer/.test(k) ? 64 : /LowPriority/.test(k) ? 128 : 512]),
+    );
+    const full = await goroutinesAfterStarts(defaults);
+    const kilns = await goroutinesAfterStarts();
+    console.info(`[server-work] goroutines: Temporal's scheduler defaults ${full}, Kiln's ${kilns}`);
+    // Each scheduler starts its workers up front: the gap is the workers left out (2,120; 2,121 in
+    // the first run, 2,327 against 206 goroutines), give or take the server's own.
+    const leftOut = Object.entries(defaults).reduce((n, [k, v]) => n + v - (LEAN_HISTORY_CONFIG[k] as number), 0);
+    expect(kilns).toBeGreaterThan(0);
+    expect(Math.abs(full - kilns - leftOut)).toBeLessThanOrEqual(leftOut * 0.05);
   }, 120_000);
 });
