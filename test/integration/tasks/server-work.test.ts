@@ -81,12 +81,17 @@ describe("the dev server Kiln's scripts start", () => {
   }, 120_000);
 
   it("runs history's task schedulers with Kiln's worker counts, not Temporal's 512 a queue", async () => {
-    // Temporal's defaults back, to see that the settings reach the server (a misspelt key is ignored).
-    const defaults = Object.fromEntries(
-      Object.keys(LEAN_HISTORY_CONFIG)
-        .filter((k) => k.endsWith('WorkerCount'))
-        .map((k) => [k, /memoryTimer/.test(k) ? 64 : /LowPriority/.test(k) ? 128 : 512]),
-    );
+    // Temporal's defaults back (common/dynamicconfig/constants.go), to see that the settings reach
+    // the server: it ignores a misspelt key.
+    const defaults: Record<string, number> = {
+      'history.transferProcessorSchedulerWorkerCount': 512,
+      'history.timerProcessorSchedulerWorkerCount': 512,
+      'history.visibilityProcessorSchedulerWorkerCount': 512,
+      'history.memoryTimerProcessorSchedulerWorkerCount': 64,
+      'history.ReplicationProcessorSchedulerWorkerCount': 512,
+      'history.ReplicationLowPriorityProcessorSchedulerWorkerCount': 128,
+    };
+    expect(Object.keys(LEAN_HISTORY_CONFIG)).toEqual(expect.arrayContaining(Object.keys(defaults)));
     const full = await goroutinesAfterStarts(defaults);
     const kilns = await goroutinesAfterStarts();
     console.info(`[server-work] goroutines: Temporal's scheduler defaults ${full}, Kiln's ${kilns}`);
