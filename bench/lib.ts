@@ -354,36 +354,40 @@ export function readThreads(pid: number): ThreadReading {
 }
 
 /**
- * A Node worker process's CPU between two readings, by part. Node names none of its threads, so
- * they are told apart by what they do: `main`; `workflow thread`, the busiest of the other Node
- * threads (in a Temporal worker, the SDK's workflow sandbox); `other Node threads` (V8's helpers:
- * concurrent GC and compilation; libuv's pool: file I/O); `Temporal Core` (the SDK's Rust
- * threads: gRPC to the server); `exited threads` (CPU of threads that ended in between, which the
- * process total keeps: the sandbox starts a short-lived watchdog thread for every call into a
- * workflow).
+ * A Node worker process's CPU between two readings, by part, told apart by thread name (Node 22+
+ * names its threads): `main`; `workflow thread` (Node's worker threads: in a Temporal worker, the
+ * SDK's workflow sandbox); `V8 helpers` (concurrent GC and compilation); `libuv pool` (file I/O,
+ * DNS, crypto); `Temporal Core` (the SDK's Rust threads: gRPC to the server); `exited threads`
+ * (CPU of threads that ended in between, which the process total keeps: the sandbox starts a
+ * short-lived watchdog thread for every call into a workflow). Older Node names every thread
+ * `node`: the busiest of those is taken for the workflow thread and the rest for V8's helpers.
  */
 export function threadSplit(pid: number, before: ThreadReading, after: ThreadReading): Record<string, number> {
   const out: Record<string, number> = {
     main: 0,
     'workflow thread': 0,
-    'other Node threads': 0,
+    'V8 helpers': 0,
+    'libuv pool': 0,
     'Temporal Core': 0,
     other: 0,
     'exited threads': 0,
   };
   let live = 0;
-  const others: number[] = [];
+  const unnamed: number[] = [];
   for (const [tid, t] of after.threads) {
     const ms = t.ms - (before.threads.get(tid)?.ms ?? 0);
     live += ms;
     if (tid === String(pid)) out.main += ms;
-    else if (t.name === 'node') others.push(ms);
+    else if (t.name === 'WorkerThread') out['workflow thread'] += ms;
+    else if (t.name === 'V8Worker' || t.name.startsWith('DelayedTask')) out['V8 helpers'] += ms;
+    else if (t.name === 'libuv-worker') out['libuv pool'] += ms;
+    else if (t.name === 'node') unnamed.push(ms);
     else if (t.name.startsWith('tokio-runtime') || t.name.startsWith('workflow-proces')) out['Temporal Core'] += ms;
     else out.other += ms;
   }
-  const busiest = Math.max(0, ...others);
-  out['workflow thread'] = busiest;
-  out['other Node threads'] = others.reduce((a, b) => a + b, 0) - busiest;
+  const busiest = Math.max(0, ...unnamed);
+  out['workflow thread'] += busiest;
+  out['V8 helpers'] += unnamed.reduce((a, b) => a + b, 0) - busiest;
   out['exited threads'] = Math.max(0, after.total - before.total - live);
   return out;
 }

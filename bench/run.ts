@@ -52,6 +52,10 @@ const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
 const SETTLE_SECONDS = Number(process.env.BENCH_SETTLE_SECONDS ?? 30);
 /** BENCH_ONLY=reads: only the read scenarios (poll, batch-get, list) with their baselines, and memory. */
 const READS_ONLY = process.env.BENCH_ONLY === 'reads';
+/** BENCH_ONLY=batch: only the 200-task rounds against the minimal workflow (and their CPU), and memory. */
+const BATCH_ONLY = process.env.BENCH_ONLY === 'batch';
+/** Measured rounds of each kind in the 200-task comparison (medians are reported). */
+const BATCH_ROUNDS = Math.max(1, Number(process.env.BENCH_BATCH_ROUNDS ?? 3));
 const KEY = 'bench-key-owner-0000000000';
 const OTHER_KEY = 'bench-key-other-0000000000';
 
@@ -160,7 +164,7 @@ async function main() {
     };
     const submitResults: Record<keyof typeof submitKinds, LoadResult[]> = { submit: [], raw: [], rawKiln: [] };
     const order = Object.keys(submitKinds) as (keyof typeof submitKinds)[];
-    for (let round = 0; round < ROUNDS; round++) {
+    for (let round = 0; round < (BATCH_ONLY ? 0 : ROUNDS); round++) {
       // Each round starts with the next kind: a place in the round (the server's SQLite checkpoints,
       // the host's moods) favours no kind over the run.
       for (let i = 0; i < order.length; i++) {
@@ -172,20 +176,22 @@ async function main() {
       }
     }
     const { submit: subs, raw: raws, rawKiln: rawKilns } = submitResults;
-    rows.push({
-      what: 'submit (16 connections)',
-      kiln: median(subs),
-      base: median(raws),
-      baseName: 'raw client.workflow.start',
-      ratioText: roundRatios(subs, raws),
-    });
-    rows.push({
-      what: 'submit (16 connections), against the start Kiln makes',
-      kiln: median(subs),
-      base: median(rawKilns),
-      baseName: "raw client.workflow.start with Kiln's search attributes and summary",
-      ratioText: roundRatios(subs, rawKilns),
-    });
+    if (!BATCH_ONLY)
+      rows.push({
+        what: 'submit (16 connections)',
+        kiln: median(subs),
+        base: median(raws),
+        baseName: 'raw client.workflow.start',
+        ratioText: roundRatios(subs, raws),
+      });
+    if (!BATCH_ONLY)
+      rows.push({
+        what: 'submit (16 connections), against the start Kiln makes',
+        kiln: median(subs),
+        base: median(rawKilns),
+        baseName: "raw client.workflow.start with Kiln's search attributes and summary",
+        ratioText: roundRatios(subs, rawKilns),
+      });
 
     // 1b. A batch of tasks through Kiln, first submit to all terminal in the read model, vs the least
     // a task can cost on this Temporal server: a workflow that runs one activity on its own queue and
@@ -273,14 +279,14 @@ async function main() {
     await kilnRound();
     await inlineRound();
     submitted += 2 * BATCH;
-    for (let round = 0; round < 3; round++) {
+    for (let round = 0; round < BATCH_ROUNDS; round++) {
       minimalMs.push(await measured('minimal', () => minimalRound()));
       kilnMs.push(await measured('kiln', () => kilnRound()));
       kilnInlineMs.push(await measured('kilnInline', inlineRound));
       minimalViewMs.push(await measured('minimalView', () => minimalRound(true)));
       minimalLocalMs.push(await measured('minimalLocal', () => minimalRound(false, true)));
     }
-    submitted += 6 * BATCH;
+    submitted += 2 * BATCH_ROUNDS * BATCH;
     minimalWorker.kill('SIGTERM');
     const [kilnBatch, kilnInlineBatch, minimalBatch, minimalViewBatch, minimalLocalBatch] = [
       kilnMs,
@@ -290,7 +296,7 @@ async function main() {
       minimalLocalMs,
     ].map((ms) => pct(ms, 50));
     const roundsOf = (ms: number[]) => `rounds ${ms.map((m) => fmt(m, 0)).join(', ')}`;
-    const batchWhat = `${BATCH} tasks, first submit → all terminal in Redis (16 callers, median of 3)`;
+    const batchWhat = `${BATCH} tasks, first submit → all terminal in Redis (16 callers, median of ${BATCH_ROUNDS})`;
     const batchKiln = `${fmt(kilnBatch, 0)} ms (${fmt(BATCH / (kilnBatch / 1000), 0)} tasks/s; ${roundsOf(kilnMs)})`;
     const minimalName =
       'minimal workflow (one activity on its own queue), started by client.workflow.start, all results';
@@ -346,14 +352,14 @@ async function main() {
       cpuOf('minimalLocal'),
     ];
     rows.push({
-      what: 'CPU per task in those rounds, by process (ms, /proc, median of 3; idle processes count their background)',
+      what: `CPU per task in those rounds, by process (ms, /proc, median of ${BATCH_ROUNDS}; idle processes count their background)`,
       kiln: kilnCpu.text,
       note: `Kiln on an inline model: ${kilnInlineCpu.text}; minimal: ${minimalCpu.text}; minimal started as Kiln starts a task: ${minimalViewCpu.text}; minimal with a local activity: ${minimalLocalCpu.text}`,
       ratioText: `CPU ${fmt(kilnCpu.total / minimalCpu.total, 2)}× / ${fmt(kilnCpu.total / minimalViewCpu.total, 2)}×`,
     });
     const [kilnThreads, minimalThreads] = [cpuOf('kiln', threadPerTask.kiln), cpuOf('minimal', threadPerTask.minimal)];
     rows.push({
-      what: "the worker's CPU per task in those rounds, by thread (workflow thread: the SDK's sandbox; other Node threads: V8's GC and compiler helpers, libuv's pool; exited threads: the sandbox's watchdogs)",
+      what: "the worker's CPU per task in those rounds, by thread (workflow thread: the SDK's sandbox; V8 helpers: concurrent GC and compilation; libuv pool: file I/O; exited threads: the sandbox's watchdogs)",
       kiln: `Kiln worker: ${kilnThreads.text}`,
       note: `minimal worker: ${minimalThreads.text}`,
       ratioText: `CPU ${fmt(kilnThreads.total / minimalThreads.total, 2)}×`,
@@ -401,7 +407,7 @@ async function main() {
     process.exit(0);
   };
   // BENCH_QUICK=1: the task rows only (submit, batch against the minimal workflow) and memory.
-  if (process.env.BENCH_QUICK) return finish();
+  if (process.env.BENCH_QUICK || BATCH_ONLY) return finish();
 
   // Records to read: own finished tasks, another owner's, and well-formed ids that do not exist.
   const own: string[] = [];
@@ -697,7 +703,7 @@ function report(rows: Row[], o: { seconds: number; pinned: boolean }) {
     .toString()
     .match(/v=(\S+)/)?.[1];
   const lines = [
-    `Run: \`npm run bench\` (BENCH_SECONDS=${o.seconds}, BENCH_ROUNDS=${ROUNDS}, BENCH_TASKS=${TOTAL_TASKS}${READS_ONLY ? ', BENCH_ONLY=reads' : ''}) on ${new Date().toISOString()}`,
+    `Run: \`npm run bench\` (BENCH_SECONDS=${o.seconds}, BENCH_ROUNDS=${ROUNDS}, BENCH_TASKS=${TOTAL_TASKS}${process.env.BENCH_ONLY ? `, BENCH_ONLY=${process.env.BENCH_ONLY}` : ''}) on ${new Date().toISOString()}`,
     `Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${fmt(totalmem() / 2 ** 30)} GiB; ` +
       `Node ${process.version}; ${temporalVersion}; redis-server ${redisVersion}`,
     o.pinned

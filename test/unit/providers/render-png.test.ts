@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import { Jimp } from 'jimp';
-import { imageDimensions, renderPromptPng } from '../../../activities/providers/local/render-png.js';
+import { imageDimensions, renderFresh, renderPromptPng } from '../../../activities/providers/local/render-png.js';
 
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
@@ -50,13 +50,27 @@ describe('renderPromptPng', () => {
   );
 
   it('is deterministic for the same input and differs by prompt and seed', async () => {
-    const a = await renderPromptPng({ prompt: 'a red fox in the snow' });
-    const a2 = await renderPromptPng({ prompt: 'a red fox in the snow' });
+    const a = await renderFresh({ prompt: 'a red fox in the snow' });
+    const a2 = await renderFresh({ prompt: 'a red fox in the snow' });
     const b = await renderPromptPng({ prompt: 'a blue whale at sea' });
     const c = await renderPromptPng({ prompt: 'a red fox in the snow', seed: 42 });
     expect(a.equals(a2)).toBe(true);
     expect(a.equals(b)).toBe(false);
     expect(a.equals(c)).toBe(false);
+  });
+
+  it('keeps a render: the same options get the same bytes without rendering again, other options do not', async () => {
+    const opts = { prompt: 'kept render', aspectRatio: '4:1' };
+    const first = await renderPromptPng(opts);
+    expect(await renderPromptPng({ ...opts })).toBe(first); // the kept Buffer itself
+    expect(first.equals(await renderFresh(opts))).toBe(true);
+    const others = await Promise.all([
+      renderPromptPng({ ...opts, seed: 1 }),
+      renderPromptPng({ ...opts, aspectRatio: '1:4' }),
+      renderPromptPng({ ...opts, imageSize: '2K' }),
+      renderPromptPng({ ...opts, prompt: 'kept render!' }),
+    ]);
+    for (const o of others) expect(o.equals(first)).toBe(false);
   });
 
   it('renders a 4000-char prompt, with and without spaces', async () => {
