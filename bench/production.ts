@@ -7,9 +7,9 @@
 //
 // Completion is read from Temporal (visibility by the run's KilnOwner, close times), not by
 // polling Kiln, so the Redis command counts are the submit and the workflow's own writes only.
-import { rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode } from '@temporalio/worker';
@@ -317,6 +317,8 @@ async function main() {
   // Bundled once: every worker start loads it (the same startWorkers as src/worker/main.ts, which
   // would bundle again at each start, minutes on a loaded 2-core machine).
   const bundlePath = join(ROOT, '.data', 'bench-production-bundle.js');
+  // A fresh clone has no .data yet (the stacks below make their own directories in it).
+  mkdirSync(dirname(bundlePath), { recursive: true });
   const bundle = await bundleWorkflowCode({
     workflowsPath: WORKFLOWS_PATH,
     logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error: console.error },

@@ -64,16 +64,18 @@ export async function imageTaskWorkflow({
   const inline = policy.inline
     ? proxyLocalActivities<Activities>(cancelable(inlineUpstreamActivity(policy))).generateImage
     : undefined;
-  const generateImage = async (input: ImageTaskInput) => {
-    if (inline) {
-      try {
-        return await inline(input);
-      } catch (err) {
-        if (!inlineBusy(err)) throw err;
+  // A model that is not inline calls the queue's proxy itself: every promise a workflow makes costs
+  // the SDK's stack-trace hook a capture, and this path is every task's.
+  const generateImage = inline
+    ? async (input: ImageTaskInput) => {
+        try {
+          return await inline(input);
+        } catch (err) {
+          if (!inlineBusy(err)) throw err;
+        }
+        return queued(input);
       }
-    }
-    return queued(input);
-  };
+    : queued;
 
   const finished = (): Pick<ImageTaskRecord, 'finished_at'> => ({ finished_at: Math.floor(Date.now() / 1000) });
   try {
