@@ -168,9 +168,9 @@ export const DEV_SQLITE_PRAGMAS = (process.env.KILN_SQLITE_PRAGMAS ?? 'journal_m
  *     replication 512 + 128), whose stacks grow under load and stay grown: 32 each (8 for
  *     replication and in-memory timers) held 222 MiB, 3,173 goroutines → 1,053, stacks 22 → 12 MiB.
  *     The dev server has one shard on one SQLite file; 3,000 tasks ran at the same rate (39.2
- *     against 38.8 a second). The production-shaped server's drills pass with them; its
- *     throughput under them was not re-measured (`npm run bench:production`): raise them if
- *     `task_latency_queue` grows.
+ *     against 38.8 a second). The production-shaped server's drills pass with them, and
+ *     `npm run bench:production` ran 16.5–18.8 tasks/s on two vCPUs with them (BENCHMARKS.md); at a
+ *     busy deployment's rates, raise them if `task_latency_queue` grows.
  */
 export const LEAN_HISTORY_CONFIG: Record<string, unknown> = {
   'history.xdcCacheMaxSizeBytes': 64 * 1024,

@@ -153,20 +153,22 @@ export async function startTemporalServer(opts: TemporalOptions): Promise<Tempor
   );
   const dynamicConfig = join(configDir, 'dynamicconfig.yaml');
   // Kept across runs so a drill can edit it live (the server polls it every 10 s).
-  if (!existsSync(dynamicConfig))
+  if (!existsSync(dynamicConfig)) {
+    const values: Record<string, unknown> = {
+      'limit.maxIDLength': 255,
+      // The history cache keeps 128,000 workflows' state for an hour by default: a host's memory
+      // then grows with every finished task. A gateway's workflows are short (docs/operating.md).
+      'history.hostLevelCacheMaxSize': 4096,
+      // One cluster: no cross-cluster cache, history task schedulers sized for one host's pool.
+      ...LEAN_HISTORY_CONFIG,
+    };
     writeFileSync(
       dynamicConfig,
       '# Temporal dynamic config (polled every 10s). Keys: ' +
-        'https://github.com/temporalio/temporal/blob/main/common/dynamicconfig/constants.go\nlimit.maxIDLength:\n ' +
-        ' - value: 255\n' +
-        // The history cache keeps 128,000 workflows' state for an hour by default: a host's memory
-        // then grows with every finished task. A gateway's workflows are short (docs/operating.md).
-        'history.hostLevelCacheMaxSize:\n  - value: 4096\n' +
-        // One cluster: no cross-cluster cache, history task schedulers sized for one host's pool.
-        Object.entries(LEAN_HISTORY_CONFIG)
-          .map(([k, v]) => `${k}:\n  - value: ${JSON.stringify(v)}\n`)
-          .join(''),
+        'https://github.com/temporalio/temporal/blob/main/common/dynamicconfig/constants.go\n' +
+        stringify(Object.fromEntries(Object.entries(values).map(([k, value]) => [k, [{ value }]]))),
     );
+  }
 
   const proc = new Proc(
     'temporal-server',

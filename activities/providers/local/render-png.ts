@@ -114,7 +114,12 @@ function wrap(font: Font, text: string, maxWidth: number, maxLines: number): str
  * far more, with a bitmap and a zlib stream for the collector: this stand-in for an upstream's
  * servers should not weigh on the worker that runs Kiln beside it. Bounded by bytes.
  */
-const kept = new LRUCache<string, Buffer>({ maxSize: 8 * 1024 * 1024, sizeCalculation: (png) => png.length });
+const kept = new LRUCache<string, Buffer>({
+  maxSize: 8 * 1024 * 1024,
+  // One picture never takes more than an eighth of the room: a larger one is not kept.
+  maxEntrySize: 1024 * 1024,
+  sizeCalculation: (png) => png.length,
+});
 
 /** A PNG showing the prompt, of the requested size. Callers must not change the bytes: they may be shared. */
 export async function renderPromptPng(opts: RenderOptions): Promise<Buffer> {
@@ -122,8 +127,7 @@ export async function renderPromptPng(opts: RenderOptions): Promise<Buffer> {
   const hit = kept.get(key);
   if (hit) return hit;
   const png = await renderFresh(opts);
-  // One picture never takes more than an eighth of the room.
-  if (png.length <= kept.maxSize / 8) kept.set(key, png);
+  kept.set(key, png);
   return png;
 }
 
