@@ -12,6 +12,28 @@ import type { Postgres } from './postgres.js';
 import { freeLowPort, freePorts, Proc, run, TEMPORAL_CACHE_DIR, tool, waitUntil } from './proc.js';
 import { LEAN_HISTORY_CONFIG } from '../services.js';
 
+/**
+ * The dynamic config of a production Temporal server for Kiln: this stack's server and
+ * docker-compose's (deploy/temporal-dynamicconfig.yaml, checked against this by a unit test).
+ */
+export const PRODUCTION_DYNAMIC_CONFIG: Record<string, unknown> = {
+  'limit.maxIDLength': 255,
+  // The history cache keeps 128,000 workflows' state for an hour by default: a host's memory
+  // then grows with every finished task. A gateway's workflows are short (docs/operating.md).
+  'history.hostLevelCacheMaxSize': 4096,
+  // One cluster: no cross-cluster cache, history task schedulers sized for one host's pool.
+  ...LEAN_HISTORY_CONFIG,
+};
+
+/** A dynamic-config file: every key with one unconstrained value. */
+export function dynamicConfigYaml(values: Record<string, unknown>): string {
+  return (
+    '# Temporal dynamic config (polled every 10s). Keys: ' +
+    'https://github.com/temporalio/temporal/blob/main/common/dynamicconfig/constants.go\n' +
+    stringify(Object.fromEntries(Object.entries(values).map(([k, value]) => [k, [{ value }]])))
+  );
+}
+
 export interface TemporalServer {
   /** host:port of the frontend gRPC service (TEMPORAL_ADDRESS). */
   address: string;
@@ -153,22 +175,7 @@ export async function startTemporalServer(opts: TemporalOptions): Promise<Tempor
   );
   const dynamicConfig = join(configDir, 'dynamicconfig.yaml');
   // Kept across runs so a drill can edit it live (the server polls it every 10 s).
-  if (!existsSync(dynamicConfig)) {
-    const values: Record<string, unknown> = {
-      'limit.maxIDLength': 255,
-      // The history cache keeps 128,000 workflows' state for an hour by default: a host's memory
-      // then grows with every finished task. A gateway's workflows are short (docs/operating.md).
-      'history.hostLevelCacheMaxSize': 4096,
-      // One cluster: no cross-cluster cache, history task schedulers sized for one host's pool.
-      ...LEAN_HISTORY_CONFIG,
-    };
-    writeFileSync(
-      dynamicConfig,
-      '# Temporal dynamic config (polled every 10s). Keys: ' +
-        'https://github.com/temporalio/temporal/blob/main/common/dynamicconfig/constants.go\n' +
-        stringify(Object.fromEntries(Object.entries(values).map(([k, value]) => [k, [{ value }]]))),
-    );
-  }
+  if (!existsSync(dynamicConfig)) writeFileSync(dynamicConfig, dynamicConfigYaml(PRODUCTION_DYNAMIC_CONFIG));
 
   const proc = new Proc(
     'temporal-server',

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { ROOT } from '../../../scripts/services.js';
+import { dynamicConfigYaml, PRODUCTION_DYNAMIC_CONFIG } from '../../../scripts/production/temporal-server.js';
 import { EnvSchema } from '../../../src/config/env.js';
 import { SEARCH_ATTRIBUTES } from '../../../src/shared/task.js';
 
@@ -44,6 +45,16 @@ describe('docker-compose.yml', () => {
     expect(services.minio.image).toMatch(/^minio\/minio:/);
     expect(services['temporal-ui'].image).toMatch(/^temporalio\/ui:/);
     expect(services.worker.deploy.replicas).toMatch(/KILN_WORKERS/);
+  });
+
+  // The production-shaped server of Kiln's drills and bench:production is what measures these.
+  it('runs Temporal with the production-shaped server’s dynamic config', () => {
+    const path = services.temporal.environment.DYNAMIC_CONFIG_FILE_PATH as string;
+    expect(path.startsWith('/etc/temporal/')).toBe(true);
+    expect(services.temporal.volumes).toContain(`./deploy/temporal-dynamicconfig.yaml:${path}:ro`);
+    const mounted = parse(readFileSync(join(ROOT, 'deploy/temporal-dynamicconfig.yaml'), 'utf8'));
+    expect(mounted).toEqual(parse(dynamicConfigYaml(PRODUCTION_DYNAMIC_CONFIG)));
+    expect(mounted['history.hostLevelCacheMaxSize']).toEqual([{ value: 4096 }]);
   });
 
   it('registers Kiln’s search attributes before the API and workers start', () => {
