@@ -666,7 +666,6 @@ function median(rs: LoadResult[]): LoadResult {
 
 const roundsText = (rs: LoadResult[]) => `rounds ${rs.map((r) => fmt(r.rps, 0)).join(', ')} req/s`;
 
-/** Throughput and p50 against the baseline: the median of the per-round ratios, and each round's. */
 /**
  * The ratio of the medians, and each round's own ratio (a round runs both kinds back to back, so
  * its ratio shares the machine's state of the moment): how far this machine's noise moves it.
@@ -679,6 +678,7 @@ function timeRatios(kiln: number[], base: number[]): string {
   );
 }
 
+/** Throughput and p50 against the baseline: the median of the per-round ratios, and each round's. */
 function roundRatios(kiln: LoadResult[], base: LoadResult[]): string {
   const rps = kiln.map((k, i) => k.rps / base[i].rps);
   const p50 = kiln.map((k, i) => k.p50 / base[i].p50);
