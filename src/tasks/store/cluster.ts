@@ -18,7 +18,8 @@ import {
 } from './base.js';
 import { perNode, replicated } from './cluster-ops.js';
 import { pageOf, READ_REPLY, storedView, TRANSITION_REPLY } from './replies.js';
-import { LIST_ITEMS, OWNER_STEP, PAGE_ITEMS, RECORD, RESERVE_SHARD, UNLIST } from './scripts.js';
+import { LIST_ITEMS, PAGE_ITEMS } from './list-scripts.js';
+import { OWNER_STEP, RECORD, RESERVE_SHARD, UNLIST } from './scripts.js';
 import { keySlot } from './cluster-slots.js';
 import type { Page, ReadOutcome, TaskStore } from './task-store.js';
 

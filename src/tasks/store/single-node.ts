@@ -7,7 +7,8 @@ import { MISSING_TTL_MS, nowSeconds, RedisTaskStore, STALE_RESERVATION_SECONDS, 
 import type { WriteMode } from './base.js';
 import type { TaskStoreOptions } from './base.js';
 import { pageOf, RESERVATION, TRANSITION_REPLY } from './replies.js';
-import { LIST, PAGE, RESERVE, TRANSITION } from './scripts.js';
+import { LIST, PAGE } from './list-scripts.js';
+import { RESERVE, TRANSITION } from './scripts.js';
 import type { Page, TaskStore } from './task-store.js';
 
 export class SingleNodeTaskStore extends RedisTaskStore implements TaskStore {
