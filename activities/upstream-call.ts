@@ -1,14 +1,14 @@
 // The one way an activity calls an upstream (image generation, video create / check / fetch): the
 // channel it goes to (src/upstreams/channel-picker.ts), the Redis dispatch mark, and how a failure
 // ends the attempt (a task failure code, `uncertain`, a move to another channel, or a retry by
-// Temporal); the per-call budget and heartbeats are activities/upstream-budget.ts.
+// Temporal); the checks before a send and the channel's lease are activities/upstream-preflight.ts,
+// the per-call budget and heartbeats activities/upstream-budget.ts.
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { routed, type Routed } from '../src/config/channels.js';
 import {
   CHANNEL_FAILOVER_FAILURE_TYPE,
   CHANNEL_REFUSED_FAILURE_TYPE,
   waitsOut,
-  channelOf,
   movesOn,
   SUCCEEDED,
   verdictOf,
@@ -16,8 +16,7 @@ import {
   type Verdict,
 } from '../src/upstreams/failover.js';
 import type { AnyTaskRecord } from '../src/shared/records.js';
-import { ALREADY_ENDED_FAILURE_TYPE, INLINE_BUSY_FAILURE_TYPE, UNCERTAIN_FAILURE_TYPE } from '../src/shared/errors.js';
-import { TERMINAL_STATUSES } from '../src/shared/task.js';
+import { UNCERTAIN_FAILURE_TYPE } from '../src/shared/errors.js';
 import { notResent, type CallWording } from '../src/shared/call-wording.js';
 import { cancelOrigin, type CancelOrigin } from './cancel-origin.js';
 import { channelPicker, type ChannelPicker } from '../src/upstreams/channel-picker.js';
@@ -27,7 +26,7 @@ import { storeRetry } from './retrying.js';
 import { createOrFind, LookupFailed, type Found } from './lookup.js';
 import { TransportFailure, UpstreamFailure } from '../src/upstreams/failures.js';
 import { underBudget } from './upstream-budget.js';
-import { heartbeating } from './heartbeats.js';
+import { resendTarget, takeChannel } from './upstream-preflight.js';
 import type { CancelFeed } from './cancel-notices.js';
 import {
   mayHaveReached,
@@ -159,80 +158,6 @@ async function send<M extends CallModel<CallChannel>, T>(
     await c.picker.release(model, channel, task.id, verdict, Date.now() - began);
   }
 }
-/**
- * The checks before a send, against the read model (an operator's reset starts the call over at
- * attempt 1, as does a local activity whose worker died, so every attempt asks): an ended task is
- * not sent again, and a request that may have reached a channel is resent only there, and only
- * when that channel is idempotent, or when its provider can look the request up by Kiln's id (then
- * it is looked up first). Returns that channel, or undefined for a first send.
- */
-async function resendTarget<M extends CallModel<CallChannel>>(
-  c: Calls<M>,
-  model: M,
-  task: TaskRef,
-  wording: CallWording,
-  known: AnyTaskRecord | null | undefined,
-  findable: (channel: ChannelOf<M>) => boolean,
-): Promise<{ pinned?: ChannelOf<M>; findFirst: boolean }> {
-  const { attempt, isLocal } = Context.current().info;
-  const stored = known !== undefined ? known : ((await c.store.get(task.id)) as AnyTaskRecord | null);
-  if (stored && TERMINAL_STATUSES.includes(stored.status)) {
-    throw ApplicationFailure.create({
-      message: `The task already ended ${stored.status}; its ${wording.request} is not sent again.`,
-      type: ALREADY_ENDED_FAILURE_TYPE,
-      nonRetryable: true,
-      details: [stored],
-    });
-  }
-  // A retry that finds no record at all: Redis lost it, and the dispatch mark with it, so
-  // whether an earlier attempt sent the request (and where) cannot be known.
-  if (attempt > 1 && stored === null && !model.channels.every((ch) => ch.idempotent)) {
-    throw ApplicationFailure.nonRetryable(
-      notResent(wording, 'its record (with the mark of what was sent) was lost from the read model'),
-      UNCERTAIN_FAILURE_TYPE,
-    );
-  }
-  // The Redis mark is awaited before sending, unlike heartbeats, which are throttled and may be
-  // lost with the worker. Only an attempt after a `running` write can find it set.
-  const mayHaveSent = attempt > 1 || isLocal || stored?.status === 'running';
-  const sentTo = mayHaveSent ? await c.store.dispatchedTo(task.id) : null;
-  if (sentTo === null) return { findFirst: false };
-  const pinned = channelOf(model, sentTo) as ChannelOf<M> | undefined;
-  if (pinned && !pinned.idempotent && findable(pinned)) return { pinned, findFirst: true };
-  if (!pinned?.idempotent)
-    throw ApplicationFailure.nonRetryable(
-      notResent(wording, 'the attempt ended before its answer arrived'),
-      UNCERTAIN_FAILURE_TYPE,
-    );
-  return { pinned, findFirst: false };
-}
-
-/** A channel with room for this call, its lease taken; an inline call that finds none ends at once. */
-async function takeChannel<M extends CallModel<CallChannel>>(
-  c: Calls<M>,
-  model: M,
-  task: TaskRef,
-  pinned: ChannelOf<M> | undefined,
-): Promise<ChannelOf<M>> {
-  const ctx = Context.current();
-  const { isLocal } = ctx.info;
-  // While it waits for a channel with room the attempt heartbeats: a long wait must not look
-  // like a dead worker, and a cancel must reach it.
-  const stop = heartbeating(ctx, task.id, c.cancels);
-  const taken = await c.picker
-    .take(model, task.id, {
-      tried: task.route?.tried ?? [],
-      ...(pinned ? { pinned } : {}),
-      // An inline call runs now or not at all: a workflow task cannot wait.
-      wait: !isLocal,
-      signal: ctx.cancellationSignal,
-    })
-    .finally(stop);
-  if (!taken)
-    throw ApplicationFailure.nonRetryable('no channel with room for an inline call now', INLINE_BUSY_FAILURE_TYPE);
-  return taken as ChannelOf<M>;
-}
-
 /**
  * The request on `channel`, within its budget: the dispatch mark is set right before it can reach
  * the upstream, and a failure is judged by the failover decision (src/upstreams/failover.ts).

@@ -8,7 +8,8 @@ import { upstreamQueue, type ImageModel, type Model, type VideoModel } from '../
 import { findModel } from '../infra/models.js';
 import type { Caller } from '../infra/callers.js';
 import type { TaskStore } from './store/task-store.js';
-import { longPoll, type WaitAsk, type WaitRegistry } from './waits.js';
+import { longPoll } from './long-poll.js';
+import type { WaitAsk, WaitRegistry } from './waits.js';
 import { idempotencySecret, idempotentTaskId, requestFingerprint } from '../shared/idempotency.js';
 import { KilnError } from '../shared/errors.js';
 import type { AnyTaskRecord } from '../shared/records.js';
