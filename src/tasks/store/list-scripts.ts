@@ -68,9 +68,9 @@ end`;
 
 // A cursor page of one owner index (GET /v1/videos), single node. KEYS: owner index, owner's list
 // items. ARGV: window start (inclusive lex bound), limit, cursor id ('' for none), 'asc' or 'desc'
-// (as PAGE_ITEMS takes them), then task key prefix, owner, kind. The cursor's place comes from its own record (checked to be the
-// owner's and this kind), so a page is one round trip; one member past the limit says whether more
-// follow. Replies {unknownCursor} for a cursor that is not the owner's, else {found, more or last,
+// (as PAGE_ITEMS takes them), then task key prefix, owner, kind. The cursor's place comes from its
+// own record (checked to be the owner's and this kind), so a page is one round trip; one member
+// past the limit says whether more follow. Replies {unknownCursor} for a cursor that is not the owner's, else {found, more or last,
 // then per member: id, ITEM_SOURCE and text: its entry | its stored view (a video's item), for a
 // member an older release wrote, with no entry | the record (a record with no view stored)}.
 export const PAGE = `${PAGE_MEMBERS}${OWNER_ITEMS}
