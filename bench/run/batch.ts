@@ -24,7 +24,7 @@ import { operatorViewOptions } from './submit.js';
  * of each is reported.
  */
 export async function batchRows(ctx: RunContext): Promise<void> {
-  const { client, store, submitOne, rows, tally, pinned, api, worker, serverRole, redisRole } = ctx;
+  const { client, store, submitOne, rows, tally, pinned, workerCpu, api, worker, serverRole, redisRole } = ctx;
   const { temporal } = ctx.stack;
   const opView = operatorViewOptions(ctx);
   const minimalWorker = spawnTs('bench/minimal/worker.ts', {
@@ -32,7 +32,7 @@ export async function batchRows(ctx: RunContext): Promise<void> {
     MINIMAL_QUEUE: 'bench-min',
   });
   // Pinned, the minimal worker takes Kiln's worker's core, not the driver's it was started from.
-  if (pinned) pinRoles({ worker: { tree: [minimalWorker.pid!], cpu: 0 } });
+  if (pinned) pinRoles({ worker: { tree: [minimalWorker.pid!], cpu: workerCpu } });
   // `operatorView`: started with what Kiln's start carries for operators (submit.ts).
   // `local`: the same activity as a local activity (a marker in history, no activity task): the
   // shape issue 12 weighs for the upstream call, measured here before Kiln takes it.

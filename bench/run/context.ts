@@ -51,8 +51,10 @@ export interface RunContext {
   /** The Temporal dev server's and Redis's processes (bench/lib.ts `cpuByRole`). */
   serverRole: CpuRole;
   redisRole: CpuRole;
-  /** BENCH_PIN=1 took: each role on its core (bench/run.ts). */
+  /** BENCH_PIN took: each role on its core (bench/run.ts). */
   pinned: boolean;
+  /** The core the workers (Kiln's and the minimal's) are pinned to: 0 with the server, 1 apart. */
+  workerCpu: number;
   rows: Row[];
   /** Tasks submitted so far, of every kind (the memory rows name the count). */
   tally: { submitted: number };

@@ -60,7 +60,7 @@ export function roundRatios(kiln: LoadResult[], base: LoadResult[]): string {
   );
 }
 
-export function report(rows: Row[], o: { seconds: number; pinned: boolean }) {
+export function report(rows: Row[], o: { seconds: number; layout: 'pinned' | 'apart' | undefined }) {
   const cell = (r?: LoadResult | string) =>
     r === undefined
       ? ''
@@ -82,9 +82,11 @@ export function report(rows: Row[], o: { seconds: number; pinned: boolean }) {
     `Run: \`npm run bench\` (BENCH_SECONDS=${o.seconds}, BENCH_ROUNDS=${ROUNDS}, BENCH_TASKS=${TOTAL_TASKS}${process.env.BENCH_ONLY ? `, BENCH_ONLY=${process.env.BENCH_ONLY}` : ''}) on ${new Date().toISOString()}`,
     `Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${fmt(totalmem() / 2 ** 30)} GiB; ` +
       `Node ${process.version}; ${temporalVersion}; redis-server ${redisVersion}`,
-    o.pinned
+    o.layout === 'pinned'
       ? 'Pinned (BENCH_PIN=1): Temporal dev server (SQLite), workers and Redis on CPU 0; API and load generator on CPU 1.'
-      : 'Load generator, API, worker, Temporal dev server (SQLite) and Redis all share those cores.',
+      : o.layout === 'apart'
+        ? 'Pinned apart (BENCH_PIN=apart): Temporal dev server (SQLite) and Redis on CPU 0; workers, API and load generator on CPU 1.'
+        : 'Load generator, API, worker, Temporal dev server (SQLite) and Redis all share those cores.',
     '',
     '| Scenario | Kiln | Baseline | Kiln / baseline |',
     '|---|---|---|---|',
