@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { ROOT } from '../scripts/services.js';
 import { startBackingServices } from '../scripts/stack.js';
+import { SA } from '../src/temporal/search-attributes.js';
+import { taskSummary } from '../src/tasks/summary.js';
 
 /** The local models the benchmarks run: zero latency, so Kiln, Redis and Temporal are what is measured. */
 export const BENCH_MODELS = [
@@ -57,6 +59,20 @@ export function benchTaskInput(id: string, owner: string, activityQueue: string)
     },
     policy: { timeoutMs: 120_000, heartbeatTimeoutMs: 10_000, maxAttempts: 3 },
     activityQueue,
+  };
+}
+
+/**
+ * What Kiln's start of a `bench-image` task carries for operators (src/tasks/start.ts): owner and
+ * model search attributes (visibility writes) and the Web UI summary, for raw starts made as Kiln's.
+ */
+export function benchOperatorView(owner: string, summaryPromptChars: number) {
+  return {
+    typedSearchAttributes: [
+      { key: SA.owner, value: owner },
+      { key: SA.model, value: 'bench-image' },
+    ],
+    staticSummary: taskSummary('image', 'bench-image', owner, 'bench', summaryPromptChars),
   };
 }
 

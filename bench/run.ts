@@ -159,7 +159,7 @@ async function main() {
       what: `whole stack PSS ${SETTLE_SECONDS + 2} s after, idle`,
       kiln: memoryText(stackMemory(stackRoles)),
     });
-    report(rows, { seconds: SECONDS, layout: pinned ? layout : undefined });
+    report(rows, { seconds: SECONDS, layout });
     api.kill('SIGTERM');
     worker.kill('SIGTERM');
     redis.disconnect();

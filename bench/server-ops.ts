@@ -21,9 +21,8 @@ import { loadConfig } from '../src/config/env.js';
 import { ownerOfKey } from '../src/infra/callers.js';
 import { connectTemporal } from '../src/temporal/client.js';
 import { createTaskStore } from '../src/tasks/store/create.js';
-import { SA } from '../src/temporal/search-attributes.js';
-import { taskSummary } from '../src/tasks/summary.js';
 import {
+  benchOperatorView,
   fanOut,
   BENCH_MODELS,
   SUBMIT_BODY,
@@ -97,13 +96,7 @@ async function main() {
   const store = createTaskStore(redis, { prefix: config.redisPrefix, retentionSeconds: config.retentionSeconds });
   const { client } = await connectTemporal(config);
   const owner = ownerOfKey(config.ownerKey, KEY);
-  const operatorView = {
-    typedSearchAttributes: [
-      { key: SA.owner, value: owner },
-      { key: SA.model, value: 'bench-image' },
-    ],
-    staticSummary: taskSummary('image', 'bench-image', owner, 'bench', config.ops.summaryPromptChars),
-  };
+  const operatorView = benchOperatorView(owner, config.ops.summaryPromptChars);
   /** `view`: which of Kiln's start options for operators the start carries. */
   type View = 'none' | 'search attributes' | 'summary' | 'both';
   const startMinimal = (view: View) =>

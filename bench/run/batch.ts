@@ -3,6 +3,7 @@
 // where each round's CPU goes.
 import { randomBytes } from 'node:crypto';
 import {
+  benchOperatorView,
   cpuByRole,
   fanOut,
   fmt,
@@ -16,7 +17,6 @@ import {
 } from '../lib.js';
 import { BATCH, BATCH_ROUNDS, KEY, type RunContext } from './context.js';
 import { timeRatios } from './report.js';
-import { operatorViewOptions } from './submit.js';
 
 /**
  * 1b. The least a task can cost: a workflow that runs one activity on its own queue and returns
@@ -26,14 +26,14 @@ import { operatorViewOptions } from './submit.js';
 export async function batchRows(ctx: RunContext): Promise<void> {
   const { client, store, submitOne, rows, tally, pinned, workerCpu, api, worker, serverRole, redisRole } = ctx;
   const { temporal } = ctx.stack;
-  const opView = operatorViewOptions(ctx);
+  const opView = benchOperatorView(ctx.owner, ctx.config.ops.summaryPromptChars);
   const minimalWorker = spawnTs('bench/minimal/worker.ts', {
     TEMPORAL_ADDRESS: temporal.url,
     MINIMAL_QUEUE: 'bench-min',
   });
   // Pinned, the minimal worker takes Kiln's worker's core, not the driver's it was started from.
   if (pinned) pinRoles({ worker: { tree: [minimalWorker.pid!], cpu: workerCpu } });
-  // `operatorView`: started with what Kiln's start carries for operators (submit.ts).
+  // `operatorView`: started with what Kiln's start carries for operators (bench/lib.ts, `benchOperatorView`).
   // `local`: the same activity as a local activity (a marker in history, no activity task): the
   // shape issue 12 weighs for the upstream call, measured here before Kiln takes it.
   const startMinimal = (operatorView = false, local = false) =>

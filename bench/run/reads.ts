@@ -8,10 +8,11 @@ import { load, loop, spawnTs, waitHttp, type LoadResult } from '../lib.js';
 import { OTHER_KEY, ROUNDS, SECONDS, WARMUP_SECONDS, type RunContext } from './context.js';
 import { median, roundRatios, roundsText } from './report.js';
 
-type Headers = Record<string, string>;
+/** The seeded owners whose lists are read: 10,000, 100 and 10 tasks. */
+type ListOwners = Record<'big' | 'mid' | 'small', Record<string, string>>;
 
 /** 2–4. The reads against bare Koa. Answers the owners it seeded, whose lists `listFlatnessRows` reads. */
-export async function readRows(ctx: RunContext): Promise<{ big: Headers; mid: Headers; small: Headers }> {
+export async function readRows(ctx: RunContext): Promise<ListOwners> {
   const { config, store, redis, auth, submitOne, drain, rows, tally } = ctx;
   const { base, env } = ctx.stack;
   const barePort = await freePort();
@@ -158,7 +159,7 @@ export async function readRows(ctx: RunContext): Promise<{ big: Headers; mid: He
 /** List flatness, over the owners `readRows` seeded. */
 export async function listFlatnessRows(
   { rows, stack: { base } }: RunContext,
-  { big, mid, small }: { big: Headers; mid: Headers; small: Headers },
+  { big, mid, small }: ListOwners,
 ): Promise<void> {
   // List flatness: the same page size from owners with 10,000, 100 and 10 tasks, in alternating
   // rounds too (one round each moved the 10,000-vs-100 ratio between 0.86 and 1.03 across runs).

@@ -1,25 +1,9 @@
 // `npm run bench`'s writes: submit over HTTP against a raw workflow start, end to end against a raw
 // execute, and the sustained rest of BENCH_TASKS.
 import { randomBytes } from 'node:crypto';
-import { SA } from '../../src/temporal/search-attributes.js';
-import { taskSummary } from '../../src/tasks/summary.js';
-import { fmt, load, loop, pct, sleep, SUBMIT_BODY, type LoadResult } from '../lib.js';
+import { benchOperatorView, fmt, load, loop, pct, sleep, SUBMIT_BODY, type LoadResult } from '../lib.js';
 import { ROUNDS, SECONDS, TOTAL_TASKS, type RunContext } from './context.js';
 import { median, roundRatios } from './report.js';
-
-/**
- * What Kiln's start carries for operators: owner and model search attributes (visibility writes)
- * and the Web UI summary.
- */
-export function operatorViewOptions({ owner, config }: RunContext) {
-  return {
-    typedSearchAttributes: [
-      { key: SA.owner, value: owner },
-      { key: SA.model, value: 'bench-image' },
-    ],
-    staticSummary: taskSummary('image', 'bench-image', owner, 'bench', config.ops.summaryPromptChars),
-  };
-}
 
 /**
  * 1. Submit over HTTP vs a raw workflow start of the same workflow and input, in alternating
@@ -28,7 +12,7 @@ export function operatorViewOptions({ owner, config }: RunContext) {
 export async function submitRows(ctx: RunContext): Promise<void> {
   const { client, config, auth, input, drain, rows, tally } = ctx;
   const { base } = ctx.stack;
-  const operatorView = operatorViewOptions(ctx);
+  const operatorView = benchOperatorView(ctx.owner, config.ops.summaryPromptChars);
   const rawStart = (view: boolean) => () => {
     const id = `task_${randomBytes(16).toString('hex')}`;
     return client.workflow.start('imageTaskWorkflow', {
